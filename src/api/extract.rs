@@ -1,0 +1,216 @@
+//! Request plumbing shared by every handler: microversion negotiation, request ids, and a JSON
+//! body extractor whose rejections use Ironic's envelope.
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, FromRequestParts, Request},
+    http::{HeaderMap, HeaderValue, header, request::Parts},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+
+pub const MIN_VERSION: ApiVersion = ApiVersion(1);
+/// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
+pub const MAX_VERSION: ApiVersion = ApiVersion(31);
+
+/// A negotiated API microversion `1.N`, stored as N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ApiVersion(pub u32);
+
+impl std::fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "1.{}", self.0)
+    }
+}
+
+impl ApiVersion {
+    pub fn at_least(self, minor: u32) -> bool {
+        self.0 >= minor
+    }
+
+    /// Reads `OpenStack-API-Version: baremetal 1.N` (preferred) or the legacy
+    /// `X-OpenStack-Ironic-API-Version: 1.N`; none means the minimum, `latest` the maximum.
+    pub fn negotiate(headers: &HeaderMap) -> Result<ApiVersion, Error> {
+        let modern = headers
+            .get_all("openstack-api-version")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .find_map(|v| {
+                let mut words = v.split_whitespace();
+                match (words.next(), words.next()) {
+                    (Some(service), Some(version)) if service.eq_ignore_ascii_case("baremetal") => {
+                        Some(version.to_owned())
+                    }
+                    _ => None,
+                }
+            });
+        let legacy = headers
+            .get("x-openstack-ironic-api-version")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_owned());
+        let Some(requested) = modern.or(legacy) else {
+            return Ok(MIN_VERSION);
+        };
+        if requested.eq_ignore_ascii_case("latest") {
+            return Ok(MAX_VERSION);
+        }
+        let invalid = || {
+            Error::NotAcceptable(
+                "Invalid value for X-OpenStack-Ironic-API-Version header".to_owned(),
+            )
+        };
+        let (major, minor) = requested.split_once('.').ok_or_else(invalid)?;
+        let major: u32 = major.parse().map_err(|_| invalid())?;
+        let minor: u32 = minor.parse().map_err(|_| invalid())?;
+        if major != 1 {
+            return Err(Error::NotAcceptable(format!(
+                "Mutually exclusive versions requested. Version {requested} requested but not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+            )));
+        }
+        let version = ApiVersion(minor);
+        if version < MIN_VERSION || version > MAX_VERSION {
+            return Err(Error::NotAcceptable(format!(
+                "Version {requested} was requested but the minor version is not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+            )));
+        }
+        Ok(version)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ApiVersion {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<ApiVersion>()
+            .copied()
+            .ok_or_else(|| Error::internal("version middleware did not run"))
+    }
+}
+
+/// The request id, `req-<uuid>`, carried into RPCs and logs.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestId {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .ok_or_else(|| Error::internal("request id middleware did not run"))
+    }
+}
+
+/// Middleware: negotiates the version (406 on a bad one), assigns a request id, and adds the
+/// version and request id headers to every response, errors included.
+pub async fn version_and_request_id(mut request: Request, next: Next) -> Response {
+    let request_id = format!("req-{}", uuid::Uuid::new_v4());
+    let negotiated = ApiVersion::negotiate(request.headers());
+    let mut response = match negotiated {
+        Ok(version) => {
+            request.extensions_mut().insert(version);
+            request
+                .extensions_mut()
+                .insert(RequestId(request_id.clone()));
+            let mut response = next.run(request).await;
+            if let Ok(v) = HeaderValue::from_str(&version.to_string()) {
+                response
+                    .headers_mut()
+                    .insert("x-openstack-ironic-api-version", v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&format!("baremetal {version}")) {
+                response.headers_mut().insert("openstack-api-version", v);
+            }
+            response
+        }
+        Err(e) => e.into_response(),
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        "x-openstack-ironic-api-minimum-version",
+        HeaderValue::from_static("1.1"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&MAX_VERSION.to_string()) {
+        headers.insert("x-openstack-ironic-api-maximum-version", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        headers.insert("openstack-request-id", v.clone());
+        headers.insert("x-openstack-request-id", v);
+    }
+    response
+}
+
+/// A JSON body; malformed JSON, a wrong content type or a bad shape is a 400/415 in Ironic's
+/// envelope naming the problem.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.to_ascii_lowercase());
+        if let Some(ct) = &content_type
+            && !ct.starts_with("application/json")
+            && !ct.contains("+json")
+        {
+            return Err(Error::UnsupportedMediaType(format!(
+                "The content type {ct} is not supported; send application/json."
+            )));
+        }
+        let body = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status().as_u16() == 413 {
+                Error::PayloadTooLarge("The request body is too large.".to_owned())
+            } else {
+                Error::InvalidParameterValue(format!("Could not read the request body: {e}"))
+            }
+        })?;
+        serde_json::from_slice(&body)
+            .map(ApiJson)
+            .map_err(|e| Error::InvalidParameterValue(format!("Invalid JSON body: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(ApiVersion::negotiate(&headers(&[])).unwrap(), MIN_VERSION);
+        assert_eq!(
+            ApiVersion::negotiate(&headers(&[("openstack-api-version", "baremetal 1.11")]))
+                .unwrap(),
+            ApiVersion(11)
+        );
+        assert_eq!(
+            ApiVersion::negotiate(&headers(&[("x-openstack-ironic-api-version", "latest")]))
+                .unwrap(),
+            MAX_VERSION
+        );
+        for bad in ["1.999", "2.1", "abc", "1"] {
+            let e = ApiVersion::negotiate(&headers(&[("x-openstack-ironic-api-version", bad)]))
+                .unwrap_err();
+            assert_eq!(e.status(), 406, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! /v1/nodes: create, list, show, patch, delete, and the provision and power state verbs.
+//! Reads come straight from the database; every change is an RPC to the node's conductor, which
+//! takes the node's lock (the API never changes a provision state itself).
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    ApiState, BaseUrl,
+    extract::{ApiJson, ApiVersion, RequestId},
+    views,
+};
+use crate::{
+    db::{
+        self,
+        models::{JsonObject, Node},
+        nodes::NodeIdent,
+    },
+    error::{Error, Result},
+    patch::{self, PatchOp},
+    rpc::{NodeCreate, RpcReply, RpcRequest},
+    states::ProvisionState,
+};
+
+/// POST /v1/nodes body. Unknown fields are refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeCreateBody {
+    uuid: Option<String>,
+    name: Option<String>,
+    driver: String,
+    #[serde(default)]
+    driver_info: JsonObject,
+    #[serde(default)]
+    properties: JsonObject,
+    #[serde(default)]
+    instance_info: JsonObject,
+    #[serde(default)]
+    extra: JsonObject,
+    instance_uuid: Option<String>,
+    resource_class: Option<String>,
+    deploy_interface: Option<String>,
+    power_interface: Option<String>,
+    management_interface: Option<String>,
+}
+
+/// Refuses a field newer than the negotiated version (406), as Ironic does.
+fn require_version(version: ApiVersion, minor: u32, what: &str) -> Result<()> {
+    if version.at_least(minor) {
+        Ok(())
+    } else {
+        Err(Error::NotAcceptable(format!(
+            "{what} requires API version 1.{minor} or later; this request asked for {version}."
+        )))
+    }
+}
+
+fn valid_uuid(field: &str, value: &str) -> Result<String> {
+    uuid::Uuid::try_parse(value)
+        .map(|u| u.hyphenated().to_string())
+        .map_err(|_| {
+            Error::InvalidParameterValue(format!(
+                "Expected a UUID for {field} but received {value}."
+            ))
+        })
+}
+
+async fn call(
+    state: &ApiState,
+    node: &Node,
+    request_id: &RequestId,
+    req: RpcRequest,
+) -> Result<RpcReply> {
+    let host = state.router.host_for(&node.uuid, &node.driver).await?;
+    let reply = state.rpc.call(&host, &request_id.0, req).await;
+    if let Err(Error::TemporaryFailure(_)) = &reply {
+        // The conductor may be gone: look at the ring afresh next time.
+        state.router.invalidate();
+    }
+    reply
+}
+
+pub async fn create(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiJson(body): ApiJson<NodeCreateBody>,
+) -> Result<Response> {
+    if body.name.is_some() {
+        require_version(version, 5, "name")?;
+    }
+    if body.resource_class.is_some() {
+        require_version(version, 21, "resource_class")?;
+    }
+    if body.deploy_interface.is_some()
+        || body.power_interface.is_some()
+        || body.management_interface.is_some()
+    {
+        require_version(version, 31, "Hardware interfaces")?;
+    }
+    let uuid = match &body.uuid {
+        Some(u) => valid_uuid("uuid", u)?,
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let instance_uuid = body
+        .instance_uuid
+        .as_deref()
+        .map(|u| valid_uuid("instance_uuid", u))
+        .transpose()?;
+    if let Some(name) = &body.name {
+        patch::validate_name(name)?;
+    }
+    let initial = if version.at_least(11) {
+        ProvisionState::Enroll
+    } else {
+        ProvisionState::Available
+    };
+    let host = state.router.host_for_new(&uuid, &body.driver).await?;
+    let create = NodeCreate {
+        uuid,
+        name: body.name,
+        driver: body.driver,
+        deploy_interface: body.deploy_interface,
+        power_interface: body.power_interface,
+        management_interface: body.management_interface,
+        resource_class: body.resource_class,
+        conductor_group: String::new(),
+        driver_info: body.driver_info,
+        properties: body.properties,
+        instance_info: body.instance_info,
+        instance_uuid,
+        extra: body.extra,
+        initial_state: initial.api_name().to_owned(),
+    };
+    let reply = state
+        .rpc
+        .call(
+            &host,
+            &request_id.0,
+            RpcRequest::CreateNode {
+                node: Box::new(create),
+            },
+        )
+        .await?;
+    let RpcReply::Node(node) = reply else {
+        return Err(Error::internal("create_node answered without a node"));
+    };
+    let location = format!("{base}/v1/nodes/{}", node.uuid);
+    let mut response = (
+        StatusCode::CREATED,
+        Json(views::node_detail(&node, version, &base)),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    limit: Option<i64>,
+    marker: Option<String>,
+}
+
+const MAX_LIMIT: i64 = 1000;
+
+async fn list_page(
+    state: &ApiState,
+    query: &ListQuery,
+    version: ApiVersion,
+    base: &str,
+    detail: bool,
+) -> Result<Value> {
+    let limit = match query.limit {
+        Some(l) if l <= 0 => {
+            return Err(Error::InvalidParameterValue(format!(
+                "Value must be positive: limit={l}"
+            )));
+        }
+        Some(l) => l.min(MAX_LIMIT),
+        None => MAX_LIMIT,
+    };
+    let nodes = db::nodes::list(&state.db, limit, query.marker.as_deref()).await?;
+    let items: Vec<Value> = nodes
+        .iter()
+        .map(|n| {
+            if detail {
+                views::node_detail(n, version, base)
+            } else {
+                views::node_summary(n, version, base)
+            }
+        })
+        .collect();
+    let mut body = json!({ "nodes": items });
+    if nodes.len() as i64 == limit
+        && let Some(last) = nodes.last()
+    {
+        let path = if detail { "nodes/detail" } else { "nodes" };
+        body["next"] = json!(format!(
+            "{base}/v1/{path}?limit={limit}&marker={}",
+            last.uuid
+        ));
+    }
+    Ok(body)
+}
+
+pub async fn list(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &query, version, &base, false)
+        .await
+        .map(Json)
+}
+
+pub async fn list_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &query, version, &base, true)
+        .await
+        .map(Json)
+}
+
+async fn find(state: &ApiState, ident: &str, version: ApiVersion) -> Result<Node> {
+    let ident = NodeIdent::parse(ident);
+    if matches!(ident, NodeIdent::Name(_)) && !version.at_least(5) {
+        // Before names existed, anything that is not a UUID is simply not a node.
+        return Err(Error::node_not_found(match ident {
+            NodeIdent::Uuid(s) | NodeIdent::Name(s) => s,
+        }));
+    }
+    db::nodes::get(&state.db, ident).await
+}
+
+pub async fn show(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>> {
+    let node = find(&state, &ident, version).await?;
+    Ok(Json(views::node_detail(&node, version, &base)))
+}
+
+pub async fn update(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    Path(ident): Path<String>,
+    ApiJson(ops): ApiJson<Vec<PatchOp>>,
+) -> Result<Json<Value>> {
+    patch::validate(&ops)?;
+    for op in &ops {
+        let root = op
+            .path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
+        match root {
+            "name" => require_version(version, 5, "name")?,
+            "resource_class" => require_version(version, 21, "resource_class")?,
+            "deploy_interface" | "power_interface" | "management_interface" => {
+                require_version(version, 31, root)?
+            }
+            "conductor_group" => require_version(version, 46, root)?,
+            _ => {}
+        }
+    }
+    let node = find(&state, &ident, version).await?;
+    let reply = call(
+        &state,
+        &node,
+        &request_id,
+        RpcRequest::UpdateNode {
+            node_uuid: node.uuid.clone(),
+            patch: ops,
+        },
+    )
+    .await?;
+    let RpcReply::Node(node) = reply else {
+        return Err(Error::internal("update_node answered without a node"));
+    };
+    Ok(Json(views::node_detail(&node, version, &base)))
+}
+
+pub async fn delete(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    Path(ident): Path<String>,
+) -> Result<StatusCode> {
+    let node = find(&state, &ident, version).await?;
+    call(
+        &state,
+        &node,
+        &request_id,
+        RpcRequest::DestroyNode {
+            node_uuid: node.uuid.clone(),
+        },
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn states(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    Path(ident): Path<String>,
+) -> Result<Json<Value>> {
+    let node = find(&state, &ident, version).await?;
+    Ok(Json(views::node_states(&node, version)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvisionBody {
+    target: String,
+    configdrive: Option<Value>,
+}
+
+/// 202 Accepted with `Location: <url>/v1/nodes/<id as given>/states`.
+fn accepted(base: &str, ident: &str) -> Response {
+    let mut response = StatusCode::ACCEPTED.into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("{base}/v1/nodes/{ident}/states")) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    response
+}
+
+pub async fn set_provision_state(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    Path(ident): Path<String>,
+    ApiJson(body): ApiJson<ProvisionBody>,
+) -> Result<Response> {
+    let target = body.target.as_str();
+    // (verb, minimum version) of the verbs Ferrum carries out.
+    let min = match target {
+        "active" | "rebuild" | "deleted" => 1,
+        "manage" | "provide" => 4,
+        "abort" => 13,
+        "deploy" | "undeploy" => 73,
+        "inspect" | "clean" | "adopt" | "rescue" | "unrescue" | "unhold" | "service" => {
+            return Err(Error::InvalidParameterValue(format!(
+                "The provision state target \"{target}\" is not supported by Ferrum yet."
+            )));
+        }
+        other => {
+            return Err(Error::InvalidParameterValue(format!(
+                "\"{other}\" is not a valid provision state target."
+            )));
+        }
+    };
+    require_version(version, min, &format!("The \"{target}\" target"))?;
+    if body.configdrive.is_some() && !matches!(target, "active" | "deploy" | "rebuild") {
+        return Err(Error::InvalidParameterValue(
+            "configdrive can only be specified when deploying or rebuilding a node.".to_owned(),
+        ));
+    }
+    if body.configdrive.is_some() && target == "rebuild" {
+        require_version(version, 35, "configdrive on rebuild")?;
+    }
+    let node = find(&state, &ident, version).await?;
+    let node_uuid = node.uuid.clone();
+    let request = match target {
+        "active" | "deploy" => RpcRequest::DoNodeDeploy {
+            node_uuid,
+            rebuild: false,
+            configdrive: body.configdrive,
+        },
+        "rebuild" => RpcRequest::DoNodeDeploy {
+            node_uuid,
+            rebuild: true,
+            configdrive: body.configdrive,
+        },
+        "deleted" | "undeploy" => RpcRequest::DoNodeTearDown { node_uuid },
+        action => RpcRequest::DoProvisioningAction {
+            node_uuid,
+            action: action.to_owned(),
+        },
+    };
+    call(&state, &node, &request_id, request).await?;
+    Ok(accepted(&base, &ident))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerBody {
+    target: String,
+    timeout: Option<i64>,
+}
+
+pub async fn set_power_state(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    Path(ident): Path<String>,
+    ApiJson(body): ApiJson<PowerBody>,
+) -> Result<Response> {
+    crate::conductor::power::parse_target(&body.target)?;
+    if body.target.starts_with("soft") || body.timeout.is_some() {
+        require_version(version, 27, "Soft power actions and timeout")?;
+    }
+    let timeout = match body.timeout {
+        Some(t) if t < 1 => {
+            return Err(Error::InvalidParameterValue(format!(
+                "timeout has to be positive integer, got {t}"
+            )));
+        }
+        Some(t) => Some(u32::try_from(t).unwrap_or(u32::MAX)),
+        None => None,
+    };
+    let node = find(&state, &ident, version).await?;
+    call(
+        &state,
+        &node,
+        &request_id,
+        RpcRequest::ChangeNodePowerState {
+            node_uuid: node.uuid.clone(),
+            new_state: body.target,
+            timeout,
+        },
+    )
+    .await?;
+    Ok(accepted(&base, &ident))
+}

@@ -1,0 +1,262 @@
+//! How nodes look in responses: the fields of the negotiated version, timestamps as Ironic writes
+//! them, secrets masked.
+
+use chrono::NaiveDateTime;
+use serde_json::{Map, Value, json};
+
+use super::extract::ApiVersion;
+use crate::{
+    db::models::{JsonObject, Node},
+    states::ProvisionState,
+};
+
+const MASK: &str = "******";
+
+/// Key fragments whose values are secrets (oslo.utils' `mask_dict_password` list, in spirit).
+const SECRET_KEY_PARTS: &[&str] = &[
+    "password",
+    "passwd",
+    "pswd",
+    "secret",
+    "token",
+    "passphrase",
+    "private_key",
+    "encrypted_key",
+    "auth_key",
+    "priv_key",
+    "fernetkey",
+    "sslkey",
+    "cephxkey",
+    "credential",
+];
+
+/// Masks the value of every key that names a secret, at any depth.
+pub fn mask_secrets(doc: &JsonObject) -> JsonObject {
+    doc.iter()
+        .map(|(k, v)| {
+            let lower = k.to_ascii_lowercase();
+            let masked = if SECRET_KEY_PARTS.iter().any(|p| lower.contains(p)) {
+                Value::String(MASK.to_owned())
+            } else {
+                match v {
+                    Value::Object(inner) => Value::Object(mask_secrets(inner)),
+                    other => other.clone(),
+                }
+            };
+            (k.clone(), masked)
+        })
+        .collect()
+}
+
+fn masked_instance_info(doc: &JsonObject) -> JsonObject {
+    let mut m = mask_secrets(doc);
+    for key in ["configdrive", "image_url"] {
+        if let Some(v) = m.get_mut(key)
+            && !v.is_null()
+            && v.as_str() != Some("")
+        {
+            *v = Value::String(MASK.to_owned());
+        }
+    }
+    m
+}
+
+pub fn timestamp(t: &NaiveDateTime) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
+}
+
+fn opt_timestamp(t: &Option<NaiveDateTime>) -> Value {
+    t.as_ref()
+        .map(|t| Value::String(timestamp(t)))
+        .unwrap_or(Value::Null)
+}
+
+/// A provision state as the version shows it: `available` is null before 1.2.
+fn state_value(state: Option<ProvisionState>, version: ApiVersion) -> Value {
+    match state {
+        Some(ProvisionState::Available) if !version.at_least(2) => Value::Null,
+        Some(s) => Value::String(s.api_name().to_owned()),
+        None => Value::Null,
+    }
+}
+
+pub fn links(base: &str, resource: &str, id: &str) -> Value {
+    json!([
+        {"href": format!("{base}/v1/{resource}/{id}"), "rel": "self"},
+        {"href": format!("{base}/{resource}/{id}"), "rel": "bookmark"},
+    ])
+}
+
+/// The full node, as GET /v1/nodes/{id} shows it at `version`.
+pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
+    let mut m = Map::new();
+    m.insert("uuid".into(), json!(node.uuid));
+    m.insert("created_at".into(), json!(timestamp(&node.created_at)));
+    m.insert("updated_at".into(), opt_timestamp(&node.updated_at));
+    m.insert("chassis_uuid".into(), Value::Null);
+    m.insert("console_enabled".into(), json!(false));
+    m.insert("driver".into(), json!(node.driver));
+    m.insert(
+        "driver_info".into(),
+        Value::Object(mask_secrets(&node.driver_info)),
+    );
+    m.insert("extra".into(), Value::Object(node.extra.clone()));
+    m.insert(
+        "instance_info".into(),
+        Value::Object(masked_instance_info(&node.instance_info)),
+    );
+    m.insert("instance_uuid".into(), json!(node.instance_uuid));
+    m.insert("last_error".into(), json!(node.last_error));
+    m.insert("maintenance".into(), json!(node.maintenance));
+    m.insert("maintenance_reason".into(), json!(node.maintenance_reason));
+    m.insert("power_state".into(), json!(node.power_state));
+    m.insert("properties".into(), Value::Object(node.properties.clone()));
+    m.insert(
+        "provision_state".into(),
+        state_value(Some(node.provision_state), version),
+    );
+    m.insert(
+        "provision_updated_at".into(),
+        opt_timestamp(&node.provision_updated_at),
+    );
+    m.insert("reservation".into(), json!(node.reservation));
+    m.insert("target_power_state".into(), json!(node.target_power_state));
+    m.insert(
+        "target_provision_state".into(),
+        state_value(node.target_provision_state, version),
+    );
+    m.insert("links".into(), links(base, "nodes", &node.uuid));
+    m.insert(
+        "ports".into(),
+        links(base, "nodes", &format!("{}/ports", node.uuid)),
+    );
+    if version.at_least(3) {
+        m.insert(
+            "driver_internal_info".into(),
+            Value::Object(mask_secrets(&node.driver_internal_info)),
+        );
+    }
+    if version.at_least(5) {
+        m.insert("name".into(), json!(node.name));
+    }
+    if version.at_least(6) {
+        m.insert("inspection_started_at".into(), Value::Null);
+        m.insert("inspection_finished_at".into(), Value::Null);
+    }
+    if version.at_least(7) {
+        m.insert("clean_step".into(), json!({}));
+    }
+    if version.at_least(12) {
+        m.insert("raid_config".into(), json!({}));
+        m.insert("target_raid_config".into(), json!({}));
+    }
+    if version.at_least(14) {
+        m.insert(
+            "states".into(),
+            links(base, "nodes", &format!("{}/states", node.uuid)),
+        );
+    }
+    if version.at_least(20) {
+        m.insert("network_interface".into(), json!("noop"));
+    }
+    if version.at_least(21) {
+        m.insert("resource_class".into(), json!(node.resource_class));
+    }
+    if version.at_least(24) {
+        m.insert(
+            "portgroups".into(),
+            links(base, "nodes", &format!("{}/portgroups", node.uuid)),
+        );
+    }
+    if version.at_least(31) {
+        // Interfaces Ferrum does not implement yet are reported as what they are: none.
+        m.insert("boot_interface".into(), json!("fake"));
+        m.insert("console_interface".into(), json!("no-console"));
+        m.insert("deploy_interface".into(), json!(node.deploy_interface));
+        m.insert("inspect_interface".into(), json!("no-inspect"));
+        m.insert(
+            "management_interface".into(),
+            json!(node.management_interface),
+        );
+        m.insert("power_interface".into(), json!(node.power_interface));
+        m.insert("raid_interface".into(), json!("no-raid"));
+        m.insert("vendor_interface".into(), json!("no-vendor"));
+    }
+    Value::Object(m)
+}
+
+/// The short form of GET /v1/nodes.
+pub fn node_summary(node: &Node, version: ApiVersion, base: &str) -> Value {
+    let mut m = Map::new();
+    m.insert("uuid".into(), json!(node.uuid));
+    m.insert("instance_uuid".into(), json!(node.instance_uuid));
+    m.insert("maintenance".into(), json!(node.maintenance));
+    m.insert("power_state".into(), json!(node.power_state));
+    m.insert(
+        "provision_state".into(),
+        state_value(Some(node.provision_state), version),
+    );
+    m.insert("links".into(), links(base, "nodes", &node.uuid));
+    if version.at_least(5) {
+        m.insert("name".into(), json!(node.name));
+    }
+    Value::Object(m)
+}
+
+/// GET /v1/nodes/{id}/states.
+pub fn node_states(node: &Node, version: ApiVersion) -> Value {
+    let mut m = Map::new();
+    m.insert("console_enabled".into(), json!(false));
+    m.insert("last_error".into(), json!(node.last_error));
+    m.insert("power_state".into(), json!(node.power_state));
+    m.insert(
+        "provision_state".into(),
+        state_value(Some(node.provision_state), version),
+    );
+    m.insert(
+        "provision_updated_at".into(),
+        opt_timestamp(&node.provision_updated_at),
+    );
+    m.insert("target_power_state".into(), json!(node.target_power_state));
+    m.insert(
+        "target_provision_state".into(),
+        state_value(node.target_provision_state, version),
+    );
+    if version.at_least(12) {
+        m.insert("raid_config".into(), json!({}));
+        m.insert("target_raid_config".into(), json!({}));
+    }
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_at_any_depth() {
+        let doc = json!({
+            "ipmi_password": "hunter2",
+            "ipmi_address": "10.0.0.1",
+            "nested": {"Auth_Token": "t", "user": "admin"},
+        });
+        let masked = mask_secrets(doc.as_object().unwrap());
+        assert_eq!(masked["ipmi_password"], "******");
+        assert_eq!(masked["ipmi_address"], "10.0.0.1");
+        assert_eq!(masked["nested"]["Auth_Token"], "******");
+        assert_eq!(masked["nested"]["user"], "admin");
+    }
+
+    #[test]
+    fn fields_follow_the_version() {
+        let node = crate::db::models::tests_support::node();
+        let old = node_detail(&node, ApiVersion(1), "http://h");
+        assert!(old.get("name").is_none());
+        assert!(old.get("deploy_interface").is_none());
+        let new = node_detail(&node, ApiVersion(31), "http://h");
+        assert_eq!(new["name"], "n1");
+        assert_eq!(new["deploy_interface"], "fake");
+        assert_eq!(new["target_provision_state"], "active");
+        assert_eq!(new["provision_state"], "deploy failed");
+    }
+}

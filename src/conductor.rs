@@ -1,0 +1,180 @@
+//! The conductor: consumes RPCs for its host, locks nodes, runs drivers, writes outcomes.
+//!
+//! A provision request is handled in two halves, as in Ironic: the RPC handler takes the lock,
+//! checks the transition in the state table, applies the event and replies (202 for the client);
+//! the work then continues in a bounded worker pool, which owns the lock and releases it when the
+//! work ends, whether it succeeded, failed, or panicked. No database transaction is held across a
+//! driver call: every write is one conditional statement.
+
+pub mod dispatch;
+pub mod node_ops;
+pub mod power;
+pub mod provision;
+pub mod task;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::sync::Semaphore;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::{error, info, warn};
+
+use crate::{
+    config::ConductorConfig,
+    db::{self, Db, models::NodeChanges},
+    drivers::Registry,
+    rpc::transport::Transport,
+    states::Event,
+};
+
+/// What every request and worker of one conductor shares.
+pub struct Context {
+    pub db: Db,
+    pub host: String,
+    pub drivers: Registry,
+    pub config: ConductorConfig,
+    /// One permit per running piece of provisioning work.
+    pub workers: Arc<Semaphore>,
+    /// The running workers, so that shutdown can wait for them.
+    pub tracker: TaskTracker,
+    /// Cancelled when the graceful shutdown period is over: workers still running then stop and
+    /// record that the conductor shut down.
+    pub abort_work: CancellationToken,
+}
+
+pub type Ctx = Arc<Context>;
+
+impl Context {
+    pub fn new(db: Db, config: ConductorConfig) -> Ctx {
+        Arc::new(Context {
+            db,
+            host: config.host.clone(),
+            drivers: Registry::builtin(),
+            workers: Arc::new(Semaphore::new(config.workers)),
+            tracker: TaskTracker::new(),
+            abort_work: CancellationToken::new(),
+            config,
+        })
+    }
+}
+
+/// Runs a conductor until `shutdown` is cancelled, then stops gracefully: it leaves the hash ring,
+/// stops consuming, lets running work finish within `graceful_shutdown_timeout`, fails what is
+/// left with a `last_error` saying why, and releases every lock it holds.
+pub async fn run(
+    ctx: Ctx,
+    transport: Arc<dyn Transport>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let host = ctx.host.clone();
+    recover_held_nodes(
+        &ctx,
+        &format!("The conductor {host} restarted while this node was locked by it."),
+    )
+    .await
+    .context("start-up recovery")?;
+
+    let stop_consuming = CancellationToken::new();
+    let handler = Arc::new(dispatch::Dispatcher::new(ctx.clone()));
+    let listener = transport
+        .listen(
+            &host,
+            handler,
+            ctx.config.rpc_in_flight,
+            stop_consuming.clone(),
+        )
+        .await
+        .context("listening on the conductor queue")?;
+    let serving = tokio::spawn(listener.run());
+
+    // Register only once the queue exists, so that the API never routes to a queue that is not there.
+    db::conductors::register(&ctx.db, &host, &ctx.drivers.names(), "")
+        .await
+        .context("registering the conductor")?;
+    info!(conductor.host = %host, "Conductor {host} is serving");
+
+    let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), shutdown.clone()));
+    shutdown.cancelled().await;
+
+    info!(conductor.host = %host, "Conductor {host} is shutting down");
+    if let Err(e) = db::conductors::unregister(&ctx.db, &host).await {
+        warn!(error = %e, "could not mark the conductor offline");
+    }
+    stop_consuming.cancel();
+    match serving.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(error = %e, "RPC server ended with an error"),
+        Err(e) => error!(error = %e, "RPC server task failed"),
+    }
+    ctx.tracker.close();
+    if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
+        .await
+        .is_err()
+    {
+        warn!("graceful shutdown period over; failing the work still running");
+        ctx.abort_work.cancel();
+        ctx.tracker.wait().await;
+    }
+    heartbeat.abort();
+    recover_held_nodes(
+        &ctx,
+        &format!("The conductor {host} shut down while this node was locked by it."),
+    )
+    .await
+    .context("shutdown recovery")?;
+    info!(conductor.host = %host, "Conductor {host} stopped");
+    Ok(())
+}
+
+async fn heartbeat_loop(ctx: Ctx, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match db::conductors::heartbeat(&ctx.db, &ctx.host).await {
+            Ok(true) => {}
+            Ok(false) => {
+                warn!("conductor row vanished; registering again");
+                if let Err(e) =
+                    db::conductors::register(&ctx.db, &ctx.host, &ctx.drivers.names(), "").await
+                {
+                    warn!(error = %e, "re-registration failed");
+                }
+            }
+            Err(e) => warn!(error = %e, "heartbeat failed"),
+        }
+    }
+}
+
+/// Every node whose lock this host holds (left over from a crash, or from work cut short by
+/// shutdown) is moved out of its transient state along the table's `fail` edge with `reason` as
+/// its `last_error`, its pending power change dropped, and its lock released.
+pub async fn recover_held_nodes(ctx: &Ctx, reason: &str) -> crate::error::Result<()> {
+    for node in db::nodes::held_by(&ctx.db, &ctx.host).await? {
+        let state = node.provision_state;
+        let mut changes = NodeChanges::default().last_error(Some(reason.to_owned()));
+        if node.target_power_state.is_some() {
+            changes.target_power_state = Some(None);
+        }
+        if state.stuck_fail_event_applies() {
+            let to = crate::states::transition(state, Event::Fail).ok();
+            let target = to.and_then(|to| crate::states::target_after(to, false));
+            if let Some(to) = to {
+                changes = changes.provision(to, target);
+            }
+        } else if node.target_power_state.is_none() {
+            // Nothing was in progress: only the lock is left to release.
+            changes = NodeChanges::default();
+        }
+        let uuid = node.uuid.clone();
+        match db::nodes::update_held(&ctx.db, node.id, &ctx.host, state, changes.release()).await {
+            Ok(()) => warn!(node.uuid = %uuid, "recovered node from {state}: {reason}"),
+            Err(e) => warn!(node.uuid = %uuid, error = %e, "could not recover node"),
+        }
+    }
+    db::nodes::clear_reservations(&ctx.db, &ctx.host).await?;
+    Ok(())
+}

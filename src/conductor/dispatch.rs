@@ -1,0 +1,135 @@
+//! Decodes each RPC envelope and dispatches its request, one exhaustive match.
+//!
+//! A panic anywhere in a handler becomes an internal error reply (the conductor keeps serving); a
+//! task held at that moment is released by its drop backstop.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use tracing::{Instrument, info_span, warn};
+
+use super::{Ctx, node_ops, power, provision, task::deadline_from_unix_ms};
+use crate::{
+    error::Error,
+    rpc::{
+        self, Envelope, RpcReply, RpcRequest, RpcResult, WIRE_VERSION, transport::RequestHandler,
+    },
+};
+
+pub struct Dispatcher {
+    ctx: Ctx,
+}
+
+impl Dispatcher {
+    pub fn new(ctx: Ctx) -> Self {
+        Dispatcher { ctx }
+    }
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for Dispatcher {
+    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        let envelope: Envelope = rpc::decode(&body)?;
+        let method = envelope.request.method();
+        let span = info_span!(
+            "rpc",
+            rpc.method = method,
+            request_id = %envelope.request_id,
+            node.uuid = node_uuid(&envelope.request).unwrap_or(""),
+        );
+        let result: RpcResult = if envelope.version > WIRE_VERSION {
+            Err(Error::internal(format!(
+                "RPC envelope version {} is newer than this conductor's {WIRE_VERSION}",
+                envelope.version
+            )))
+        } else if envelope.deadline_ms != 0 && rpc::unix_ms() > envelope.deadline_ms {
+            // The caller has given up; doing the work now would surprise it.
+            Err(Error::TemporaryFailure(format!(
+                "The {method} request expired before the conductor could take it; please retry."
+            )))
+        } else {
+            let ctx = self.ctx.clone();
+            AssertUnwindSafe(dispatch(ctx, envelope))
+                .catch_unwind()
+                .instrument(span.clone())
+                .await
+                .unwrap_or_else(|panic| {
+                    Err(Error::internal(format!(
+                        "{method} panicked: {}",
+                        panic_message(&*panic)
+                    )))
+                })
+        };
+        if let Err(e) = &result {
+            let _guard = span.enter();
+            if e.status() >= 500 {
+                warn!(error = %e, "{method} failed");
+            }
+        }
+        rpc::encode(&result).map_err(|e| e.to_string())
+    }
+}
+
+async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
+    let deadline = deadline_from_unix_ms(envelope.deadline_ms);
+    match envelope.request {
+        RpcRequest::CreateNode { node } => node_ops::create(&ctx, *node)
+            .await
+            .map(|n| RpcReply::Node(Box::new(n))),
+        RpcRequest::UpdateNode { node_uuid, patch } => {
+            node_ops::update(&ctx, &node_uuid, &patch, deadline)
+                .await
+                .map(|n| RpcReply::Node(Box::new(n)))
+        }
+        RpcRequest::DestroyNode { node_uuid } => node_ops::destroy(&ctx, &node_uuid, deadline)
+            .await
+            .map(|()| RpcReply::Done),
+        RpcRequest::DoNodeDeploy {
+            node_uuid,
+            rebuild,
+            configdrive,
+        } => provision::do_node_deploy(&ctx, &node_uuid, rebuild, configdrive, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
+        RpcRequest::DoNodeTearDown { node_uuid } => {
+            provision::do_node_tear_down(&ctx, &node_uuid, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
+        RpcRequest::DoProvisioningAction { node_uuid, action } => {
+            provision::do_provisioning_action(&ctx, &node_uuid, &action, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
+        RpcRequest::ChangeNodePowerState {
+            node_uuid,
+            new_state,
+            timeout,
+        } => power::change_node_power_state(&ctx, &node_uuid, &new_state, timeout, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
+    }
+}
+
+fn node_uuid(request: &RpcRequest) -> Option<&str> {
+    match request {
+        RpcRequest::CreateNode { node } => Some(&node.uuid),
+        RpcRequest::UpdateNode { node_uuid, .. }
+        | RpcRequest::DestroyNode { node_uuid }
+        | RpcRequest::DoNodeDeploy { node_uuid, .. }
+        | RpcRequest::DoNodeTearDown { node_uuid }
+        | RpcRequest::DoProvisioningAction { node_uuid, .. }
+        | RpcRequest::ChangeNodePowerState { node_uuid, .. } => Some(node_uuid),
+    }
+}
+
+/// The text a panic carried, if it was a string.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_owned()
+    }
+}

@@ -1,0 +1,175 @@
+//! Creating, updating (PATCH) and destroying nodes: the checks that need the node's driver or its
+//! lock, as Ironic's `create_node`, `update_node` and `destroy_node` do them.
+
+use tokio::time::Instant;
+
+use super::{Ctx, task::Task};
+use crate::{
+    db::{
+        self,
+        models::{NewNodeRow, Node, json_text},
+    },
+    drivers::InterfaceChoice,
+    error::{Error, Result},
+    patch::{self, PatchOp},
+    rpc::NodeCreate,
+    states::ProvisionState,
+};
+
+/// States in which interfaces and the driver may change without maintenance (Ironic's
+/// `update_node`).
+fn interface_change_allowed(state: ProvisionState) -> bool {
+    matches!(
+        state,
+        ProvisionState::Enroll
+            | ProvisionState::Inspecting
+            | ProvisionState::InspectWait
+            | ProvisionState::Manageable
+            | ProvisionState::Available
+    )
+}
+
+pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
+    let initial: ProvisionState = n
+        .initial_state
+        .parse()
+        .map_err(|e| Error::InvalidParameterValue(format!("{e}")))?;
+    if let Some(name) = &n.name {
+        patch::validate_name(name)?;
+    }
+    let interfaces = ctx.drivers.resolve(
+        &n.driver,
+        &InterfaceChoice {
+            deploy: n.deploy_interface.as_deref(),
+            power: n.power_interface.as_deref(),
+            management: n.management_interface.as_deref(),
+        },
+    )?;
+    let row = NewNodeRow {
+        uuid: n.uuid,
+        name: n.name,
+        driver: n.driver,
+        deploy_interface: interfaces.deploy,
+        power_interface: interfaces.power,
+        management_interface: interfaces.management,
+        resource_class: n.resource_class,
+        conductor_group: n.conductor_group.to_lowercase(),
+        driver_info: json_text(&n.driver_info),
+        driver_internal_info: "{}".to_owned(),
+        properties: json_text(&n.properties),
+        instance_info: json_text(&n.instance_info),
+        instance_uuid: n.instance_uuid,
+        extra: json_text(&n.extra),
+        provision_state: initial.api_name().to_owned(),
+        power_state: None,
+        maintenance: false,
+        created_at: db::now(),
+    };
+    db::nodes::insert(&ctx.db, row).await
+}
+
+/// Applies a JSON patch under the lock and returns the updated node. The change and the release
+/// of the lock are one statement.
+pub async fn update(
+    ctx: &Ctx,
+    uuid: &str,
+    ops: &[PatchOp],
+    deadline: Option<Instant>,
+) -> Result<Node> {
+    let mut task = Task::acquire(ctx, uuid, deadline).await?;
+    let checked = (|| {
+        let node = &task.node;
+        // Busy means a transition in progress, not merely a target set: failure states keep a
+        // target and must stay editable (Ironic bug 1405420).
+        if node.target_provision_state.is_some() && !node.provision_state.update_allowed() {
+            return Err(Error::InvalidState(format!(
+                "Node {} can not be updated while a state transition is in progress.",
+                node.uuid
+            )));
+        }
+        let changes = patch::apply(node, ops)?;
+        let hardware_changes = changes.driver.is_some()
+            || changes.deploy_interface.is_some()
+            || changes.power_interface.is_some()
+            || changes.management_interface.is_some();
+        if hardware_changes {
+            if !node.maintenance && !interface_change_allowed(node.provision_state) {
+                return Err(Error::InvalidState(format!(
+                    "Node {} must be in maintenance mode or in one of the states enroll, manageable, available, inspecting, inspect wait to change its driver or interfaces; it is in \"{}\".",
+                    node.uuid, node.provision_state
+                )));
+            }
+            let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+            ctx.drivers.resolve(
+                driver,
+                &InterfaceChoice {
+                    deploy: Some(
+                        changes
+                            .deploy_interface
+                            .as_deref()
+                            .unwrap_or(&node.deploy_interface),
+                    ),
+                    power: Some(
+                        changes
+                            .power_interface
+                            .as_deref()
+                            .unwrap_or(&node.power_interface),
+                    ),
+                    management: Some(
+                        changes
+                            .management_interface
+                            .as_deref()
+                            .unwrap_or(&node.management_interface),
+                    ),
+                },
+            )?;
+        }
+        if let (Some(Some(new)), Some(old)) = (&changes.instance_uuid, &node.instance_uuid)
+            && new != old
+        {
+            return Err(Error::NodeAssociated {
+                node: node.uuid.clone(),
+                instance: old.clone(),
+            });
+        }
+        if let Some(Some(name)) = &changes.name {
+            patch::validate_name(name)?;
+        }
+        Ok(changes)
+    })();
+    let changes = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            task.release().await;
+            return Err(e);
+        }
+    };
+    if let Err(e) = task.write(changes.release()).await {
+        task.release().await;
+        return Err(e);
+    }
+    db::nodes::get_by_uuid(&ctx.db, uuid).await
+}
+
+pub async fn destroy(ctx: &Ctx, uuid: &str, deadline: Option<Instant>) -> Result<()> {
+    let task = Task::acquire(ctx, uuid, deadline).await?;
+    let node = &task.node;
+    let refused = if let (Some(instance), false) = (&node.instance_uuid, node.maintenance) {
+        Some(Error::NodeAssociated {
+            node: node.uuid.clone(),
+            instance: instance.clone(),
+        })
+    } else if !node.maintenance && !node.provision_state.delete_allowed() {
+        Some(Error::InvalidState(format!(
+            "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
+            node.uuid, node.provision_state
+        )))
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        task.release().await;
+        return Err(e);
+    }
+    task.delete().await
+}

@@ -1,0 +1,128 @@
+//! Power changes requested through the API (`PUT /v1/nodes/{id}/states/power`).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{
+    Ctx,
+    provision::{Work, spawn_worker},
+    task::Task,
+};
+use crate::{
+    db::models::NodeChanges,
+    drivers::{Driver, PowerState},
+    error::{Error, Result},
+    states::ProvisionState,
+};
+
+/// The power targets a client may ask for: (word, resulting state, reboot first).
+const TARGETS: &[(&str, PowerState, bool)] = &[
+    ("power on", PowerState::On, false),
+    ("power off", PowerState::Off, false),
+    ("rebooting", PowerState::On, true),
+    ("soft power off", PowerState::Off, false),
+    ("soft rebooting", PowerState::On, true),
+];
+
+pub fn parse_target(requested: &str) -> Result<(&'static str, PowerState, bool)> {
+    TARGETS
+        .iter()
+        .find(|(word, _, _)| *word == requested)
+        .copied()
+        .ok_or_else(|| {
+            Error::InvalidParameterValue(format!(
+                "Invalid power state '{requested}'. Valid targets are: {}.",
+                TARGETS.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
+            ))
+        })
+}
+
+pub async fn change_node_power_state(
+    ctx: &Ctx,
+    uuid: &str,
+    requested: &str,
+    timeout: Option<u32>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let (requested, target, reboot) = parse_target(requested)?;
+    let timeout = Duration::from_secs(u64::from(timeout.unwrap_or(60)));
+    let mut task = Task::acquire(ctx, uuid, deadline).await?;
+    let prepared = (|| {
+        let node = &task.node;
+        if matches!(
+            node.provision_state,
+            ProvisionState::Cleaning | ProvisionState::CleanWait
+        ) {
+            return Err(Error::InvalidStateRequested {
+                action: requested.to_owned(),
+                node: node.uuid.clone(),
+                state: node.provision_state.api_name().to_owned(),
+            });
+        }
+        let driver = ctx.drivers.for_node(node)?;
+        driver.power.validate(node).map_err(|e| {
+            Error::InvalidParameterValue(format!(
+                "Failed to validate power driver interface for node {}: {e}",
+                node.uuid
+            ))
+        })?;
+        Ok(driver)
+    })();
+    let driver = match prepared {
+        Ok(d) => d,
+        Err(e) => {
+            task.release().await;
+            return Err(e);
+        }
+    };
+    let Ok(permit) = ctx.workers.clone().try_acquire_owned() else {
+        task.release().await;
+        return Err(Error::NoFreeConductorWorker);
+    };
+    let mut changes = NodeChanges::default().last_error(None);
+    changes.target_power_state = Some(Some(target.api_name().to_owned()));
+    if let Err(e) = task.write(changes).await {
+        task.release().await;
+        return Err(e);
+    }
+    let work = Work::Power {
+        target,
+        reboot,
+        requested,
+        timeout,
+    };
+    spawn_worker(task, driver, work, permit);
+    Ok(())
+}
+
+/// The worker half: drive the hardware, then record the new state and release the lock.
+pub(super) async fn set_power(
+    task: &mut Task,
+    driver: &Driver,
+    target: PowerState,
+    reboot: bool,
+    requested: &str,
+    timeout: Duration,
+) -> std::result::Result<(), String> {
+    let done = if reboot {
+        driver.power.reboot(&task.node, timeout).await
+    } else {
+        driver
+            .power
+            .set_power_state(&task.node, target, timeout)
+            .await
+    };
+    done.map_err(|e| {
+        format!(
+            "Failed to change power state to '{}' by '{requested}': {e}",
+            target.api_name()
+        )
+    })?;
+    let changes = NodeChanges::default()
+        .power(Some(target.api_name().to_owned()), None)
+        .release();
+    task.write(changes)
+        .await
+        .map_err(|e| format!("Failed to record the power state: {e}"))
+}

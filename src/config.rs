@@ -1,0 +1,363 @@
+//! Typed configuration, loaded once at start: defaults, then a TOML file, then `FERRUM_*`
+//! environment variables, then command-line flags (clap reads both of the last two, flags winning).
+//! A bad value stops start-up with a message naming it. Tests build a `Config` in code.
+
+use std::{net::SocketAddr, path::Path, time::Duration};
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub transport: TransportConfig,
+    pub api: ApiConfig,
+    pub conductor: ConductorConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `mysql://user:pass@host/db`.
+    pub url: String,
+    /// Connections per process.
+    pub pool_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransportConfig {
+    /// `amqp://user:pass@host:5672/%2f`.
+    pub url: String,
+    /// Prefix of every queue name, so that several deployments (or tests) share one broker.
+    pub prefix: String,
+    /// How long the API waits for a conductor's answer.
+    #[serde(with = "seconds")]
+    pub rpc_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    pub bind: SocketAddr,
+    /// How long the API trusts its view of the online conductors before reading it again.
+    #[serde(with = "seconds")]
+    pub hash_ring_reset_interval: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConductorConfig {
+    /// The name this conductor registers, routes by and writes into `nodes.reservation`.
+    pub host: String,
+    /// Provisioning work running at once; beyond it requests get NoFreeConductorWorker (503).
+    pub workers: usize,
+    /// RPC requests handled at once (they are short: lock, check, write, reply).
+    pub rpc_in_flight: usize,
+    pub lock_retry_attempts: u32,
+    #[serde(with = "seconds")]
+    pub lock_retry_interval: Duration,
+    #[serde(with = "seconds")]
+    pub heartbeat_interval: Duration,
+    /// A conductor not heard from for this long is offline: out of the hash ring.
+    #[serde(with = "seconds")]
+    pub heartbeat_timeout: Duration,
+    /// On shutdown, how long in-flight work may run before it is failed.
+    #[serde(with = "seconds")]
+    pub graceful_shutdown_timeout: Duration,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: "mysql://root@127.0.0.1:3306/ferrum".to_owned(),
+            pool_size: 16,
+        }
+    }
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            url: "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned(),
+            prefix: "ferrum".to_owned(),
+            rpc_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 6385)),
+            hash_ring_reset_interval: Duration::from_secs(15),
+        }
+    }
+}
+
+impl Default for ConductorConfig {
+    fn default() -> Self {
+        ConductorConfig {
+            host: default_host_name(),
+            workers: 300,
+            rpc_in_flight: 64,
+            lock_retry_attempts: 3,
+            lock_retry_interval: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_secs(10),
+            heartbeat_timeout: Duration::from_secs(60),
+            graceful_shutdown_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The machine's host name, as Ironic's `[DEFAULT]host` defaults to.
+pub fn default_host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Command-line flags, each also readable from its `FERRUM_*` variable. Every one is optional:
+/// a value given here overrides the file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "FERRUM_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+    #[arg(long, env = "FERRUM_DATABASE_URL")]
+    pub database_url: Option<String>,
+    #[arg(long, env = "FERRUM_DATABASE_POOL_SIZE")]
+    pub database_pool_size: Option<usize>,
+    #[arg(long, env = "FERRUM_TRANSPORT_URL")]
+    pub transport_url: Option<String>,
+    #[arg(long, env = "FERRUM_TRANSPORT_PREFIX")]
+    pub transport_prefix: Option<String>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_RPC_TIMEOUT", value_parser = parse_seconds)]
+    pub rpc_timeout: Option<Duration>,
+    #[arg(long, env = "FERRUM_API_BIND")]
+    pub api_bind: Option<SocketAddr>,
+    #[arg(long, env = "FERRUM_CONDUCTOR_HOST")]
+    pub conductor_host: Option<String>,
+    #[arg(long, env = "FERRUM_CONDUCTOR_WORKERS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub conductor_workers: Option<u32>,
+    #[arg(long, env = "FERRUM_LOCK_RETRY_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub lock_retry_attempts: Option<u32>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_LOCK_RETRY_INTERVAL", value_parser = parse_seconds)]
+    pub lock_retry_interval: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_HEARTBEAT_INTERVAL", value_parser = parse_seconds)]
+    pub heartbeat_interval: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_HEARTBEAT_TIMEOUT", value_parser = parse_seconds)]
+    pub heartbeat_timeout: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_GRACEFUL_SHUTDOWN_TIMEOUT", value_parser = parse_seconds)]
+    pub graceful_shutdown_timeout: Option<Duration>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("bad config file {path}: {source}")]
+    Parse {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("bad configuration value {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+impl Config {
+    /// Defaults, then the file named by `--config`/`FERRUM_CONFIG`, then env and flags.
+    pub fn load(args: &ConfigArgs) -> Result<Config, ConfigError> {
+        let mut config = match &args.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        config.apply(args);
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: shown,
+            source: Box::new(source),
+        })
+    }
+
+    fn apply(&mut self, a: &ConfigArgs) {
+        fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+            if let Some(v) = value {
+                *slot = v.clone();
+            }
+        }
+        set(&mut self.database.url, &a.database_url);
+        set(&mut self.database.pool_size, &a.database_pool_size);
+        set(&mut self.transport.url, &a.transport_url);
+        set(&mut self.transport.prefix, &a.transport_prefix);
+        set(&mut self.transport.rpc_timeout, &a.rpc_timeout);
+        set(&mut self.api.bind, &a.api_bind);
+        set(&mut self.conductor.host, &a.conductor_host);
+        set(
+            &mut self.conductor.workers,
+            &a.conductor_workers.map(|w| w as usize),
+        );
+        set(
+            &mut self.conductor.lock_retry_attempts,
+            &a.lock_retry_attempts,
+        );
+        set(
+            &mut self.conductor.lock_retry_interval,
+            &a.lock_retry_interval,
+        );
+        set(
+            &mut self.conductor.heartbeat_interval,
+            &a.heartbeat_interval,
+        );
+        set(&mut self.conductor.heartbeat_timeout, &a.heartbeat_timeout);
+        set(
+            &mut self.conductor.graceful_shutdown_timeout,
+            &a.graceful_shutdown_timeout,
+        );
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |name, reason: &str| {
+            Err(ConfigError::Invalid {
+                name,
+                reason: reason.to_owned(),
+            })
+        };
+        if !self.database.url.starts_with("mysql://") {
+            return invalid("database.url", "expected a mysql:// URL");
+        }
+        if self.database.pool_size == 0 {
+            return invalid("database.pool_size", "must be at least 1");
+        }
+        if !(self.transport.url.starts_with("amqp://")
+            || self.transport.url.starts_with("amqps://"))
+        {
+            return invalid("transport.url", "expected an amqp:// URL");
+        }
+        if self.transport.prefix.is_empty() || self.transport.prefix.contains(char::is_whitespace) {
+            return invalid("transport.prefix", "must be non-empty, without spaces");
+        }
+        if self.transport.rpc_timeout.is_zero() {
+            return invalid("transport.rpc_timeout", "must be above 0");
+        }
+        let host = &self.conductor.host;
+        if host.is_empty() || host.len() > 255 || host.contains(char::is_whitespace) {
+            return invalid("conductor.host", "must be 1-255 characters without spaces");
+        }
+        if self.conductor.workers == 0 {
+            return invalid("conductor.workers", "must be at least 1");
+        }
+        if self.conductor.rpc_in_flight == 0 {
+            return invalid("conductor.rpc_in_flight", "must be at least 1");
+        }
+        if self.conductor.lock_retry_attempts == 0 {
+            return invalid("conductor.lock_retry_attempts", "must be at least 1");
+        }
+        if self.conductor.heartbeat_interval.is_zero() {
+            return invalid("conductor.heartbeat_interval", "must be above 0");
+        }
+        if self.conductor.heartbeat_timeout <= self.conductor.heartbeat_interval {
+            return invalid(
+                "conductor.heartbeat_timeout",
+                "must be longer than conductor.heartbeat_interval",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A non-negative number of seconds, fractions allowed ("0.5").
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    Duration::try_from_secs_f64(v).map_err(|_| format!("'{s}' is not a non-negative duration"))
+}
+
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_flags() {
+        let dir = std::env::temp_dir().join(format!("ferrum-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ferrum.toml");
+        std::fs::write(
+            &path,
+            "[conductor]\nhost = \"c1\"\nlock_retry_interval = 0.25\n[api]\nbind = \"127.0.0.1:7000\"\n",
+        )
+        .unwrap();
+        let args = ConfigArgs {
+            config: Some(path),
+            conductor_host: Some("c2".into()),
+            ..ConfigArgs::default()
+        };
+        let c = Config::load(&args).unwrap();
+        assert_eq!(c.conductor.host, "c2");
+        assert_eq!(c.conductor.lock_retry_interval, Duration::from_millis(250));
+        assert_eq!(c.api.bind.port(), 7000);
+        assert_eq!(c.conductor.lock_retry_attempts, 3);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let args = ConfigArgs {
+            database_url: Some("postgres://x".into()),
+            ..ConfigArgs::default()
+        };
+        let err = Config::load(&args).unwrap_err().to_string();
+        assert!(err.contains("database.url"), "{err}");
+
+        let dir = std::env::temp_dir().join(format!("ferrum-config-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ferrum.toml");
+        std::fs::write(&path, "[conductor]\nworkerz = 3\n").unwrap();
+        let err = Config::load(&ConfigArgs {
+            config: Some(path),
+            ..ConfigArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("workerz"), "{err}");
+    }
+
+    #[test]
+    fn seconds_parse() {
+        assert_eq!(parse_seconds("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_seconds("-1").is_err());
+        assert!(parse_seconds("soon").is_err());
+    }
+}

@@ -1,0 +1,397 @@
+//! Rows as diesel reads and writes them, and the `Node` the rest of Ferrum works with.
+//!
+//! JSON documents (driver_info, properties, ...) are text columns; they are parsed here, once, so a
+//! corrupt row is an error at the edge instead of a surprise deep inside a flow.
+
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::schema::{conductors, nodes};
+use crate::{
+    error::{Error, Result},
+    states::ProvisionState,
+};
+
+pub type JsonObject = Map<String, Value>;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = nodes)]
+pub struct NodeRow {
+    pub id: i32,
+    pub uuid: String,
+    pub name: Option<String>,
+    pub driver: String,
+    pub deploy_interface: String,
+    pub power_interface: String,
+    pub management_interface: String,
+    pub resource_class: Option<String>,
+    pub conductor_group: String,
+    pub driver_info: String,
+    pub driver_internal_info: String,
+    pub properties: String,
+    pub instance_info: String,
+    pub instance_uuid: Option<String>,
+    pub extra: String,
+    pub provision_state: String,
+    pub target_provision_state: Option<String>,
+    pub provision_updated_at: Option<NaiveDateTime>,
+    pub power_state: Option<String>,
+    pub target_power_state: Option<String>,
+    pub maintenance: bool,
+    pub maintenance_reason: Option<String>,
+    pub last_error: Option<String>,
+    pub reservation: Option<String>,
+    pub conductor_affinity: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: Option<NaiveDateTime>,
+}
+
+/// A node as Ferrum works with it: states typed, JSON parsed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: i32,
+    pub uuid: String,
+    pub name: Option<String>,
+    pub driver: String,
+    pub deploy_interface: String,
+    pub power_interface: String,
+    pub management_interface: String,
+    pub resource_class: Option<String>,
+    pub conductor_group: String,
+    pub driver_info: JsonObject,
+    pub driver_internal_info: JsonObject,
+    pub properties: JsonObject,
+    pub instance_info: JsonObject,
+    pub instance_uuid: Option<String>,
+    pub extra: JsonObject,
+    #[serde(with = "state_name")]
+    pub provision_state: ProvisionState,
+    #[serde(with = "opt_state_name")]
+    pub target_provision_state: Option<ProvisionState>,
+    pub provision_updated_at: Option<NaiveDateTime>,
+    pub power_state: Option<String>,
+    pub target_power_state: Option<String>,
+    pub maintenance: bool,
+    pub maintenance_reason: Option<String>,
+    pub last_error: Option<String>,
+    pub reservation: Option<String>,
+    pub conductor_affinity: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: Option<NaiveDateTime>,
+}
+
+impl TryFrom<NodeRow> for Node {
+    type Error = Error;
+
+    fn try_from(r: NodeRow) -> Result<Node> {
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+            Error::internal(format!(
+                "node {}: corrupt {what} in the database: {e}",
+                r.uuid
+            ))
+        };
+        let json = |what: &str, text: &str| -> Result<JsonObject> {
+            if text.is_empty() {
+                return Ok(JsonObject::new());
+            }
+            serde_json::from_str(text).map_err(|e| corrupt(what, &e))
+        };
+        let state = |text: &str| -> Result<ProvisionState> {
+            text.parse().map_err(|e| corrupt("provision_state", &e))
+        };
+        Ok(Node {
+            driver_info: json("driver_info", &r.driver_info)?,
+            driver_internal_info: json("driver_internal_info", &r.driver_internal_info)?,
+            properties: json("properties", &r.properties)?,
+            instance_info: json("instance_info", &r.instance_info)?,
+            extra: json("extra", &r.extra)?,
+            provision_state: state(&r.provision_state)?,
+            target_provision_state: r.target_provision_state.as_deref().map(state).transpose()?,
+            id: r.id,
+            uuid: r.uuid,
+            name: r.name,
+            driver: r.driver,
+            deploy_interface: r.deploy_interface,
+            power_interface: r.power_interface,
+            management_interface: r.management_interface,
+            resource_class: r.resource_class,
+            conductor_group: r.conductor_group,
+            instance_uuid: r.instance_uuid,
+            provision_updated_at: r.provision_updated_at,
+            power_state: r.power_state,
+            target_power_state: r.target_power_state,
+            maintenance: r.maintenance,
+            maintenance_reason: r.maintenance_reason,
+            last_error: r.last_error,
+            reservation: r.reservation,
+            conductor_affinity: r.conductor_affinity,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// What creating a node writes. The conductor fills in interfaces and the initial state.
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = nodes)]
+pub struct NewNodeRow {
+    pub uuid: String,
+    pub name: Option<String>,
+    pub driver: String,
+    pub deploy_interface: String,
+    pub power_interface: String,
+    pub management_interface: String,
+    pub resource_class: Option<String>,
+    pub conductor_group: String,
+    pub driver_info: String,
+    pub driver_internal_info: String,
+    pub properties: String,
+    pub instance_info: String,
+    pub instance_uuid: Option<String>,
+    pub extra: String,
+    pub provision_state: String,
+    pub power_state: Option<String>,
+    pub maintenance: bool,
+    pub created_at: NaiveDateTime,
+}
+
+/// A partial update of a node. `None` leaves a column alone; `Some(None)` writes NULL.
+/// Build it with the setters so that states and JSON are written in their one stored form.
+#[derive(Debug, Clone, Default, AsChangeset)]
+#[diesel(table_name = nodes)]
+pub struct NodeChanges {
+    pub name: Option<Option<String>>,
+    pub driver: Option<String>,
+    pub deploy_interface: Option<String>,
+    pub power_interface: Option<String>,
+    pub management_interface: Option<String>,
+    pub resource_class: Option<Option<String>>,
+    pub conductor_group: Option<String>,
+    pub driver_info: Option<String>,
+    pub driver_internal_info: Option<String>,
+    pub properties: Option<String>,
+    pub instance_info: Option<String>,
+    pub instance_uuid: Option<Option<String>>,
+    pub extra: Option<String>,
+    pub provision_state: Option<String>,
+    pub target_provision_state: Option<Option<String>>,
+    pub provision_updated_at: Option<Option<NaiveDateTime>>,
+    pub power_state: Option<Option<String>>,
+    pub target_power_state: Option<Option<String>>,
+    pub maintenance: Option<bool>,
+    pub maintenance_reason: Option<Option<String>>,
+    pub last_error: Option<Option<String>>,
+    pub reservation: Option<Option<String>>,
+    pub conductor_affinity: Option<Option<String>>,
+    pub updated_at: Option<Option<NaiveDateTime>>,
+}
+
+impl NodeChanges {
+    /// The provision state and its target, stamped with `provision_updated_at`.
+    pub fn provision(mut self, state: ProvisionState, target: Option<ProvisionState>) -> Self {
+        self.provision_state = Some(state.api_name().to_owned());
+        self.target_provision_state = Some(target.map(|t| t.api_name().to_owned()));
+        self.provision_updated_at = Some(Some(super::now()));
+        self
+    }
+
+    pub fn last_error(mut self, message: Option<String>) -> Self {
+        self.last_error = Some(message.map(truncate_error));
+        self
+    }
+
+    pub fn power(mut self, state: Option<String>, target: Option<String>) -> Self {
+        self.power_state = Some(state);
+        self.target_power_state = Some(target);
+        self
+    }
+
+    pub fn release(mut self) -> Self {
+        self.reservation = Some(None);
+        self
+    }
+
+    /// Makes `node` what the database holds after these changes were written.
+    pub fn mirror_into(self, node: &mut Node) -> Result<()> {
+        fn set<T>(slot: &mut T, value: Option<T>) {
+            if let Some(v) = value {
+                *slot = v;
+            }
+        }
+        fn set_json(slot: &mut JsonObject, value: Option<String>) -> Result<()> {
+            if let Some(text) = value {
+                *slot = serde_json::from_str(&text).map_err(Error::internal)?;
+            }
+            Ok(())
+        }
+        fn set_state(slot: &mut ProvisionState, value: Option<String>) -> Result<()> {
+            if let Some(text) = value {
+                *slot = text.parse().map_err(Error::internal)?;
+            }
+            Ok(())
+        }
+        set(&mut node.name, self.name);
+        set(&mut node.driver, self.driver);
+        set(&mut node.deploy_interface, self.deploy_interface);
+        set(&mut node.power_interface, self.power_interface);
+        set(&mut node.management_interface, self.management_interface);
+        set(&mut node.resource_class, self.resource_class);
+        set(&mut node.conductor_group, self.conductor_group);
+        set_json(&mut node.driver_info, self.driver_info)?;
+        set_json(&mut node.driver_internal_info, self.driver_internal_info)?;
+        set_json(&mut node.properties, self.properties)?;
+        set_json(&mut node.instance_info, self.instance_info)?;
+        set(&mut node.instance_uuid, self.instance_uuid);
+        set_json(&mut node.extra, self.extra)?;
+        set_state(&mut node.provision_state, self.provision_state)?;
+        if let Some(target) = self.target_provision_state {
+            node.target_provision_state = target
+                .map(|t| t.parse().map_err(Error::internal))
+                .transpose()?;
+        }
+        set(&mut node.provision_updated_at, self.provision_updated_at);
+        set(&mut node.power_state, self.power_state);
+        set(&mut node.target_power_state, self.target_power_state);
+        set(&mut node.maintenance, self.maintenance);
+        set(&mut node.maintenance_reason, self.maintenance_reason);
+        set(&mut node.last_error, self.last_error);
+        set(&mut node.reservation, self.reservation);
+        set(&mut node.conductor_affinity, self.conductor_affinity);
+        set(&mut node.updated_at, self.updated_at);
+        Ok(())
+    }
+}
+
+/// Ironic cuts stored errors to `[DEFAULT]log_in_db_max_size`, 4096 characters.
+pub fn truncate_error(mut message: String) -> String {
+    const MAX: usize = 4096;
+    if message.len() > MAX {
+        let mut cut = MAX;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+    }
+    message
+}
+
+pub fn json_text(doc: &JsonObject) -> String {
+    // Serializing a map of JSON values cannot fail.
+    serde_json::to_string(doc).unwrap_or_else(|_| "{}".to_owned())
+}
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = conductors)]
+pub struct ConductorRow {
+    pub id: i32,
+    pub hostname: String,
+    pub drivers: String,
+    pub conductor_group: String,
+    pub online: bool,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+/// A registered conductor, as the hash ring and the API see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conductor {
+    pub hostname: String,
+    pub drivers: Vec<String>,
+    pub conductor_group: String,
+    pub online: bool,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+impl From<ConductorRow> for Conductor {
+    fn from(r: ConductorRow) -> Conductor {
+        Conductor {
+            drivers: serde_json::from_str(&r.drivers).unwrap_or_default(),
+            hostname: r.hostname,
+            conductor_group: r.conductor_group,
+            online: r.online,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// Provision states cross RPC by their API name, the one stable spelling.
+mod state_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::states::ProvisionState;
+
+    pub(super) fn serialize<S: Serializer>(s: &ProvisionState, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(s.api_name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ProvisionState, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+mod opt_state_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::states::ProvisionState;
+
+    pub(super) fn serialize<S: Serializer>(
+        s: &Option<ProvisionState>,
+        ser: S,
+    ) -> Result<S::Ok, S::Error> {
+        match s {
+            Some(s) => ser.serialize_some(s.api_name()),
+            None => ser.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ProvisionState>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// A `fake-hardware` node in `deploy failed`, for unit tests.
+    pub(crate) fn node() -> Node {
+        Node {
+            id: 1,
+            uuid: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123".into(),
+            name: Some("n1".into()),
+            driver: "fake-hardware".into(),
+            deploy_interface: "fake".into(),
+            power_interface: "fake".into(),
+            management_interface: "fake".into(),
+            resource_class: None,
+            conductor_group: String::new(),
+            driver_info: JsonObject::new(),
+            driver_internal_info: JsonObject::new(),
+            properties: JsonObject::new(),
+            instance_info: JsonObject::new(),
+            instance_uuid: None,
+            extra: JsonObject::new(),
+            provision_state: ProvisionState::DeployFail,
+            target_provision_state: Some(ProvisionState::Active),
+            provision_updated_at: None,
+            power_state: None,
+            target_power_state: None,
+            maintenance: false,
+            maintenance_reason: None,
+            last_error: Some("x".into()),
+            reservation: None,
+            conductor_affinity: None,
+            created_at: chrono::DateTime::UNIX_EPOCH.naive_utc(),
+            updated_at: None,
+        }
+    }
+}

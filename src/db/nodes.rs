@@ -1,0 +1,255 @@
+//! Queries on `nodes`, including the node lock.
+//!
+//! The lock is `nodes.reservation`: taken by a compare-and-set from NULL to the holder's host name,
+//! released by a compare-and-set back. Every other write to a locked node goes through
+//! [`update_held`], which is conditional on the caller still holding the lock *and* on the
+//! provision state it read, so a conductor that lost its lock (or a stale reader) cannot win.
+
+use diesel::{dsl::count_star, prelude::*, result::DatabaseErrorKind};
+use diesel_async::RunQueryDsl;
+
+use super::{
+    Db,
+    models::{NewNodeRow, Node, NodeChanges, NodeRow},
+    now,
+    schema::nodes,
+    with_conn,
+};
+use crate::{
+    error::{Error, Result},
+    states::ProvisionState,
+};
+
+/// How a client names a node: by UUID, or by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeIdent<'a> {
+    Uuid(&'a str),
+    Name(&'a str),
+}
+
+impl<'a> NodeIdent<'a> {
+    /// A UUID-shaped string is a UUID; anything else is a name (names may not look like UUIDs).
+    pub fn parse(s: &'a str) -> Self {
+        if uuid::Uuid::try_parse(s).is_ok() {
+            NodeIdent::Uuid(s)
+        } else {
+            NodeIdent::Name(s)
+        }
+    }
+}
+
+pub async fn get(db: &Db, ident: NodeIdent<'_>) -> Result<Node> {
+    let row: Option<NodeRow> = with_conn!(db, |conn| match ident {
+        NodeIdent::Uuid(u) => nodes::table
+            .filter(nodes::uuid.eq(u.to_ascii_lowercase()))
+            .select(NodeRow::as_select())
+            .first(conn)
+            .await
+            .optional()?,
+        NodeIdent::Name(n) => nodes::table
+            .filter(nodes::name.eq(n))
+            .select(NodeRow::as_select())
+            .first(conn)
+            .await
+            .optional()?,
+    });
+    match row {
+        Some(row) => row.try_into(),
+        None => Err(Error::node_not_found(match ident {
+            NodeIdent::Uuid(s) | NodeIdent::Name(s) => s,
+        })),
+    }
+}
+
+pub async fn get_by_uuid(db: &Db, uuid: &str) -> Result<Node> {
+    get(db, NodeIdent::Uuid(uuid)).await
+}
+
+/// One page of nodes in id order, after the node `marker` (a UUID) if given.
+pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Node>> {
+    let after_id = match marker {
+        Some(m) => get_by_uuid(db, m).await?.id,
+        None => 0,
+    };
+    let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
+        .filter(nodes::id.gt(after_id))
+        .order(nodes::id.asc())
+        .limit(limit)
+        .select(NodeRow::as_select())
+        .load(conn)
+        .await?);
+    rows.into_iter().map(Node::try_from).collect()
+}
+
+pub async fn count(db: &Db) -> Result<i64> {
+    Ok(with_conn!(db, |conn| nodes::table
+        .select(count_star())
+        .first(conn)
+        .await?))
+}
+
+/// Inserts a node and reads it back. A duplicate UUID, name or instance UUID is a 409.
+pub async fn insert(db: &Db, row: NewNodeRow) -> Result<Node> {
+    let uuid = row.uuid.clone();
+    let inserted = with_conn!(db, |conn| diesel::insert_into(nodes::table)
+        .values(&row)
+        .execute(conn)
+        .await);
+    match inserted {
+        Ok(_) => get_by_uuid(db, &uuid).await,
+        Err(e) => Err(unique_conflict(e, &uuid)),
+    }
+}
+
+/// A duplicate UUID, name or instance UUID is the client's conflict (409), not our fault.
+fn unique_conflict(e: diesel::result::Error, uuid: &str) -> Error {
+    match e {
+        diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
+            let what = info.message();
+            Error::Conflict(if what.contains("instance_uuid") {
+                "The instance UUID is already associated with another node.".to_owned()
+            } else if what.contains("name") {
+                "A node with the same name already exists.".to_owned()
+            } else {
+                format!("A node with UUID {uuid} already exists.")
+            })
+        }
+        other => other.into(),
+    }
+}
+
+/// Takes the node lock for `host` if nobody holds it. True when this call won it.
+pub async fn reserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
+    let changed = with_conn!(db, |conn| diesel::update(
+        nodes::table
+            .filter(nodes::uuid.eq(uuid))
+            .filter(nodes::reservation.is_null())
+    )
+    .set(nodes::reservation.eq(host))
+    .execute(conn)
+    .await?);
+    Ok(changed == 1)
+}
+
+/// Releases the lock if `host` holds it. True when it did.
+pub async fn release(db: &Db, node_id: i32, host: &str) -> Result<bool> {
+    let changed = with_conn!(db, |conn| diesel::update(
+        nodes::table
+            .filter(nodes::id.eq(node_id))
+            .filter(nodes::reservation.eq(host))
+    )
+    .set(nodes::reservation.eq(None::<String>))
+    .execute(conn)
+    .await?);
+    Ok(changed == 1)
+}
+
+/// Releases the lock by UUID (when the lock was won but the node could not be read).
+pub async fn release_uuid(db: &Db, uuid: &str, host: &str) -> Result<bool> {
+    let changed = with_conn!(db, |conn| diesel::update(
+        nodes::table
+            .filter(nodes::uuid.eq(uuid))
+            .filter(nodes::reservation.eq(host))
+    )
+    .set(nodes::reservation.eq(None::<String>))
+    .execute(conn)
+    .await?);
+    Ok(changed == 1)
+}
+
+/// Writes `changes` to a node that `holder` has locked and that is still in `expected` state.
+/// Fails, writing nothing, when the lock is not held by `holder` or the state moved.
+pub async fn update_held(
+    db: &Db,
+    node_id: i32,
+    holder: &str,
+    expected: ProvisionState,
+    mut changes: NodeChanges,
+) -> Result<()> {
+    changes.updated_at = Some(Some(now()));
+    let changed = with_conn!(db, |conn| diesel::update(
+        nodes::table
+            .filter(nodes::id.eq(node_id))
+            .filter(nodes::reservation.eq(holder))
+            .filter(nodes::provision_state.eq(expected.api_name()))
+    )
+    .set(&changes)
+    .execute(conn)
+    .await
+    .map_err(|e| unique_conflict(e, &node_id.to_string()))?);
+    if changed == 1 {
+        return Ok(());
+    }
+    Err(explain_lost_write(db, node_id, holder, Some(expected)).await)
+}
+
+/// Deletes a node that `holder` has locked.
+pub async fn delete_held(db: &Db, node_id: i32, holder: &str) -> Result<()> {
+    let deleted = with_conn!(db, |conn| diesel::delete(
+        nodes::table
+            .filter(nodes::id.eq(node_id))
+            .filter(nodes::reservation.eq(holder))
+    )
+    .execute(conn)
+    .await?);
+    if deleted == 1 {
+        Ok(())
+    } else {
+        Err(explain_lost_write(db, node_id, holder, None).await)
+    }
+}
+
+/// Why a conditional write matched no row: the node is gone, someone else holds it, or its state
+/// moved. Each of these is a bug or a take-over, never a normal path.
+async fn explain_lost_write(
+    db: &Db,
+    node_id: i32,
+    holder: &str,
+    expected: Option<ProvisionState>,
+) -> Error {
+    let row: Result<Option<NodeRow>> = async {
+        Ok(with_conn!(db, |conn| nodes::table
+            .filter(nodes::id.eq(node_id))
+            .select(NodeRow::as_select())
+            .first(conn)
+            .await
+            .optional()?))
+    }
+    .await;
+    match row {
+        Err(e) => e,
+        Ok(None) => Error::node_not_found(node_id.to_string()),
+        Ok(Some(row)) if row.reservation.as_deref() != Some(holder) => Error::NodeLocked {
+            node: row.uuid,
+            host: row.reservation.unwrap_or_else(|| "nobody".to_owned()),
+        },
+        Ok(Some(row)) => Error::Conflict(format!(
+            "Node {} is in state \"{}\", not \"{}\" as its lock holder {holder} expected.",
+            row.uuid,
+            row.provision_state,
+            expected
+                .map(ProvisionState::api_name)
+                .unwrap_or("unchanged")
+        )),
+    }
+}
+
+/// Nodes whose lock `host` holds (to recover them when that conductor starts or stops).
+pub async fn held_by(db: &Db, host: &str) -> Result<Vec<Node>> {
+    let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
+        .filter(nodes::reservation.eq(host))
+        .select(NodeRow::as_select())
+        .load(conn)
+        .await?);
+    rows.into_iter().map(Node::try_from).collect()
+}
+
+/// Releases every lock held under `host`: exact match, unlike Ironic's LIKE (§12 #11).
+pub async fn clear_reservations(db: &Db, host: &str) -> Result<usize> {
+    Ok(with_conn!(db, |conn| diesel::update(
+        nodes::table.filter(nodes::reservation.eq(host))
+    )
+    .set(nodes::reservation.eq(None::<String>))
+    .execute(conn)
+    .await?))
+}

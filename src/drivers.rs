@@ -1,0 +1,212 @@
+//! Hardware drivers: the power, management and deploy interfaces, and the hardware types that
+//! bundle them. A driver sees a node (read-only) and talks to hardware; it never touches the
+//! database or the state machine: the conductor does both around it.
+
+pub mod direct;
+pub mod fake;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+
+use crate::{db::models::Node, error::Error};
+
+/// What a driver can raise, with Ironic's message texts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    #[error("Image {image} is unacceptable: {reason}")]
+    ImageUnacceptable { image: String, reason: String },
+    #[error("{0}")]
+    InvalidParameterValue(String),
+    #[error("{0}")]
+    MissingParameterValue(String),
+    /// The hardware did not do what was asked.
+    #[error("{0}")]
+    Failed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerState {
+    On,
+    Off,
+}
+
+impl PowerState {
+    pub fn api_name(self) -> &'static str {
+        match self {
+            PowerState::On => "power on",
+            PowerState::Off => "power off",
+        }
+    }
+}
+
+/// The outcome of a deploy: done, or waiting for an agent to call back (`wait call-back`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeployOutcome {
+    Done,
+    Wait,
+}
+
+#[async_trait]
+pub trait PowerInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// Checks `driver_info` has what this interface needs; no hardware access.
+    fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError>;
+    async fn set_power_state(
+        &self,
+        node: &Node,
+        target: PowerState,
+        timeout: Duration,
+    ) -> Result<(), DriverError>;
+    async fn reboot(&self, node: &Node, timeout: Duration) -> Result<(), DriverError>;
+}
+
+pub trait ManagementInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    fn validate(&self, node: &Node) -> Result<(), DriverError>;
+}
+
+#[async_trait]
+pub trait DeployInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// Synchronous checks before a deploy is accepted (a failure is the caller's 400).
+    fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    /// Prepares the environment; a failure is "Failed to prepare to deploy: ...".
+    async fn prepare(&self, node: &Node) -> Result<(), DriverError>;
+    async fn deploy(&self, node: &Node) -> Result<DeployOutcome, DriverError>;
+    async fn tear_down(&self, node: &Node) -> Result<(), DriverError>;
+    /// Undoes `prepare` after a failure; best effort.
+    async fn clean_up(&self, node: &Node) -> Result<(), DriverError>;
+}
+
+/// A hardware type: the interfaces it supports, the first of each being its default.
+pub struct HardwareType {
+    pub name: &'static str,
+    pub power: Vec<Arc<dyn PowerInterface>>,
+    pub management: Vec<Arc<dyn ManagementInterface>>,
+    pub deploy: Vec<Arc<dyn DeployInterface>>,
+}
+
+/// The interfaces one node uses.
+#[derive(Clone)]
+pub struct Driver {
+    pub power: Arc<dyn PowerInterface>,
+    pub management: Arc<dyn ManagementInterface>,
+    pub deploy: Arc<dyn DeployInterface>,
+}
+
+/// The interface names a node asked for, or None for the hardware type's default.
+#[derive(Debug, Clone, Default)]
+pub struct InterfaceChoice<'a> {
+    pub deploy: Option<&'a str>,
+    pub power: Option<&'a str>,
+    pub management: Option<&'a str>,
+}
+
+/// Interface names a choice resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceNames {
+    pub deploy: String,
+    pub power: String,
+    pub management: String,
+}
+
+/// The hardware types this conductor has enabled.
+pub struct Registry {
+    types: BTreeMap<&'static str, HardwareType>,
+}
+
+impl Registry {
+    /// Every hardware type Ferrum ships (today `fake-hardware`, always enabled).
+    pub fn builtin() -> Self {
+        let mut types = BTreeMap::new();
+        let fake = fake::hardware_type();
+        types.insert(fake.name, fake);
+        Registry { types }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.types.keys().map(|n| (*n).to_owned()).collect()
+    }
+
+    fn hardware_type(&self, driver: &str) -> Result<&HardwareType, Error> {
+        self.types.get(driver).ok_or_else(|| {
+            Error::NoValidHost(format!(
+                "No conductor service registered which supports driver {driver} for conductor group \"\"."
+            ))
+        })
+    }
+
+    /// Resolves interface names for `driver`: defaults where none was asked, an error naming the
+    /// interface where one is not supported.
+    pub fn resolve(
+        &self,
+        driver: &str,
+        choice: &InterfaceChoice<'_>,
+    ) -> Result<InterfaceNames, Error> {
+        let hw = self.hardware_type(driver)?;
+        fn pick<T: ?Sized>(
+            kind: &str,
+            driver: &str,
+            wanted: Option<&str>,
+            available: &[Arc<T>],
+            name: impl Fn(&T) -> &'static str,
+        ) -> Result<String, Error> {
+            let names: Vec<&str> = available.iter().map(|i| name(i)).collect();
+            match wanted {
+                None => names
+                    .first()
+                    .map(|n| (*n).to_owned())
+                    .ok_or_else(|| Error::internal(format!("{driver} has no {kind} interface"))),
+                Some(w) if names.contains(&w) => Ok(w.to_owned()),
+                Some(w) => Err(Error::InvalidParameterValue(format!(
+                    "Could not find the following interface in the 'ironic.hardware.interfaces.{kind}' entrypoint: {w}. Valid interfaces are {}.",
+                    names.join(", ")
+                ))),
+            }
+        }
+        Ok(InterfaceNames {
+            deploy: pick("deploy", driver, choice.deploy, &hw.deploy, |i| i.name())?,
+            power: pick("power", driver, choice.power, &hw.power, |i| i.name())?,
+            management: pick(
+                "management",
+                driver,
+                choice.management,
+                &hw.management,
+                |i| i.name(),
+            )?,
+        })
+    }
+
+    /// The interfaces of `node`.
+    pub fn for_node(&self, node: &Node) -> Result<Driver, Error> {
+        let hw = self.hardware_type(&node.driver)?;
+        fn find<T: ?Sized>(
+            kind: &str,
+            wanted: &str,
+            available: &[Arc<T>],
+            name: impl Fn(&T) -> &'static str,
+        ) -> Result<Arc<T>, Error> {
+            available
+                .iter()
+                .find(|i| name(i) == wanted)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::InvalidParameterValue(format!(
+                        "The {kind} interface {wanted} is not enabled for this node's driver."
+                    ))
+                })
+        }
+        Ok(Driver {
+            power: find("power", &node.power_interface, &hw.power, |i| i.name())?,
+            management: find(
+                "management",
+                &node.management_interface,
+                &hw.management,
+                |i| i.name(),
+            )?,
+            deploy: find("deploy", &node.deploy_interface, &hw.deploy, |i| i.name())?,
+        })
+    }
+}

@@ -1,0 +1,217 @@
+//! The one error enum of Ferrum and its one mapping to HTTP status codes.
+//!
+//! Variants mirror the exceptions Ironic shows to clients (`ironic/common/exception.py`), with the
+//! same message texts where clients may match on them. The enum is serializable so that a conductor's
+//! answer crosses RPC intact and the API renders it exactly as the conductor raised it.
+//! It must not know about axum: `api::error_body` renders it.
+#![deny(clippy::wildcard_enum_match_arm)]
+
+use serde::{Deserialize, Serialize};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum Error {
+    // 400 family (Ironic's `Invalid`).
+    #[error("{0}")]
+    InvalidParameterValue(String),
+    #[error("{0}")]
+    MissingParameterValue(String),
+    #[error(
+        "The requested action \"{action}\" can not be performed on node \"{node}\" while it is in state \"{state}\"."
+    )]
+    InvalidStateRequested {
+        action: String,
+        node: String,
+        state: String,
+    },
+    #[error(
+        "The {op} operation can't be performed on node {node} because it's in maintenance mode."
+    )]
+    NodeInMaintenance { op: String, node: String },
+    #[error("Couldn't apply patch '{patch}'. Reason: {reason}")]
+    PatchError { patch: String, reason: String },
+    /// No conductor offers the requested driver: a request that can never succeed as sent.
+    #[error("No valid host was found. Reason: {0}")]
+    NoValidHost(String),
+
+    // 404 family.
+    #[error("Node {node} could not be found.")]
+    NodeNotFound { node: String },
+    #[error("Conductor {0} could not be found.")]
+    ConductorNotFound(String),
+    #[error("{0}")]
+    NotFound(String),
+
+    // 405 and 406: raised by the API before a handler runs.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    NotAcceptable(String),
+
+    // 409 family (Ironic's `Conflict`).
+    #[error(
+        "Node {node} is locked by host {host}, please retry after the current operation is completed."
+    )]
+    NodeLocked { node: String, host: String },
+    /// A state that forbids the operation, with a message that says which.
+    #[error("{0}")]
+    InvalidState(String),
+    #[error("Node {node} is associated with instance {instance}.")]
+    NodeAssociated { node: String, instance: String },
+    #[error("{0}")]
+    Conflict(String),
+
+    // 415 and 413.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+
+    // 503 family (Ironic's `TemporaryFailure`).
+    #[error("Requested action cannot be performed due to lack of free conductor workers.")]
+    NoFreeConductorWorker,
+    /// No conductor can take the request now (none online, the chosen one unreachable or too slow).
+    #[error("{0}")]
+    TemporaryFailure(String),
+    #[error("Database unavailable: {0}")]
+    DatabaseUnavailable(String),
+
+    // 500: a fault of ours. The message is logged, never shown to the client.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The HTTP status code of the error, as Ironic gives it.
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::InvalidParameterValue(_)
+            | Error::MissingParameterValue(_)
+            | Error::InvalidStateRequested { .. }
+            | Error::NodeInMaintenance { .. }
+            | Error::PatchError { .. }
+            | Error::NoValidHost(_) => 400,
+            Error::NodeNotFound { .. } | Error::ConductorNotFound(_) | Error::NotFound(_) => 404,
+            Error::MethodNotAllowed(_) => 405,
+            Error::NotAcceptable(_) => 406,
+            Error::NodeLocked { .. }
+            | Error::InvalidState(_)
+            | Error::NodeAssociated { .. }
+            | Error::Conflict(_) => 409,
+            Error::PayloadTooLarge(_) => 413,
+            Error::UnsupportedMediaType(_) => 415,
+            Error::NoFreeConductorWorker
+            | Error::TemporaryFailure(_)
+            | Error::DatabaseUnavailable(_) => 503,
+            Error::Internal(_) => 500,
+        }
+    }
+
+    /// What the client may read. A 500 hides its cause (which is logged instead).
+    pub fn client_message(&self) -> String {
+        if let Error::Internal(_) = self {
+            return "An internal error occurred; it has been logged.".to_owned();
+        }
+        self.to_string()
+    }
+
+    pub fn node_not_found(node: impl Into<String>) -> Self {
+        Error::NodeNotFound { node: node.into() }
+    }
+
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        Error::Internal(cause.to_string())
+    }
+}
+
+impl From<diesel::result::Error> for Error {
+    fn from(e: diesel::result::Error) -> Self {
+        Error::Internal(format!("database error: {e}"))
+    }
+}
+
+impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
+    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
+        Error::DatabaseUnavailable(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_ironic() {
+        let cases = [
+            (Error::InvalidParameterValue("x".into()), 400),
+            (
+                Error::InvalidStateRequested {
+                    action: "provide".into(),
+                    node: "n".into(),
+                    state: "deploy failed".into(),
+                },
+                400,
+            ),
+            (Error::node_not_found("n"), 404),
+            (
+                Error::NodeLocked {
+                    node: "n".into(),
+                    host: "h".into(),
+                },
+                409,
+            ),
+            (Error::InvalidState("x".into()), 409),
+            (Error::NoFreeConductorWorker, 503),
+            (Error::TemporaryFailure("x".into()), 503),
+            (Error::NotAcceptable("x".into()), 406),
+            (Error::MethodNotAllowed("x".into()), 405),
+            (Error::internal("boom"), 500),
+        ];
+        for (err, status) in cases {
+            assert_eq!(err.status(), status, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn messages_match_ironic_templates() {
+        let locked = Error::NodeLocked {
+            node: "abc".into(),
+            host: "c1".into(),
+        };
+        assert_eq!(
+            locked.to_string(),
+            "Node abc is locked by host c1, please retry after the current operation is completed."
+        );
+        let invalid = Error::InvalidStateRequested {
+            action: "provide".into(),
+            node: "abc".into(),
+            state: "deploy failed".into(),
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "The requested action \"provide\" can not be performed on node \"abc\" while it is in state \"deploy failed\"."
+        );
+    }
+
+    #[test]
+    fn internal_errors_hide_their_cause() {
+        let e = Error::internal("password=hunter2 in a stack");
+        assert!(!e.client_message().contains("hunter2"));
+        assert_eq!(
+            Error::NoFreeConductorWorker.client_message(),
+            "Requested action cannot be performed due to lack of free conductor workers."
+        );
+    }
+
+    #[test]
+    fn crosses_rpc_intact() {
+        let e = Error::NodeLocked {
+            node: "n".into(),
+            host: "h".into(),
+        };
+        let bytes = rmp_serde::to_vec(&e).unwrap();
+        let back: Error = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(back, e);
+    }
+}

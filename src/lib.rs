@@ -1,0 +1,16 @@
+//! Ferrum: a bare-metal provisioning service that speaks OpenStack Ironic's REST API v1.
+//!
+//! Modules in reading order: the state machine and errors everything shares; the database; the
+//! RPC layer; the drivers; the conductor that runs them; the API in front; process wiring.
+
+pub mod api;
+pub mod conductor;
+pub mod config;
+pub mod db;
+pub mod drivers;
+pub mod error;
+pub mod patch;
+pub mod rpc;
+pub mod service;
+pub mod states;
+pub mod telemetry;

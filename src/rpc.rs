@@ -1,0 +1,179 @@
+//! Conductor RPC: the wire types, their versioned MessagePack envelope, the client the API uses,
+//! and the [`transport::Transport`] seam with its AMQP implementation.
+//!
+//! The API only ever *calls* (request/reply); long work continues in the conductor after it has
+//! replied, as in Ironic. This module knows message shapes and queue names, not what a deploy is.
+
+pub mod amqp;
+pub mod topology;
+pub mod transport;
+
+use std::{sync::Arc, time::Duration};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use self::transport::{Transport, TransportError};
+use crate::{
+    db::models::{JsonObject, Node},
+    error::Error,
+    patch::PatchOp,
+};
+
+/// Bumped when a change to the wire types is not backwards compatible. A conductor refuses an
+/// envelope of a newer version with a clear error instead of misreading it.
+pub const WIRE_VERSION: u16 = 1;
+
+/// What travels: the request plus what every request carries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Envelope {
+    pub version: u16,
+    /// The API's request id (`req-<uuid>`), carried into the conductor's logs.
+    pub request_id: String,
+    /// Unix time in milliseconds after which the caller has stopped waiting; 0 for none.
+    /// A conductor drops a request it receives after this, rather than doing work nobody awaits.
+    pub deadline_ms: u64,
+    pub request: RpcRequest,
+}
+
+/// Every conductor method, matched exhaustively in the conductor's dispatch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RpcRequest {
+    CreateNode {
+        node: Box<NodeCreate>,
+    },
+    UpdateNode {
+        node_uuid: String,
+        patch: Vec<PatchOp>,
+    },
+    DestroyNode {
+        node_uuid: String,
+    },
+    DoNodeDeploy {
+        node_uuid: String,
+        rebuild: bool,
+        configdrive: Option<Value>,
+    },
+    DoNodeTearDown {
+        node_uuid: String,
+    },
+    /// manage, provide, abort.
+    DoProvisioningAction {
+        node_uuid: String,
+        action: String,
+    },
+    ChangeNodePowerState {
+        node_uuid: String,
+        new_state: String,
+        timeout: Option<u32>,
+    },
+}
+
+impl RpcRequest {
+    pub fn method(&self) -> &'static str {
+        match self {
+            RpcRequest::CreateNode { .. } => "create_node",
+            RpcRequest::UpdateNode { .. } => "update_node",
+            RpcRequest::DestroyNode { .. } => "destroy_node",
+            RpcRequest::DoNodeDeploy { .. } => "do_node_deploy",
+            RpcRequest::DoNodeTearDown { .. } => "do_node_tear_down",
+            RpcRequest::DoProvisioningAction { .. } => "do_provisioning_action",
+            RpcRequest::ChangeNodePowerState { .. } => "change_node_power_state",
+        }
+    }
+}
+
+/// A node as the API asks for it to be created; the conductor fills in defaults it owns
+/// (interfaces) and validates what only it can (driver, interfaces).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NodeCreate {
+    pub uuid: String,
+    pub name: Option<String>,
+    pub driver: String,
+    pub deploy_interface: Option<String>,
+    pub power_interface: Option<String>,
+    pub management_interface: Option<String>,
+    pub resource_class: Option<String>,
+    pub conductor_group: String,
+    pub driver_info: JsonObject,
+    pub properties: JsonObject,
+    pub instance_info: JsonObject,
+    pub instance_uuid: Option<String>,
+    pub extra: JsonObject,
+    /// `enroll` from API 1.11 on, `available` before.
+    pub initial_state: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RpcReply {
+    Node(Box<Node>),
+    /// The conductor took the lock and accepted the work (202 for the API).
+    Accepted,
+    Done,
+}
+
+pub type RpcResult = Result<RpcReply, Error>;
+
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, Error> {
+    // Named fields: an older reader skips fields it does not know, a newer one defaults missing ones.
+    rmp_serde::to_vec_named(value).map_err(|e| Error::internal(format!("RPC encode: {e}")))
+}
+
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
+    rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
+}
+
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The API's side of RPC: encodes, sends to the chosen conductor, maps failures to [`Error`].
+#[derive(Clone)]
+pub struct RpcClient {
+    transport: Arc<dyn Transport>,
+    timeout: Duration,
+}
+
+impl RpcClient {
+    pub fn new(transport: Arc<dyn Transport>, timeout: Duration) -> Self {
+        RpcClient { transport, timeout }
+    }
+
+    pub async fn call(
+        &self,
+        host: &str,
+        request_id: &str,
+        request: RpcRequest,
+    ) -> Result<RpcReply, Error> {
+        let method = request.method();
+        let envelope = Envelope {
+            version: WIRE_VERSION,
+            request_id: request_id.to_owned(),
+            deadline_ms: unix_ms() + self.timeout.as_millis() as u64,
+            request,
+        };
+        let body = encode(&envelope)?;
+        let reply = self
+            .transport
+            .call(host, request_id, body, self.timeout)
+            .await
+            .map_err(|e| match e {
+                TransportError::Unroutable(_) => Error::TemporaryFailure(format!(
+                    "Conductor {host} is not reachable ({method}); please retry."
+                )),
+                TransportError::Timeout { after, .. } => Error::TemporaryFailure(format!(
+                    "Conductor {host} did not answer {method} within {} s; please retry.",
+                    after.as_secs_f64()
+                )),
+                TransportError::Unavailable(cause) => {
+                    Error::TemporaryFailure(format!("Message broker unavailable: {cause}"))
+                }
+            })?;
+        let result: RpcResult = decode(&reply)
+            .map_err(|e| Error::internal(format!("undecodable reply from {host}: {e}")))?;
+        result
+    }
+}

@@ -1,0 +1,1190 @@
+//! RabbitMQ implementation of [`Transport`], on lapin.
+//!
+//! It owns the AMQP topology of the RPC layer: queue names, queue arguments, message
+//! properties, publisher confirms and the reply queue. It must not look inside bodies; the
+//! rpc module encodes and decodes them.
+//!
+//! Topology:
+//! - Each conductor host consumes `<prefix>.conductor.<host>` ([`conductor_queue`]):
+//!   non-durable and auto-delete, so when its last consumer goes (the conductor stopped or
+//!   was killed) the queue goes too, and requests to it come back at once as
+//!   [`TransportError::Unroutable`] instead of timing out. An `x-expires` argument removes
+//!   queues that never got a consumer (e.g. leftovers of a crashed test).
+//! - Requests are published to the default exchange with the queue name as routing key,
+//!   `mandatory` set, on one channel in confirm mode: the confirm tells whether the broker
+//!   took the message or returned it.
+//! - Each transport has one private, exclusive, server-named reply queue, consumed without
+//!   acks by one task that hands replies to the waiting callers by `correlation_id`.
+//!
+//! One connection is shared by callers and servers. When it is lost, calls fail with
+//! [`TransportError::Unavailable`] while a supervisor task reconnects with capped
+//! exponential backoff; servers re-attach to their queue on the new connection.
+use std::{
+    collections::HashMap,
+    future::{Future, poll_fn},
+    panic::AssertUnwindSafe,
+    pin::pin,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use futures::{FutureExt, StreamExt};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer,
+    message::{BasicReturnMessage, Delivery},
+    options::{
+        BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions,
+        BasicQosOptions, BasicRejectOptions, ConfirmSelectOptions, QueueDeclareOptions,
+    },
+    types::{AMQPValue, FieldTable, LongString, ShortString},
+};
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch},
+    task::{JoinError, JoinSet},
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+use uuid::Uuid;
+
+use super::transport::{Listener, RequestHandler, Transport, TransportError};
+
+/// How long opening a connection may take before the broker counts as unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a cast waits for its confirm: a blocked broker (memory or disk alarm) sends none.
+const CAST_CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a conductor queue may stay unused (no consumer) before the broker deletes it.
+/// Auto-delete only fires once a queue has had a consumer; this covers the others.
+const QUEUE_EXPIRES: Duration = Duration::from_secs(60);
+/// First and largest delay between reconnection attempts.
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(10);
+/// RabbitMQ refuses a per-message TTL above 2^32-1 ms by closing the channel.
+const MAX_EXPIRATION_MS: u128 = u32::MAX as u128;
+/// RabbitMQ 4's default `max_message_size`. A larger message closes the publishing
+/// channel, so it is refused here instead.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Header carrying the caller's request id, for the server's tracing span.
+const REQUEST_ID_HEADER: &str = "request_id";
+
+/// The queue a conductor on `host` consumes. Every queue name is built here.
+pub fn conductor_queue(prefix: &str, host: &str) -> String {
+    format!("{prefix}.conductor.{host}")
+}
+
+/// The routing key for `host`. A name longer than AMQP allows cannot be a queue, so
+/// nobody can be listening on it.
+fn routing_key(prefix: &str, host: &str) -> Result<ShortString, TransportError> {
+    ShortString::try_new(conductor_queue(prefix, host))
+        .map_err(|_| TransportError::Unroutable(host.to_owned()))
+}
+
+/// A RabbitMQ [`Transport`]; cheap to share behind an `Arc`.
+pub struct AmqpTransport {
+    prefix: String,
+    /// The live session; the supervisor replaces it after a reconnection.
+    session: watch::Receiver<Arc<Session>>,
+    /// Stops the supervisor when the transport is dropped.
+    stop: CancellationToken,
+}
+
+impl AmqpTransport {
+    /// Connects to the broker at `url` (it carries credentials: never log it) and opens the
+    /// reply queue. All queue names start with `prefix`.
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, TransportError> {
+        let name = format!("ferrum {prefix}");
+        let session = Session::open(url, &name).await?;
+        let (sessions, session) = watch::channel(session);
+        let stop = CancellationToken::new();
+        tokio::spawn(reconnect_when_lost(
+            url.to_owned(),
+            name,
+            sessions,
+            stop.clone(),
+        ));
+        Ok(Self {
+            prefix: prefix.to_owned(),
+            session,
+            stop,
+        })
+    }
+
+    fn session(&self) -> Result<Arc<Session>, TransportError> {
+        live_session(&self.session)
+    }
+
+    /// Calls still waiting for a reply on the current session.
+    #[cfg(test)]
+    fn waiting_calls(&self) -> usize {
+        self.session.borrow().pending.len()
+    }
+}
+
+impl Drop for AmqpTransport {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl std::fmt::Debug for AmqpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpTransport")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Transport for AmqpTransport {
+    async fn call(
+        &self,
+        host: &str,
+        request_id: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransportError> {
+        let routing_key = routing_key(&self.prefix, host)?;
+        check_size(body.len())?;
+        let session = self.session()?;
+        let correlation_id = Uuid::new_v4().to_string();
+        let (reply_tx, reply_rx) = oneshot::channel();
+        // Registered before publishing, so a fast reply finds its caller; removed when this
+        // call ends in any way (reply, error, timeout, dropped future).
+        let _waiting = session.pending.wait_for(&correlation_id, reply_tx);
+        // The reply task fails every waiting call when the connection goes; one that
+        // registered after that would otherwise only learn it from its timeout.
+        session.ensure_usable()?;
+
+        let properties = request_properties(request_id, &correlation_id)
+            .with_reply_to(session.reply_queue.clone())
+            .with_expiration(expiration(timeout));
+        let round_trip = async {
+            session
+                .publish(routing_key, &body, properties, &correlation_id, host)
+                .await?;
+            reply_rx.await.unwrap_or_else(|_| {
+                Err(TransportError::Unavailable(
+                    "the reply queue was closed".to_owned(),
+                ))
+            })
+        };
+        tokio::time::timeout(timeout, round_trip)
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportError::Timeout {
+                    host: host.to_owned(),
+                    after: timeout,
+                })
+            })
+    }
+
+    async fn cast(
+        &self,
+        host: &str,
+        request_id: &str,
+        body: Vec<u8>,
+    ) -> Result<(), TransportError> {
+        let routing_key = routing_key(&self.prefix, host)?;
+        check_size(body.len())?;
+        let session = self.session()?;
+        // A cast gets no reply, but the id still tells its returned message from others.
+        let correlation_id = Uuid::new_v4().to_string();
+        let properties = request_properties(request_id, &correlation_id);
+        let publish = session.publish(routing_key, &body, properties, &correlation_id, host);
+        tokio::time::timeout(CAST_CONFIRM_TIMEOUT, publish)
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportError::Timeout {
+                    host: host.to_owned(),
+                    after: CAST_CONFIRM_TIMEOUT,
+                })
+            })
+    }
+
+    async fn listen(
+        &self,
+        host: &str,
+        handler: Arc<dyn RequestHandler>,
+        max_in_flight: usize,
+        shutdown: CancellationToken,
+    ) -> Result<Listener, TransportError> {
+        let server = Server {
+            sessions: self.session.clone(),
+            queue: routing_key(&self.prefix, host)?,
+            handler,
+            max_in_flight: max_in_flight.max(1),
+            shutdown,
+        };
+        let attached = server.attach().await?;
+        Ok(Listener::new(server.run(attached)))
+    }
+}
+
+/// One connection with its publishing channel and reply queue.
+///
+/// Dropping the last `Arc` closes the connection (lapin closes it when its last handle
+/// goes), so a replaced session lives on only while calls made on it are still running.
+struct Session {
+    connection: Connection,
+    /// In confirm mode; shared by every call and cast.
+    publisher: Channel,
+    /// Keeps the reply consumer's channel open.
+    _replies: Channel,
+    reply_queue: ShortString,
+    /// Held while a publish is handed to lapin, so publishes enter the channel in the
+    /// order lapin numbers them; see [`Session::publish`].
+    publish_order: Mutex<()>,
+    pending: Arc<PendingReplies>,
+    /// Cancelled once the session cannot be used any more; the supervisor then reconnects.
+    lost: CancellationToken,
+}
+
+impl Session {
+    async fn open(url: &str, name: &str) -> Result<Arc<Self>, TransportError> {
+        let properties = ConnectionProperties::default().with_connection_name(name.into());
+        let connection =
+            tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, properties))
+                .await
+                .map_err(|_| {
+                    TransportError::Unavailable(format!(
+                        "connecting timed out after {CONNECT_TIMEOUT:?}"
+                    ))
+                })?
+                .map_err(unavailable)?;
+
+        let publisher = connection.create_channel().await.map_err(unavailable)?;
+        publisher
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(unavailable)?;
+
+        let replies = connection.create_channel().await.map_err(unavailable)?;
+        let reply_queue = replies
+            .queue_declare(
+                ShortString::default(),
+                QueueDeclareOptions {
+                    exclusive: true,
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(unavailable)?
+            .name()
+            .clone();
+        let consumer = replies
+            .basic_consume(
+                reply_queue.clone(),
+                ShortString::default(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    exclusive: true,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(unavailable)?;
+
+        let pending = Arc::new(PendingReplies::default());
+        let lost = CancellationToken::new();
+        tokio::spawn(route_replies(consumer, pending.clone(), lost.clone()));
+        Ok(Arc::new(Self {
+            connection,
+            publisher,
+            _replies: replies,
+            reply_queue,
+            publish_order: Mutex::new(()),
+            pending,
+            lost,
+        }))
+    }
+
+    fn ensure_usable(&self) -> Result<(), TransportError> {
+        if self.lost.is_cancelled() {
+            return Err(TransportError::Unavailable(
+                "the connection to the message broker was lost; reconnecting".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Marks the session lost after a channel or connection error and describes it.
+    fn broken(&self, err: lapin::Error) -> TransportError {
+        self.lost.cancel();
+        unavailable(err)
+    }
+
+    /// Publishes a mandatory message to the default exchange and waits for its confirm.
+    async fn publish(
+        &self,
+        routing_key: ShortString,
+        body: &[u8],
+        properties: BasicProperties,
+        correlation_id: &str,
+        host: &str,
+    ) -> Result<(), TransportError> {
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        let mut publish = pin!(self.publisher.basic_publish(
+            ShortString::default(),
+            routing_key,
+            options,
+            body,
+            properties,
+        ));
+        // lapin numbers a publish for its confirm and queues its frames in two steps. Both
+        // happen within one poll, but two threads publishing at once could queue their frames
+        // in the other order than they were numbered, and confirms (with their returned
+        // messages) would go to the wrong publisher. The lock makes the two steps one; it is
+        // held for one poll at a time, never across an await.
+        let confirm = poll_fn(|cx| {
+            let _order = lock(&self.publish_order);
+            publish.as_mut().poll(cx)
+        })
+        .await
+        .map_err(|err| self.broken(err))?;
+
+        match confirm.await.map_err(|err| self.broken(err))? {
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+                self.returned(&returned, correlation_id, host)
+            }
+            Confirmation::Nack(None) => Err(TransportError::Unavailable(
+                "the broker refused the message".to_owned(),
+            )),
+            Confirmation::NotRequested => Err(TransportError::Unavailable(
+                "publisher confirms are not enabled".to_owned(),
+            )),
+        }
+    }
+
+    /// Handles a message the broker returned as unroutable.
+    fn returned(
+        &self,
+        returned: &BasicReturnMessage,
+        correlation_id: &str,
+        host: &str,
+    ) -> Result<(), TransportError> {
+        let returned_id = returned.properties.correlation_id().as_ref();
+        if returned_id.map(ShortString::as_str) == Some(correlation_id) {
+            return Err(TransportError::Unroutable(host.to_owned()));
+        }
+        // The broker sends a return just before the confirm of the same message, so this
+        // should not happen; if it does, the returned message's own caller learns of it.
+        warn!(
+            queue = %returned.routing_key,
+            "A returned message was paired with another message's confirm"
+        );
+        if let Some(waiting) = returned_id.and_then(|id| self.pending.take(id.as_str())) {
+            let _ = waiting.send(Err(TransportError::Unroutable(
+                returned.routing_key.to_string(),
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Callers waiting for a reply, by correlation id.
+///
+/// A std mutex: it is only held to insert, remove or drain, never across an await.
+#[derive(Default)]
+struct PendingReplies(Mutex<HashMap<String, oneshot::Sender<Reply>>>);
+
+type Reply = Result<Vec<u8>, TransportError>;
+
+impl PendingReplies {
+    /// Registers a waiting caller until the returned guard is dropped.
+    fn wait_for<'a>(&'a self, correlation_id: &str, reply: oneshot::Sender<Reply>) -> Waiting<'a> {
+        lock(&self.0).insert(correlation_id.to_owned(), reply);
+        Waiting {
+            pending: self,
+            correlation_id: correlation_id.to_owned(),
+        }
+    }
+
+    fn take(&self, correlation_id: &str) -> Option<oneshot::Sender<Reply>> {
+        lock(&self.0).remove(correlation_id)
+    }
+
+    fn fail_all(&self, reason: &str) {
+        let waiting: Vec<_> = lock(&self.0).drain().map(|(_, reply)| reply).collect();
+        for reply in waiting {
+            let _ = reply.send(Err(TransportError::Unavailable(reason.to_owned())));
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+}
+
+/// Removes its caller from [`PendingReplies`] when the call ends, however it ends.
+struct Waiting<'a> {
+    pending: &'a PendingReplies,
+    correlation_id: String,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.pending.take(&self.correlation_id);
+    }
+}
+
+/// Hands each reply to its caller until the reply consumer ends, which only happens when
+/// the connection or its channel is gone; then fails every waiting call.
+async fn route_replies(
+    mut consumer: Consumer,
+    pending: Arc<PendingReplies>,
+    lost: CancellationToken,
+) {
+    while let Some(delivery) = consumer.next().await {
+        let delivery = match delivery {
+            Ok(delivery) => delivery,
+            Err(err) => {
+                warn!(error = %err, "The reply queue consumer failed");
+                break;
+            }
+        };
+        let Some(correlation_id) = delivery.properties.correlation_id() else {
+            debug!("Dropping a reply without a correlation id");
+            continue;
+        };
+        match pending.take(correlation_id.as_str()) {
+            Some(caller) => {
+                let _ = caller.send(Ok(delivery.data));
+            }
+            None => debug!(%correlation_id, "Dropping a reply nobody waits for any more"),
+        }
+    }
+    // Cancel first: a call registering after the drain then sees the session is lost.
+    lost.cancel();
+    pending.fail_all("the connection to the message broker was lost");
+}
+
+/// Replaces the session each time it is lost, retrying with capped exponential backoff,
+/// until the transport is dropped.
+async fn reconnect_when_lost(
+    url: String,
+    name: String,
+    sessions: watch::Sender<Arc<Session>>,
+    stop: CancellationToken,
+) {
+    loop {
+        let lost = sessions.borrow().lost.clone();
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = lost.cancelled() => {}
+        }
+        warn!("Lost the connection to the message broker; reconnecting");
+        let mut delay = RECONNECT_MIN;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            match Session::open(&url, &name).await {
+                Ok(session) => {
+                    sessions.send_replace(session);
+                    info!("Reconnected to the message broker");
+                    break;
+                }
+                Err(err) => {
+                    warn!(error = %err, retry_in = ?delay, "Cannot reconnect to the message broker");
+                    delay = (delay * 2).min(RECONNECT_MAX);
+                }
+            }
+        }
+    }
+}
+
+fn live_session(sessions: &watch::Receiver<Arc<Session>>) -> Result<Arc<Session>, TransportError> {
+    let session = Arc::clone(&sessions.borrow());
+    session.ensure_usable()?;
+    Ok(session)
+}
+
+/// Serves one conductor queue; see [`Transport::listen`].
+struct Server {
+    sessions: watch::Receiver<Arc<Session>>,
+    queue: ShortString,
+    handler: Arc<dyn RequestHandler>,
+    max_in_flight: usize,
+    shutdown: CancellationToken,
+}
+
+/// A channel consuming the server's queue.
+struct Attached {
+    channel: Channel,
+    consumer: Consumer,
+}
+
+impl Server {
+    /// Declares the queue and starts consuming it on a channel of its own.
+    async fn attach(&self) -> Result<Attached, TransportError> {
+        let session = live_session(&self.sessions)?;
+        let channel = session
+            .connection
+            .create_channel()
+            .await
+            .map_err(unavailable)?;
+        let prefetch = u16::try_from(self.max_in_flight).unwrap_or(u16::MAX);
+        channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await
+            .map_err(unavailable)?;
+        let mut arguments = FieldTable::default();
+        let expires = i64::try_from(QUEUE_EXPIRES.as_millis()).unwrap_or(i64::MAX);
+        arguments.insert("x-expires".into(), AMQPValue::LongLongInt(expires));
+        channel
+            .queue_declare(
+                self.queue.clone(),
+                QueueDeclareOptions {
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                arguments,
+            )
+            .await
+            .map_err(unavailable)?;
+        let consumer = channel
+            .basic_consume(
+                self.queue.clone(),
+                ShortString::default(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(unavailable)?;
+        debug!(queue = %self.queue, "Consuming");
+        Ok(Attached { channel, consumer })
+    }
+
+    /// Serves until shutdown, attaching again (with capped backoff) whenever the consumer
+    /// is lost with its channel or connection.
+    async fn run(self, mut attached: Attached) -> Result<(), TransportError> {
+        loop {
+            match self.consume(attached).await {
+                Ok(()) => return Ok(()),
+                Err(err) => {
+                    warn!(queue = %self.queue, error = %err, "Lost the consumer; attaching again")
+                }
+            }
+            let mut delay = RECONNECT_MIN;
+            attached = loop {
+                tokio::select! {
+                    () = self.shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(delay) => {}
+                }
+                match self.attach().await {
+                    Ok(attached) => break attached,
+                    Err(err) => {
+                        debug!(queue = %self.queue, error = %err, retry_in = ?delay, "Cannot attach yet");
+                        delay = (delay * 2).min(RECONNECT_MAX);
+                    }
+                }
+            };
+            info!(queue = %self.queue, "Consuming again");
+        }
+    }
+
+    /// Hands deliveries to handler tasks until shutdown, then cancels the consumer, handles
+    /// what the broker had already sent, and waits for every task. Errs when the consumer
+    /// is lost before shutdown.
+    async fn consume(&self, attached: Attached) -> Result<(), TransportError> {
+        let Attached {
+            channel,
+            mut consumer,
+        } = attached;
+        let permits = Arc::new(Semaphore::new(self.max_in_flight));
+        let mut in_flight = JoinSet::new();
+        let mut cancelled = false;
+        let mut outcome = Ok(());
+        loop {
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    // The broker stops delivering; deliveries already sent still come
+                    // through the stream, which then ends.
+                    if let Err(err) = channel
+                        .basic_cancel(consumer.tag(), BasicCancelOptions::default())
+                        .await
+                    {
+                        outcome = Err(unavailable(err));
+                        break;
+                    }
+                }
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => log_join(done),
+                next = consumer.next() => match next {
+                    Some(Ok(delivery)) => {
+                        // Prefetch equals the permits and a permit is released after the ack,
+                        // so this waits at most for a task that is finishing.
+                        let Ok(permit) = permits.clone().acquire_owned().await else {
+                            break;
+                        };
+                        let span = info_span!(
+                            "rpc.request",
+                            queue = %self.queue,
+                            request_id = %request_id(&delivery.properties),
+                        );
+                        let task = handle(channel.clone(), delivery, self.handler.clone(), permit);
+                        in_flight.spawn(task.instrument(span));
+                    }
+                    // The stream ends right after an error.
+                    Some(Err(err)) => outcome = Err(unavailable(err)),
+                    None => {
+                        if !cancelled && outcome.is_ok() {
+                            outcome = Err(TransportError::Unavailable(
+                                "the broker cancelled the consumer".to_owned(),
+                            ));
+                        }
+                        break;
+                    }
+                },
+            }
+        }
+        while let Some(done) = in_flight.join_next().await {
+            log_join(done);
+        }
+        if outcome.is_ok() {
+            // Every delivery is acked: the channel can go quietly.
+            if let Err(err) = channel.close(200, "OK".into()).await {
+                debug!(queue = %self.queue, error = %err, "Closing the consumer channel failed");
+            }
+        }
+        outcome
+    }
+}
+
+/// Runs the handler on one delivery, replies if asked to, then acks; rejects (without
+/// requeue) what the handler cannot decode. The permit is released at the end.
+async fn handle(
+    channel: Channel,
+    delivery: Delivery,
+    handler: Arc<dyn RequestHandler>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let Delivery {
+        properties,
+        data,
+        acker,
+        ..
+    } = delivery;
+    let reply = match AssertUnwindSafe(handler.handle(data)).catch_unwind().await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(reason)) => {
+            warn!(%reason, "Rejecting a request that cannot be handled");
+            reject(&acker).await;
+            return;
+        }
+        Err(_) => {
+            error!("The request handler panicked; rejecting the request");
+            reject(&acker).await;
+            return;
+        }
+    };
+    if let Some(reply_to) = properties.reply_to() {
+        if check_size(reply.len()).is_err() {
+            error!(
+                size = reply.len(),
+                "The reply is too large for the broker; rejecting the request"
+            );
+            reject(&acker).await;
+            return;
+        }
+        let mut reply_properties = BasicProperties::default();
+        if let Some(correlation_id) = properties.correlation_id() {
+            reply_properties = reply_properties.with_correlation_id(correlation_id.clone());
+        }
+        // Not mandatory: a caller that gave up has taken its reply queue with it.
+        let sent = channel
+            .basic_publish(
+                ShortString::default(),
+                reply_to.clone(),
+                BasicPublishOptions::default(),
+                &reply,
+                reply_properties,
+            )
+            .await;
+        if let Err(err) = sent {
+            warn!(error = %err, "Cannot send the reply; the caller will time out");
+        }
+    }
+    if let Err(err) = acker.ack(BasicAckOptions::default()).await {
+        warn!(error = %err, "Cannot ack the request");
+    }
+}
+
+async fn reject(acker: &lapin::Acker) {
+    if let Err(err) = acker.reject(BasicRejectOptions { requeue: false }).await {
+        warn!(error = %err, "Cannot reject the request");
+    }
+}
+
+fn log_join(done: Result<(), JoinError>) {
+    if let Err(err) = done {
+        error!(error = %err, "A request task failed");
+    }
+}
+
+/// Properties shared by calls and casts: the correlation id, and the request id both as
+/// message id (when it fits) and as a header.
+fn request_properties(request_id: &str, correlation_id: &str) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        REQUEST_ID_HEADER.into(),
+        AMQPValue::LongString(LongString::from(request_id)),
+    );
+    let mut properties = BasicProperties::default().with_headers(headers);
+    if let Ok(correlation_id) = ShortString::try_new(correlation_id) {
+        properties = properties.with_correlation_id(correlation_id);
+    }
+    if let Ok(message_id) = ShortString::try_new(request_id) {
+        properties = properties.with_message_id(message_id);
+    }
+    properties
+}
+
+/// The request id a caller attached, for the server's span.
+fn request_id(properties: &BasicProperties) -> String {
+    let header = properties
+        .headers()
+        .as_ref()
+        .and_then(|headers| headers.inner().get(REQUEST_ID_HEADER));
+    match (header, properties.message_id()) {
+        (Some(AMQPValue::LongString(id)), _) => id.to_string(),
+        (_, Some(id)) => id.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// A request expires in its queue when its caller stops waiting.
+fn expiration(timeout: Duration) -> ShortString {
+    ShortString::from(timeout.as_millis().min(MAX_EXPIRATION_MS).to_string())
+}
+
+fn check_size(len: usize) -> Result<(), TransportError> {
+    if len > MAX_BODY_BYTES {
+        return Err(TransportError::Unavailable(format!(
+            "a message of {len} bytes exceeds the broker's limit of {MAX_BODY_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+fn unavailable(err: lapin::Error) -> TransportError {
+    TransportError::Unavailable(err.to_string())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    //! These run against the RabbitMQ at `FERRUM_TEST_AMQP_URL` (default: guest on
+    //! loopback) and fail when it cannot be reached. Each test uses its own prefix.
+    use std::{
+        future::Future,
+        sync::atomic::{AtomicUsize, Ordering},
+        time::Instant,
+    };
+
+    use tokio::{sync::mpsc, task::JoinHandle};
+
+    use super::*;
+
+    const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    fn url() -> String {
+        std::env::var("FERRUM_TEST_AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
+    }
+
+    async fn connect() -> Arc<AmqpTransport> {
+        let prefix = format!("test-{}", Uuid::new_v4().simple());
+        match AmqpTransport::connect(&url(), &prefix).await {
+            Ok(transport) => Arc::new(transport),
+            Err(err) => panic!(
+                "RabbitMQ is required by these tests and cannot be reached ({err}). \
+                 Start it with `rabbitmq-server -detached` or set FERRUM_TEST_AMQP_URL."
+            ),
+        }
+    }
+
+    /// A handler made of an async closure.
+    struct FnHandler<F>(F);
+
+    #[async_trait::async_trait]
+    impl<F, Fut> RequestHandler for FnHandler<F>
+    where
+        F: Fn(Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, String>> + Send,
+    {
+        async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+            (self.0)(body).await
+        }
+    }
+
+    fn handler<F, Fut>(f: F) -> Arc<dyn RequestHandler>
+    where
+        F: Fn(Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, String>> + Send + 'static,
+    {
+        Arc::new(FnHandler(f))
+    }
+
+    fn echo() -> Arc<dyn RequestHandler> {
+        handler(|body| async move { Ok(body) })
+    }
+
+    /// Listens on `host` (calls route once this returns) and runs the listener in a task.
+    async fn serve(
+        transport: &AmqpTransport,
+        host: &str,
+        handler: Arc<dyn RequestHandler>,
+        max_in_flight: usize,
+        shutdown: &CancellationToken,
+    ) -> JoinHandle<Result<(), TransportError>> {
+        let listener = transport
+            .listen(host, handler, max_in_flight, shutdown.clone())
+            .await
+            .expect("listen");
+        tokio::spawn(listener.run())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn call_round_trip() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let server = serve(&transport, "c1", echo(), 4, &shutdown).await;
+
+        let reply = transport
+            .call("c1", "req-1", b"ping".to_vec(), PATIENCE)
+            .await
+            .expect("call");
+        assert_eq!(reply, b"ping");
+        assert_eq!(transport.waiting_calls(), 0);
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_calls_get_their_own_replies() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        // Replies come back out of order: the handler waits longer for some bodies.
+        let shuffle = handler(|body: Vec<u8>| async move {
+            let wait = body.first().copied().unwrap_or(0) % 5;
+            tokio::time::sleep(Duration::from_millis(u64::from(wait))).await;
+            Ok(body)
+        });
+        let server = serve(&transport, "c1", shuffle, 32, &shutdown).await;
+
+        let mut calls = JoinSet::new();
+        for i in 0..200_u32 {
+            let transport = transport.clone();
+            calls.spawn(async move {
+                let body = i.to_le_bytes().to_vec();
+                let reply = transport
+                    .call("c1", &format!("req-{i}"), body.clone(), PATIENCE)
+                    .await;
+                (body, reply)
+            });
+        }
+        let mut answered = 0;
+        while let Some(done) = calls.join_next().await {
+            let (body, reply) = done.expect("join");
+            assert_eq!(reply.expect("call"), body);
+            answered += 1;
+        }
+        assert_eq!(answered, 200);
+        assert_eq!(transport.waiting_calls(), 0);
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn call_to_a_host_nobody_serves_is_unroutable_at_once() {
+        let transport = connect().await;
+        let started = Instant::now();
+        let err = transport
+            .call("nobody", "req-1", b"ping".to_vec(), PATIENCE)
+            .await
+            .expect_err("nobody listens");
+        assert!(
+            matches!(&err, TransportError::Unroutable(host) if host == "nobody"),
+            "{err:?}"
+        );
+        assert!(started.elapsed() < PATIENCE / 10, "{:?}", started.elapsed());
+        assert_eq!(transport.waiting_calls(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_handler_times_out_and_leaves_nothing_waiting() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let release = CancellationToken::new();
+        let slow = {
+            let release = release.clone();
+            handler(move |body| {
+                let release = release.clone();
+                async move {
+                    release.cancelled().await;
+                    Ok(body)
+                }
+            })
+        };
+        let server = serve(&transport, "c1", slow, 4, &shutdown).await;
+
+        let timeout = Duration::from_millis(300);
+        let err = transport
+            .call("c1", "req-1", b"ping".to_vec(), timeout)
+            .await
+            .expect_err("the handler is slower than the timeout");
+        assert!(
+            matches!(&err, TransportError::Timeout { host, after } if host == "c1" && *after == timeout),
+            "{err:?}"
+        );
+        assert_eq!(transport.waiting_calls(), 0);
+
+        // The late reply finds nobody waiting and is dropped.
+        release.cancel();
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+        assert_eq!(transport.waiting_calls(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_undecodable_request_is_rejected_once_and_not_redelivered() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let rejected = Arc::new(AtomicUsize::new(0));
+        let picky = {
+            let rejected = rejected.clone();
+            handler(move |body: Vec<u8>| {
+                let rejected = rejected.clone();
+                async move {
+                    if body == b"garbage" {
+                        rejected.fetch_add(1, Ordering::SeqCst);
+                        return Err("not MessagePack".to_owned());
+                    }
+                    Ok(body)
+                }
+            })
+        };
+        // One at a time: a requeued message would come back before the next one.
+        let server = serve(&transport, "c1", picky, 1, &shutdown).await;
+
+        let err = transport
+            .call(
+                "c1",
+                "req-1",
+                b"garbage".to_vec(),
+                Duration::from_millis(500),
+            )
+            .await
+            .expect_err("nobody replies to garbage");
+        assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+        let reply = transport
+            .call("c1", "req-2", b"ping".to_vec(), PATIENCE)
+            .await
+            .expect("call after the rejected one");
+        assert_eq!(reply, b"ping");
+        assert_eq!(rejected.load(Ordering::SeqCst), 1);
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_handler_gets_its_request_rejected() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let explosive = handler(|body: Vec<u8>| async move {
+            assert_ne!(body, b"boom", "the handler blew up");
+            Ok(body)
+        });
+        let server = serve(&transport, "c1", explosive, 1, &shutdown).await;
+
+        let err = transport
+            .call("c1", "req-1", b"boom".to_vec(), Duration::from_millis(300))
+            .await
+            .expect_err("a panicking handler does not reply");
+        assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+        let reply = transport
+            .call("c1", "req-2", b"ping".to_vec(), PATIENCE)
+            .await
+            .expect("the server still serves");
+        assert_eq!(reply, b"ping");
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cast_is_delivered() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let record = handler(move |body: Vec<u8>| {
+            let seen_tx = seen_tx.clone();
+            async move {
+                let _ = seen_tx.send(body);
+                Ok(Vec::new())
+            }
+        });
+        let server = serve(&transport, "c1", record, 4, &shutdown).await;
+
+        transport
+            .cast("c1", "req-1", b"power on".to_vec())
+            .await
+            .expect("cast");
+        let delivered = tokio::time::timeout(PATIENCE, seen.recv())
+            .await
+            .expect("the cast arrives");
+        assert_eq!(delivered.as_deref(), Some(&b"power on"[..]));
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cast_to_a_host_nobody_serves_is_unroutable() {
+        let transport = connect().await;
+        let err = transport
+            .cast("nobody", "req-1", b"power on".to_vec())
+            .await
+            .expect_err("nobody listens");
+        assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serve_returns_after_shutdown_once_in_flight_work_is_done() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let release = CancellationToken::new();
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let gated = {
+            let release = release.clone();
+            handler(move |body| {
+                let release = release.clone();
+                let started_tx = started_tx.clone();
+                async move {
+                    let _ = started_tx.send(());
+                    release.cancelled().await;
+                    Ok(body)
+                }
+            })
+        };
+        let mut server = serve(&transport, "c1", gated, 4, &shutdown).await;
+
+        let call = tokio::spawn({
+            let transport = transport.clone();
+            async move {
+                transport
+                    .call("c1", "req-1", b"deploy".to_vec(), PATIENCE)
+                    .await
+            }
+        });
+        tokio::time::timeout(PATIENCE, started.recv())
+            .await
+            .expect("the request reaches the handler");
+
+        shutdown.cancel();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), &mut server)
+                .await
+                .is_err(),
+            "serve returned while a request was in flight"
+        );
+
+        release.cancel();
+        let reply = call.await.expect("join").expect("the in-flight call");
+        assert_eq!(reply, b"deploy");
+        tokio::time::timeout(PATIENCE, server)
+            .await
+            .expect("serve returns")
+            .expect("join")
+            .expect("serve");
+
+        // The queue went with its last consumer.
+        let err = transport
+            .call("c1", "req-2", b"deploy".to_vec(), PATIENCE)
+            .await
+            .expect_err("nobody listens any more");
+        assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn odd_inputs_are_errors_not_panics() {
+        let transport = connect().await;
+        let shutdown = CancellationToken::new();
+        let server = serve(&transport, "c1", echo(), 4, &shutdown).await;
+
+        let long_host = "h".repeat(300);
+        let err = transport
+            .call(&long_host, "req-1", Vec::new(), PATIENCE)
+            .await
+            .expect_err("no queue has such a name");
+        assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+        let err = transport
+            .cast(&long_host, "req-1", Vec::new())
+            .await
+            .expect_err("no queue has such a name");
+        assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+
+        // A request id too long for a message id still travels, in the header.
+        let long_request_id = "r".repeat(300);
+        let reply = transport
+            .call("c1", &long_request_id, b"ping".to_vec(), PATIENCE)
+            .await
+            .expect("call with a long request id");
+        assert_eq!(reply, b"ping");
+
+        // A timeout beyond RabbitMQ's largest TTL is capped rather than refused.
+        let reply = transport
+            .call("c1", "req-2", b"ping".to_vec(), Duration::MAX)
+            .await
+            .expect("call with a huge timeout");
+        assert_eq!(reply, b"ping");
+
+        let err = transport
+            .call("c1", "req-3", vec![0; MAX_BODY_BYTES + 1], PATIENCE)
+            .await
+            .expect_err("too large");
+        assert!(matches!(err, TransportError::Unavailable(_)), "{err:?}");
+
+        // None of that hurt the connection.
+        let reply = transport
+            .call("c1", "req-4", b"ping".to_vec(), PATIENCE)
+            .await
+            .expect("call");
+        assert_eq!(reply, b"ping");
+
+        shutdown.cancel();
+        server.await.expect("join").expect("serve");
+    }
+
+    #[tokio::test]
+    async fn broker_down_at_connect_is_unavailable() {
+        // Nothing listens on port 1.
+        let err = AmqpTransport::connect("amqp://guest:guest@127.0.0.1:1/%2f", "test")
+            .await
+            .expect_err("nothing listens on port 1");
+        assert!(matches!(err, TransportError::Unavailable(_)), "{err:?}");
+    }
+
+    #[test]
+    fn queue_names() {
+        assert_eq!(conductor_queue("ferrum", "c1"), "ferrum.conductor.c1");
+        assert_eq!(expiration(Duration::from_millis(1500)).as_str(), "1500");
+        assert_eq!(expiration(Duration::MAX).as_str(), u32::MAX.to_string());
+    }
+}

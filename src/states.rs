@@ -1,0 +1,1407 @@
+//! The provisioning state machine of a node, kept as one table.
+//!
+//! This module owns the provision states, the events that move a node between
+//! them, the [`TRANSITIONS`] table (one row per edge of Ironic's machine) and
+//! the per-state facts that other layers ask about: the API string, whether a
+//! state is stable, which target it carries, and whether a node in it may be
+//! updated, deleted or failed on recovery.
+//!
+//! It must not know about the database, RPC or HTTP. It answers "may this event
+//! happen here, and where does it lead"; writing the new state, holding the node
+//! lock, choosing status codes and rendering states for old API versions belong
+//! to the callers.
+//!
+//! Every per-state fact is an exhaustive `match`, and wildcard arms are denied,
+//! so adding a state or an event fails to compile until each fact is decided.
+
+#![deny(clippy::wildcard_enum_match_arm)]
+
+use std::fmt;
+use std::str::FromStr;
+
+use self::Event as E;
+use self::ProvisionState as S;
+
+/// A provision state of a node, as stored in `nodes.provision_state`.
+///
+/// Only real states of the machine are listed. API words such as `deleted`,
+/// `rebuild`, `deploy`, `undeploy` and `service` are verbs that are never
+/// stored, so they are [`Event`]s (see [`Event::from_verb`]), not states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProvisionState {
+    /// `enroll`: the initial state; the node is known but not yet verified.
+    Enroll,
+    /// `verifying`: the power interface is being checked after `manage`.
+    Verifying,
+    /// `manageable`: verified and under operator control.
+    Manageable,
+    /// `available`: cleaned and ready to be deployed.
+    Available,
+    /// `active`: deployed with an instance.
+    Active,
+    /// `wait call-back`: deploying, waiting for the ramdisk agent.
+    DeployWait,
+    /// `deploying`: a deploy is running on the conductor.
+    Deploying,
+    /// `deploy failed`: the deploy failed; the node can be redeployed or torn down.
+    DeployFail,
+    /// `deploy hold`: a deploy step asked to pause until `unhold`.
+    DeployHold,
+    /// `deleting`: the instance is being torn down.
+    Deleting,
+    /// `cleaning`: a clean is running on the conductor.
+    Cleaning,
+    /// `clean wait`: cleaning, waiting for the ramdisk agent.
+    CleanWait,
+    /// `clean failed`: cleaning failed.
+    CleanFail,
+    /// `clean hold`: a clean step asked to pause until `unhold`.
+    CleanHold,
+    /// `error`: the tear-down failed.
+    Error,
+    /// `inspecting`: hardware inspection is running on the conductor.
+    Inspecting,
+    /// `inspect failed`: inspection failed.
+    InspectFail,
+    /// `inspect wait`: inspecting, waiting for an out-of-band or agent result.
+    InspectWait,
+    /// `adopting`: an already running instance is being taken over.
+    Adopting,
+    /// `adopt failed`: adoption failed.
+    AdoptFail,
+    /// `rescue`: booted into the rescue ramdisk.
+    Rescue,
+    /// `rescue failed`: rescue failed.
+    RescueFail,
+    /// `rescue wait`: rescuing, waiting for the rescue ramdisk.
+    RescueWait,
+    /// `rescuing`: a rescue is running on the conductor.
+    Rescuing,
+    /// `unrescue failed`: leaving rescue failed.
+    UnrescueFail,
+    /// `unrescuing`: leaving rescue, back to the instance.
+    Unrescuing,
+    /// `servicing`: service steps run on a deployed node.
+    Servicing,
+    /// `service wait`: servicing, waiting for the ramdisk agent.
+    ServiceWait,
+    /// `service failed`: servicing failed.
+    ServiceFail,
+    /// `service hold`: a service step asked to pause until `unhold`.
+    ServiceHold,
+}
+
+/// An event fed to the machine.
+///
+/// Most events are requested through the API (see [`Event::from_verb`]).
+/// `done`, `fail`, `wait`, `resume` and `hold` are only raised by the conductor
+/// itself, as are `clean` from `deleting` and `manage` from `cleaning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// `manage`: verify an enrolled node, or take a node back under operator control.
+    Manage,
+    /// `provide`: make a manageable node available (runs automated cleaning).
+    Provide,
+    /// `clean`: manual cleaning, or the cleaning that follows a tear-down.
+    Clean,
+    /// `inspect`: inspect the hardware.
+    Inspect,
+    /// `adopt`: take over a node that already runs an instance.
+    Adopt,
+    /// `deploy`: deploy an instance (API verbs `active` and `deploy`).
+    Deploy,
+    /// `rebuild`: redeploy the instance.
+    Rebuild,
+    /// `delete`: tear the instance down (API verbs `deleted` and `undeploy`).
+    Delete,
+    /// `done`: the running operation finished.
+    Done,
+    /// `fail`: the running operation failed.
+    Fail,
+    /// `wait`: the operation now waits for the ramdisk or another callback.
+    Wait,
+    /// `resume`: the awaited callback arrived; continue on the conductor.
+    Resume,
+    /// `hold`: a step asked to pause.
+    Hold,
+    /// `unhold`: continue after a hold.
+    Unhold,
+    /// `abort`: stop a waiting or held operation.
+    Abort,
+    /// `rescue`: boot the rescue ramdisk.
+    Rescue,
+    /// `unrescue`: leave rescue and boot the instance again.
+    Unrescue,
+    /// `service`: run service steps on a deployed node.
+    Service,
+}
+
+/// Every edge of the machine: `(from, event, to)`.
+///
+/// This is the only place that says which events are allowed where;
+/// [`transition`] reads nothing else. Rows are grouped by source state in the
+/// order of Ironic's `state_machine.py`, and [`render_table`] prints them for a
+/// snapshot test, so any change here shows up in review.
+pub const TRANSITIONS: &[(ProvisionState, Event, ProvisionState)] = &[
+    // A new node is verified before it becomes manageable.
+    (S::Enroll, E::Manage, S::Verifying),
+    // Verification either succeeds or sends the node back to enroll.
+    (S::Verifying, E::Done, S::Manageable),
+    (S::Verifying, E::Fail, S::Enroll),
+    // From manageable the operator cleans, inspects or adopts the node.
+    (S::Manageable, E::Provide, S::Cleaning),
+    (S::Manageable, E::Clean, S::Cleaning),
+    (S::Manageable, E::Inspect, S::Inspecting),
+    (S::Manageable, E::Adopt, S::Adopting),
+    // An available node is deployed or taken back under operator control.
+    (S::Available, E::Deploy, S::Deploying),
+    (S::Available, E::Manage, S::Manageable),
+    // A running deploy waits for the agent, holds, finishes or fails.
+    (S::Deploying, E::Wait, S::DeployWait),
+    (S::Deploying, E::Hold, S::DeployHold),
+    (S::Deploying, E::Done, S::Active),
+    (S::Deploying, E::Fail, S::DeployFail),
+    // While waiting for the agent, a deploy may also be aborted or torn down.
+    (S::DeployWait, E::Resume, S::Deploying),
+    (S::DeployWait, E::Hold, S::DeployHold),
+    (S::DeployWait, E::Fail, S::DeployFail),
+    (S::DeployWait, E::Abort, S::DeployFail),
+    (S::DeployWait, E::Delete, S::Deleting),
+    // A held deploy goes back to waiting, or is aborted.
+    (S::DeployHold, E::Unhold, S::DeployWait),
+    (S::DeployHold, E::Abort, S::DeployFail),
+    // A failed deploy can be retried or torn down (Ironic bug 1405420).
+    (S::DeployFail, E::Deploy, S::Deploying),
+    (S::DeployFail, E::Rebuild, S::Deploying),
+    (S::DeployFail, E::Delete, S::Deleting),
+    // A deployed node is rebuilt, torn down, rescued or serviced.
+    (S::Active, E::Rebuild, S::Deploying),
+    (S::Active, E::Delete, S::Deleting),
+    (S::Active, E::Rescue, S::Rescuing),
+    (S::Active, E::Service, S::Servicing),
+    // A tear-down continues into cleaning; if it fails the node is in error.
+    (S::Deleting, E::Clean, S::Cleaning),
+    (S::Deleting, E::Fail, S::Error),
+    // A node whose tear-down failed is rebuilt or torn down again.
+    (S::Error, E::Rebuild, S::Deploying),
+    (S::Error, E::Delete, S::Deleting),
+    // Cleaning ends in available (automated) or manageable (manual).
+    (S::Cleaning, E::Done, S::Available),
+    (S::Cleaning, E::Manage, S::Manageable),
+    (S::Cleaning, E::Wait, S::CleanWait),
+    (S::Cleaning, E::Hold, S::CleanHold),
+    (S::Cleaning, E::Fail, S::CleanFail),
+    // While waiting for the agent, cleaning resumes, holds, fails or is aborted.
+    (S::CleanWait, E::Resume, S::Cleaning),
+    (S::CleanWait, E::Hold, S::CleanHold),
+    (S::CleanWait, E::Fail, S::CleanFail),
+    (S::CleanWait, E::Abort, S::CleanFail),
+    // Held cleaning goes back to waiting, or is aborted.
+    (S::CleanHold, E::Unhold, S::CleanWait),
+    (S::CleanHold, E::Abort, S::CleanFail),
+    // After failed cleaning the only way out is back to manageable.
+    (S::CleanFail, E::Manage, S::Manageable),
+    // Inspection finishes, waits for a result, or fails.
+    (S::Inspecting, E::Done, S::Manageable),
+    (S::Inspecting, E::Wait, S::InspectWait),
+    (S::Inspecting, E::Fail, S::InspectFail),
+    // A waiting inspection finishes, resumes, fails or is aborted.
+    (S::InspectWait, E::Done, S::Manageable),
+    (S::InspectWait, E::Resume, S::Inspecting),
+    (S::InspectWait, E::Fail, S::InspectFail),
+    (S::InspectWait, E::Abort, S::InspectFail),
+    // A failed inspection is retried or given up.
+    (S::InspectFail, E::Manage, S::Manageable),
+    (S::InspectFail, E::Inspect, S::Inspecting),
+    // Adoption succeeds into active or fails.
+    (S::Adopting, E::Done, S::Active),
+    (S::Adopting, E::Fail, S::AdoptFail),
+    // A failed adoption is retried or given up.
+    (S::AdoptFail, E::Adopt, S::Adopting),
+    (S::AdoptFail, E::Manage, S::Manageable),
+    // A running rescue finishes, waits for the ramdisk, or fails.
+    (S::Rescuing, E::Done, S::Rescue),
+    (S::Rescuing, E::Wait, S::RescueWait),
+    (S::Rescuing, E::Fail, S::RescueFail),
+    // While waiting for the rescue ramdisk, the rescue may also be aborted or torn down.
+    (S::RescueWait, E::Resume, S::Rescuing),
+    (S::RescueWait, E::Fail, S::RescueFail),
+    (S::RescueWait, E::Abort, S::RescueFail),
+    (S::RescueWait, E::Delete, S::Deleting),
+    // A rescued node is rescued again, unrescued or torn down.
+    (S::Rescue, E::Rescue, S::Rescuing),
+    (S::Rescue, E::Unrescue, S::Unrescuing),
+    (S::Rescue, E::Delete, S::Deleting),
+    // A failed rescue allows the same three ways out.
+    (S::RescueFail, E::Rescue, S::Rescuing),
+    (S::RescueFail, E::Unrescue, S::Unrescuing),
+    (S::RescueFail, E::Delete, S::Deleting),
+    // Leaving rescue succeeds into active or fails.
+    (S::Unrescuing, E::Done, S::Active),
+    (S::Unrescuing, E::Fail, S::UnrescueFail),
+    // A failed unrescue allows the same three ways out as a failed rescue.
+    (S::UnrescueFail, E::Rescue, S::Rescuing),
+    (S::UnrescueFail, E::Unrescue, S::Unrescuing),
+    (S::UnrescueFail, E::Delete, S::Deleting),
+    // Servicing finishes into active, waits, holds or fails.
+    (S::Servicing, E::Done, S::Active),
+    (S::Servicing, E::Wait, S::ServiceWait),
+    (S::Servicing, E::Hold, S::ServiceHold),
+    (S::Servicing, E::Fail, S::ServiceFail),
+    // While waiting for the agent, servicing may also be aborted or torn down.
+    (S::ServiceWait, E::Resume, S::Servicing),
+    (S::ServiceWait, E::Hold, S::ServiceHold),
+    (S::ServiceWait, E::Fail, S::ServiceFail),
+    (S::ServiceWait, E::Abort, S::ServiceFail),
+    (S::ServiceWait, E::Delete, S::Deleting),
+    // Held servicing restarts, goes back to waiting, fails or is aborted.
+    (S::ServiceHold, E::Service, S::Servicing),
+    (S::ServiceHold, E::Unhold, S::ServiceWait),
+    (S::ServiceHold, E::Fail, S::ServiceFail),
+    (S::ServiceHold, E::Abort, S::ServiceFail),
+    // Failed servicing is retried, resumed, rescued, torn down, or aborted back to active.
+    (S::ServiceFail, E::Service, S::Servicing),
+    (S::ServiceFail, E::Wait, S::ServiceWait),
+    (S::ServiceFail, E::Hold, S::ServiceHold),
+    (S::ServiceFail, E::Rescue, S::Rescuing),
+    (S::ServiceFail, E::Abort, S::Active),
+    (S::ServiceFail, E::Delete, S::Deleting),
+];
+
+impl ProvisionState {
+    /// Every state, in declaration order.
+    pub const ALL: [ProvisionState; 30] = [
+        S::Enroll,
+        S::Verifying,
+        S::Manageable,
+        S::Available,
+        S::Active,
+        S::DeployWait,
+        S::Deploying,
+        S::DeployFail,
+        S::DeployHold,
+        S::Deleting,
+        S::Cleaning,
+        S::CleanWait,
+        S::CleanFail,
+        S::CleanHold,
+        S::Error,
+        S::Inspecting,
+        S::InspectFail,
+        S::InspectWait,
+        S::Adopting,
+        S::AdoptFail,
+        S::Rescue,
+        S::RescueFail,
+        S::RescueWait,
+        S::Rescuing,
+        S::UnrescueFail,
+        S::Unrescuing,
+        S::Servicing,
+        S::ServiceWait,
+        S::ServiceFail,
+        S::ServiceHold,
+    ];
+
+    /// The string used in the API and stored in `nodes.provision_state`.
+    ///
+    /// The column is VARCHAR(15), which the longest name (`unrescue failed`)
+    /// fills exactly. Renderings for old API versions (`available` shown as
+    /// `null` below 1.2, `inspect wait` as `inspecting` below 1.39) are the
+    /// API's business, not this function's.
+    pub fn api_name(self) -> &'static str {
+        match self {
+            Self::Enroll => "enroll",
+            Self::Verifying => "verifying",
+            Self::Manageable => "manageable",
+            Self::Available => "available",
+            Self::Active => "active",
+            Self::DeployWait => "wait call-back",
+            Self::Deploying => "deploying",
+            Self::DeployFail => "deploy failed",
+            Self::DeployHold => "deploy hold",
+            Self::Deleting => "deleting",
+            Self::Cleaning => "cleaning",
+            Self::CleanWait => "clean wait",
+            Self::CleanFail => "clean failed",
+            Self::CleanHold => "clean hold",
+            Self::Error => "error",
+            Self::Inspecting => "inspecting",
+            Self::InspectFail => "inspect failed",
+            Self::InspectWait => "inspect wait",
+            Self::Adopting => "adopting",
+            Self::AdoptFail => "adopt failed",
+            Self::Rescue => "rescue",
+            Self::RescueFail => "rescue failed",
+            Self::RescueWait => "rescue wait",
+            Self::Rescuing => "rescuing",
+            Self::UnrescueFail => "unrescue failed",
+            Self::Unrescuing => "unrescuing",
+            Self::Servicing => "servicing",
+            Self::ServiceWait => "service wait",
+            Self::ServiceFail => "service failed",
+            Self::ServiceHold => "service hold",
+        }
+    }
+
+    /// The state whose [`api_name`](Self::api_name) is exactly `s`.
+    ///
+    /// Matching is case-sensitive and takes no verbs: `deleted` or `rebuild`
+    /// give `None`.
+    pub fn from_api_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.api_name() == s)
+    }
+
+    /// Whether the state is registered as stable (Ironic's `STABLE_STATES`).
+    ///
+    /// A node rests in a stable state until someone asks for something; no
+    /// conductor work is in progress.
+    pub fn is_stable(self) -> bool {
+        match self {
+            Self::Enroll
+            | Self::Manageable
+            | Self::Available
+            | Self::Active
+            | Self::Error
+            | Self::Rescue => true,
+            Self::Verifying
+            | Self::DeployWait
+            | Self::Deploying
+            | Self::DeployFail
+            | Self::DeployHold
+            | Self::Deleting
+            | Self::Cleaning
+            | Self::CleanWait
+            | Self::CleanFail
+            | Self::CleanHold
+            | Self::Inspecting
+            | Self::InspectFail
+            | Self::InspectWait
+            | Self::Adopting
+            | Self::AdoptFail
+            | Self::RescueFail
+            | Self::RescueWait
+            | Self::Rescuing
+            | Self::UnrescueFail
+            | Self::Unrescuing
+            | Self::Servicing
+            | Self::ServiceWait
+            | Self::ServiceFail
+            | Self::ServiceHold => false,
+        }
+    }
+
+    /// Whether an operation is in progress in this state (Ironic's
+    /// `UNSTABLE_STATES`).
+    ///
+    /// This is not the negation of [`is_stable`](Self::is_stable): failure and
+    /// hold states are in neither set, because nothing runs in them but they
+    /// still carry a target.
+    pub fn is_unstable(self) -> bool {
+        match self {
+            Self::Deploying
+            | Self::DeployWait
+            | Self::Cleaning
+            | Self::CleanWait
+            | Self::Verifying
+            | Self::Deleting
+            | Self::Inspecting
+            | Self::InspectWait
+            | Self::Adopting
+            | Self::Rescuing
+            | Self::RescueWait
+            | Self::Unrescuing
+            | Self::Servicing
+            | Self::ServiceWait => true,
+            Self::Enroll
+            | Self::Manageable
+            | Self::Available
+            | Self::Active
+            | Self::Error
+            | Self::Rescue
+            | Self::DeployFail
+            | Self::CleanFail
+            | Self::InspectFail
+            | Self::AdoptFail
+            | Self::RescueFail
+            | Self::UnrescueFail
+            | Self::ServiceFail
+            | Self::DeployHold
+            | Self::CleanHold
+            | Self::ServiceHold => false,
+        }
+    }
+
+    /// Whether the state records a failed operation (Ironic's `FAILURE_STATES`).
+    ///
+    /// `error` is not one of them: it is the stable state a failed tear-down
+    /// ends in.
+    pub fn is_failure(self) -> bool {
+        match self {
+            Self::DeployFail
+            | Self::CleanFail
+            | Self::InspectFail
+            | Self::RescueFail
+            | Self::UnrescueFail
+            | Self::AdoptFail
+            | Self::ServiceFail => true,
+            Self::Enroll
+            | Self::Verifying
+            | Self::Manageable
+            | Self::Available
+            | Self::Active
+            | Self::DeployWait
+            | Self::Deploying
+            | Self::DeployHold
+            | Self::Deleting
+            | Self::Cleaning
+            | Self::CleanWait
+            | Self::CleanHold
+            | Self::Error
+            | Self::Inspecting
+            | Self::InspectWait
+            | Self::Adopting
+            | Self::Rescue
+            | Self::RescueWait
+            | Self::Rescuing
+            | Self::Unrescuing
+            | Self::Servicing
+            | Self::ServiceWait
+            | Self::ServiceHold => false,
+        }
+    }
+
+    /// The target registered for the state: the stable state the node is
+    /// heading for while it is here. `None` for stable states.
+    ///
+    /// Failure states keep a target too (`deploy failed` → `active`). Ironic
+    /// once read "target is set" as "node is busy", which locked failed nodes
+    /// out of redeploy, rebuild, delete and PATCH (Ironic bug 1405420). A failed
+    /// node is not busy: busy means the node lock is held, and whether an
+    /// action is allowed is decided by [`is_actionable`], not by the target.
+    ///
+    /// Callers may override the registered target: manual cleaning heads for
+    /// `manageable`, not `available`, and clean, service and rescue wait
+    /// timeouts keep the target the node already had.
+    pub fn target(self) -> Option<ProvisionState> {
+        match self {
+            Self::Enroll
+            | Self::Manageable
+            | Self::Available
+            | Self::Active
+            | Self::Error
+            | Self::Rescue => None,
+            Self::Verifying => Some(Self::Manageable),
+            Self::DeployWait => Some(Self::Active),
+            Self::Deploying => Some(Self::Active),
+            Self::DeployFail => Some(Self::Active),
+            Self::DeployHold => Some(Self::Active),
+            Self::Deleting => Some(Self::Available),
+            Self::Cleaning => Some(Self::Available),
+            Self::CleanWait => Some(Self::Available),
+            Self::CleanFail => Some(Self::Available),
+            Self::CleanHold => Some(Self::Available),
+            Self::Inspecting => Some(Self::Manageable),
+            Self::InspectFail => Some(Self::Manageable),
+            Self::InspectWait => Some(Self::Manageable),
+            Self::Adopting => Some(Self::Active),
+            Self::AdoptFail => Some(Self::Active),
+            Self::RescueFail => Some(Self::Rescue),
+            Self::RescueWait => Some(Self::Rescue),
+            Self::Rescuing => Some(Self::Rescue),
+            Self::UnrescueFail => Some(Self::Active),
+            Self::Unrescuing => Some(Self::Active),
+            Self::Servicing => Some(Self::Active),
+            Self::ServiceWait => Some(Self::Active),
+            Self::ServiceFail => Some(Self::Active),
+            Self::ServiceHold => Some(Self::Active),
+        }
+    }
+
+    /// Whether the node may be PATCHed although it has a target (Ironic's
+    /// `UPDATE_ALLOWED_STATES`).
+    ///
+    /// Ironic's list also names `service`, but that is a verb and never a
+    /// stored state, so it has no counterpart here.
+    pub fn update_allowed(self) -> bool {
+        match self {
+            Self::DeployFail
+            | Self::Inspecting
+            | Self::InspectFail
+            | Self::InspectWait
+            | Self::CleanFail
+            | Self::Error
+            | Self::Verifying
+            | Self::AdoptFail
+            | Self::RescueFail
+            | Self::UnrescueFail
+            | Self::ServiceHold
+            | Self::ServiceFail => true,
+            Self::Enroll
+            | Self::Manageable
+            | Self::Available
+            | Self::Active
+            | Self::DeployWait
+            | Self::Deploying
+            | Self::DeployHold
+            | Self::Deleting
+            | Self::Cleaning
+            | Self::CleanWait
+            | Self::CleanHold
+            | Self::Adopting
+            | Self::Rescue
+            | Self::RescueWait
+            | Self::Rescuing
+            | Self::Unrescuing
+            | Self::Servicing
+            | Self::ServiceWait => false,
+        }
+    }
+
+    /// Whether the node may be deleted without maintenance mode (Ironic's
+    /// `DELETE_ALLOWED_STATES`).
+    ///
+    /// `available` is included because `[conductor]allow_deleting_available_nodes`
+    /// defaults to true; a caller honouring that option set to false must
+    /// refuse `available` itself, since this module reads no configuration.
+    pub fn delete_allowed(self) -> bool {
+        match self {
+            Self::Manageable | Self::Enroll | Self::AdoptFail | Self::Available => true,
+            Self::Verifying
+            | Self::Active
+            | Self::DeployWait
+            | Self::Deploying
+            | Self::DeployFail
+            | Self::DeployHold
+            | Self::Deleting
+            | Self::Cleaning
+            | Self::CleanWait
+            | Self::CleanFail
+            | Self::CleanHold
+            | Self::Error
+            | Self::Inspecting
+            | Self::InspectFail
+            | Self::InspectWait
+            | Self::Adopting
+            | Self::Rescue
+            | Self::RescueFail
+            | Self::RescueWait
+            | Self::Rescuing
+            | Self::UnrescueFail
+            | Self::Unrescuing
+            | Self::Servicing
+            | Self::ServiceWait
+            | Self::ServiceFail
+            | Self::ServiceHold => false,
+        }
+    }
+
+    /// Whether an unlocked node found in this state at conductor start is
+    /// moved on with its `fail` edge (Ironic's `STUCK_STATES_TREATED_AS_FAIL`).
+    ///
+    /// These are the states where the work ran inside a conductor, so it died
+    /// with that conductor and cannot be resumed. Wait states are left alone:
+    /// their own timeouts handle them.
+    pub fn stuck_fail_event_applies(self) -> bool {
+        match self {
+            Self::Deploying
+            | Self::Cleaning
+            | Self::Verifying
+            | Self::Inspecting
+            | Self::Adopting
+            | Self::Rescuing
+            | Self::Unrescuing
+            | Self::Deleting
+            | Self::Servicing => true,
+            Self::Enroll
+            | Self::Manageable
+            | Self::Available
+            | Self::Active
+            | Self::DeployWait
+            | Self::DeployFail
+            | Self::DeployHold
+            | Self::CleanWait
+            | Self::CleanFail
+            | Self::CleanHold
+            | Self::Error
+            | Self::InspectFail
+            | Self::InspectWait
+            | Self::AdoptFail
+            | Self::Rescue
+            | Self::RescueFail
+            | Self::RescueWait
+            | Self::UnrescueFail
+            | Self::ServiceWait
+            | Self::ServiceFail
+            | Self::ServiceHold => false,
+        }
+    }
+}
+
+impl fmt::Display for ProvisionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.api_name())
+    }
+}
+
+/// A string that is not the API name of any provision state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownState(pub String);
+
+impl fmt::Display for UnknownState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Unknown provision state '{}'", self.0)
+    }
+}
+
+impl std::error::Error for UnknownState {}
+
+impl FromStr for ProvisionState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_api_name(s).ok_or_else(|| UnknownState(s.to_owned()))
+    }
+}
+
+impl Event {
+    /// Every event, in declaration order.
+    pub const ALL: [Event; 18] = [
+        E::Manage,
+        E::Provide,
+        E::Clean,
+        E::Inspect,
+        E::Adopt,
+        E::Deploy,
+        E::Rebuild,
+        E::Delete,
+        E::Done,
+        E::Fail,
+        E::Wait,
+        E::Resume,
+        E::Hold,
+        E::Unhold,
+        E::Abort,
+        E::Rescue,
+        E::Unrescue,
+        E::Service,
+    ];
+
+    /// The event's name as Ironic spells it, used in logs, errors and
+    /// notifications.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Manage => "manage",
+            Self::Provide => "provide",
+            Self::Clean => "clean",
+            Self::Inspect => "inspect",
+            Self::Adopt => "adopt",
+            Self::Deploy => "deploy",
+            Self::Rebuild => "rebuild",
+            Self::Delete => "delete",
+            Self::Done => "done",
+            Self::Fail => "fail",
+            Self::Wait => "wait",
+            Self::Resume => "resume",
+            Self::Hold => "hold",
+            Self::Unhold => "unhold",
+            Self::Abort => "abort",
+            Self::Rescue => "rescue",
+            Self::Unrescue => "unrescue",
+            Self::Service => "service",
+        }
+    }
+
+    /// The event requested by the API verb in
+    /// `PUT /v1/nodes/{id}/states/provision {"target": verb}`.
+    ///
+    /// `active` and `deploy` both mean [`Event::Deploy`]; `deleted` and
+    /// `undeploy` both mean [`Event::Delete`]; the other verbs are spelled like
+    /// their events. Internal events (`done`, `fail`, ...) and the event name
+    /// `delete` are not verbs and give `None`, as does anything unknown. Which
+    /// API version allows which verb is the API's concern.
+    pub fn from_verb(verb: &str) -> Option<Event> {
+        match verb {
+            "active" | "deploy" => Some(Self::Deploy),
+            "deleted" | "undeploy" => Some(Self::Delete),
+            "rebuild" => Some(Self::Rebuild),
+            "manage" => Some(Self::Manage),
+            "provide" => Some(Self::Provide),
+            "inspect" => Some(Self::Inspect),
+            "clean" => Some(Self::Clean),
+            "abort" => Some(Self::Abort),
+            "adopt" => Some(Self::Adopt),
+            "rescue" => Some(Self::Rescue),
+            "unrescue" => Some(Self::Unrescue),
+            "unhold" => Some(Self::Unhold),
+            "service" => Some(Self::Service),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An event that has no edge out of the node's current state.
+///
+/// Ironic raises `InvalidState` here; the API and RPC layers turn it into
+/// `InvalidStateRequested` (400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidTransition {
+    /// The state the node was in.
+    pub from: ProvisionState,
+    /// The event that was refused.
+    pub event: Event,
+}
+
+impl fmt::Display for InvalidTransition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "event \"{}\" is not allowed in state \"{}\"",
+            self.event, self.from
+        )
+    }
+}
+
+impl std::error::Error for InvalidTransition {}
+
+/// The state reached by applying `event` in state `from`.
+///
+/// Reads only [`TRANSITIONS`]; a pair without a row is an
+/// [`InvalidTransition`].
+pub fn transition(from: ProvisionState, event: Event) -> Result<ProvisionState, InvalidTransition> {
+    TRANSITIONS
+        .iter()
+        .find(|&&(row_from, row_event, _)| row_from == from && row_event == event)
+        .map(|&(_, _, to)| to)
+        .ok_or(InvalidTransition { from, event })
+}
+
+/// Whether `event` has an edge out of `from`.
+///
+/// The API checks this before calling the conductor, and the conductor checks
+/// it again under the node lock, because the state may have moved in between.
+pub fn is_actionable(from: ProvisionState, event: Event) -> bool {
+    transition(from, event).is_ok()
+}
+
+/// The `target_provision_state` to store after the machine moved to `to`.
+///
+/// Ironic clears the target when no follow-up worker was started and the new
+/// state is stable: nothing more is going to happen. Otherwise the node keeps
+/// heading for the target registered for `to`, which is why failure states keep
+/// one (see [`ProvisionState::target`]).
+///
+/// Stable states have no registered target, so for them the answer is `None`
+/// whether or not a worker follows. Explicit overrides (manual cleaning heads
+/// for `manageable`; wait timeouts keep the old target) are applied by the
+/// caller.
+pub fn target_after(to: ProvisionState, worker_follows: bool) -> Option<ProvisionState> {
+    if !worker_follows && to.is_stable() {
+        None
+    } else {
+        to.target()
+    }
+}
+
+/// The table as text, one `from --event--> to` line per row, in table order.
+pub fn render_table() -> String {
+    TRANSITIONS
+        .iter()
+        .map(|(from, event, to)| format!("{from} --{event}--> {to}\n"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashSet, VecDeque};
+
+    use super::*;
+
+    /// The table as written in the spec, one line per edge. Update it only
+    /// together with a deliberate change to the machine.
+    const EXPECTED_TABLE: &str = "\
+enroll --manage--> verifying
+verifying --done--> manageable
+verifying --fail--> enroll
+manageable --provide--> cleaning
+manageable --clean--> cleaning
+manageable --inspect--> inspecting
+manageable --adopt--> adopting
+available --deploy--> deploying
+available --manage--> manageable
+deploying --wait--> wait call-back
+deploying --hold--> deploy hold
+deploying --done--> active
+deploying --fail--> deploy failed
+wait call-back --resume--> deploying
+wait call-back --hold--> deploy hold
+wait call-back --fail--> deploy failed
+wait call-back --abort--> deploy failed
+wait call-back --delete--> deleting
+deploy hold --unhold--> wait call-back
+deploy hold --abort--> deploy failed
+deploy failed --deploy--> deploying
+deploy failed --rebuild--> deploying
+deploy failed --delete--> deleting
+active --rebuild--> deploying
+active --delete--> deleting
+active --rescue--> rescuing
+active --service--> servicing
+deleting --clean--> cleaning
+deleting --fail--> error
+error --rebuild--> deploying
+error --delete--> deleting
+cleaning --done--> available
+cleaning --manage--> manageable
+cleaning --wait--> clean wait
+cleaning --hold--> clean hold
+cleaning --fail--> clean failed
+clean wait --resume--> cleaning
+clean wait --hold--> clean hold
+clean wait --fail--> clean failed
+clean wait --abort--> clean failed
+clean hold --unhold--> clean wait
+clean hold --abort--> clean failed
+clean failed --manage--> manageable
+inspecting --done--> manageable
+inspecting --wait--> inspect wait
+inspecting --fail--> inspect failed
+inspect wait --done--> manageable
+inspect wait --resume--> inspecting
+inspect wait --fail--> inspect failed
+inspect wait --abort--> inspect failed
+inspect failed --manage--> manageable
+inspect failed --inspect--> inspecting
+adopting --done--> active
+adopting --fail--> adopt failed
+adopt failed --adopt--> adopting
+adopt failed --manage--> manageable
+rescuing --done--> rescue
+rescuing --wait--> rescue wait
+rescuing --fail--> rescue failed
+rescue wait --resume--> rescuing
+rescue wait --fail--> rescue failed
+rescue wait --abort--> rescue failed
+rescue wait --delete--> deleting
+rescue --rescue--> rescuing
+rescue --unrescue--> unrescuing
+rescue --delete--> deleting
+rescue failed --rescue--> rescuing
+rescue failed --unrescue--> unrescuing
+rescue failed --delete--> deleting
+unrescuing --done--> active
+unrescuing --fail--> unrescue failed
+unrescue failed --rescue--> rescuing
+unrescue failed --unrescue--> unrescuing
+unrescue failed --delete--> deleting
+servicing --done--> active
+servicing --wait--> service wait
+servicing --hold--> service hold
+servicing --fail--> service failed
+service wait --resume--> servicing
+service wait --hold--> service hold
+service wait --fail--> service failed
+service wait --abort--> service failed
+service wait --delete--> deleting
+service hold --service--> servicing
+service hold --unhold--> service wait
+service hold --fail--> service failed
+service hold --abort--> service failed
+service failed --service--> servicing
+service failed --wait--> service wait
+service failed --hold--> service hold
+service failed --rescue--> rescuing
+service failed --abort--> active
+service failed --delete--> deleting
+";
+
+    /// The API names of the states for which `fact` holds, sorted.
+    fn members(fact: fn(ProvisionState) -> bool) -> Vec<&'static str> {
+        let mut names: Vec<_> = ProvisionState::ALL
+            .into_iter()
+            .filter(|&state| fact(state))
+            .map(ProvisionState::api_name)
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    fn sorted(mut names: Vec<&'static str>) -> Vec<&'static str> {
+        names.sort_unstable();
+        names
+    }
+
+    fn named(name: &str) -> ProvisionState {
+        match ProvisionState::from_api_name(name) {
+            Some(state) => state,
+            None => panic!("{name:?} is not a state"),
+        }
+    }
+
+    fn in_table(from: ProvisionState, event: Event) -> bool {
+        TRANSITIONS.iter().any(|&(f, e, _)| f == from && e == event)
+    }
+
+    #[test]
+    fn every_row_is_what_transition_returns() {
+        for &(from, event, to) in TRANSITIONS {
+            assert_eq!(transition(from, event), Ok(to), "{from} --{event}-->");
+            assert!(is_actionable(from, event));
+        }
+    }
+
+    #[test]
+    fn table_has_93_rows_and_no_duplicate_pair() {
+        assert_eq!(TRANSITIONS.len(), 93);
+        let pairs: HashSet<_> = TRANSITIONS.iter().map(|&(f, e, _)| (f, e)).collect();
+        assert_eq!(pairs.len(), TRANSITIONS.len());
+    }
+
+    #[test]
+    fn table_uses_only_listed_states_and_events() {
+        for &(from, event, to) in TRANSITIONS {
+            assert!(ProvisionState::ALL.contains(&from));
+            assert!(ProvisionState::ALL.contains(&to));
+            assert!(Event::ALL.contains(&event));
+        }
+        let states: HashSet<_> = ProvisionState::ALL.into_iter().collect();
+        assert_eq!(states.len(), ProvisionState::ALL.len());
+        let events: HashSet<_> = Event::ALL.into_iter().collect();
+        assert_eq!(events.len(), Event::ALL.len());
+    }
+
+    #[test]
+    fn pairs_outside_the_table_are_rejected() {
+        let mut rejected = 0;
+        for from in ProvisionState::ALL {
+            for event in Event::ALL {
+                if in_table(from, event) {
+                    continue;
+                }
+                rejected += 1;
+                let err = transition(from, event);
+                assert_eq!(err, Err(InvalidTransition { from, event }));
+                assert!(!is_actionable(from, event));
+                let text = InvalidTransition { from, event }.to_string();
+                assert!(text.contains(&format!("\"{}\"", from.api_name())), "{text}");
+                assert!(text.contains(&format!("\"{}\"", event.name())), "{text}");
+            }
+        }
+        assert_eq!(rejected, 30 * 18 - 93);
+    }
+
+    #[test]
+    fn invalid_transition_message() {
+        let err = InvalidTransition {
+            from: ProvisionState::Active,
+            event: Event::Deploy,
+        };
+        assert_eq!(
+            err.to_string(),
+            "event \"deploy\" is not allowed in state \"active\""
+        );
+    }
+
+    #[test]
+    fn api_names_round_trip_are_unique_and_fit_the_column() {
+        let mut seen = HashSet::new();
+        for state in ProvisionState::ALL {
+            let name = state.api_name();
+            assert!(seen.insert(name), "duplicate api name {name:?}");
+            assert!(name.len() <= 15, "{name:?} does not fit VARCHAR(15)");
+            assert_eq!(ProvisionState::from_api_name(name), Some(state));
+            assert_eq!(name.parse::<ProvisionState>(), Ok(state));
+            assert_eq!(state.to_string(), name);
+        }
+        assert_eq!(ProvisionState::UnrescueFail.api_name().len(), 15);
+    }
+
+    #[test]
+    fn verbs_and_unknown_strings_are_not_states() {
+        for word in [
+            "deleted",
+            "rebuild",
+            "deploy",
+            "undeploy",
+            "service",
+            "deploy complete",
+            "null",
+            "",
+            "Active",
+            " active",
+        ] {
+            assert_eq!(ProvisionState::from_api_name(word), None, "{word:?}");
+            assert_eq!(
+                word.parse::<ProvisionState>(),
+                Err(UnknownState(word.to_owned()))
+            );
+        }
+        assert_eq!(
+            UnknownState("bogus".to_owned()).to_string(),
+            "Unknown provision state 'bogus'"
+        );
+    }
+
+    #[test]
+    fn event_names_are_unique_and_displayed() {
+        let names: HashSet<_> = Event::ALL.into_iter().map(Event::name).collect();
+        assert_eq!(names.len(), Event::ALL.len());
+        for event in Event::ALL {
+            assert_eq!(event.to_string(), event.name());
+        }
+    }
+
+    #[test]
+    fn every_state_is_reachable_from_enroll() {
+        let mut seen = HashSet::from([ProvisionState::Enroll]);
+        let mut queue = VecDeque::from([ProvisionState::Enroll]);
+        while let Some(from) = queue.pop_front() {
+            for &(row_from, _, to) in TRANSITIONS {
+                if row_from == from && seen.insert(to) {
+                    queue.push_back(to);
+                }
+            }
+        }
+        for state in ProvisionState::ALL {
+            assert!(seen.contains(&state), "{state} is unreachable");
+        }
+    }
+
+    #[test]
+    fn stable_states() {
+        assert_eq!(
+            members(ProvisionState::is_stable),
+            sorted(vec![
+                "enroll",
+                "manageable",
+                "available",
+                "active",
+                "error",
+                "rescue"
+            ])
+        );
+    }
+
+    #[test]
+    fn unstable_states() {
+        assert_eq!(
+            members(ProvisionState::is_unstable),
+            sorted(vec![
+                "deploying",
+                "wait call-back",
+                "cleaning",
+                "clean wait",
+                "verifying",
+                "deleting",
+                "inspecting",
+                "inspect wait",
+                "adopting",
+                "rescuing",
+                "rescue wait",
+                "unrescuing",
+                "servicing",
+                "service wait",
+            ])
+        );
+    }
+
+    #[test]
+    fn failure_states() {
+        assert_eq!(
+            members(ProvisionState::is_failure),
+            sorted(vec![
+                "deploy failed",
+                "clean failed",
+                "inspect failed",
+                "rescue failed",
+                "unrescue failed",
+                "adopt failed",
+                "service failed",
+            ])
+        );
+    }
+
+    #[test]
+    fn stable_unstable_failure_and_hold_partition_the_states() {
+        let holds = ["deploy hold", "clean hold", "service hold"];
+        for state in ProvisionState::ALL {
+            let is_hold = holds.contains(&state.api_name());
+            let count = [
+                state.is_stable(),
+                state.is_unstable(),
+                state.is_failure(),
+                is_hold,
+            ]
+            .into_iter()
+            .filter(|&b| b)
+            .count();
+            assert_eq!(count, 1, "{state}");
+        }
+    }
+
+    #[test]
+    fn update_allowed_states() {
+        // The spec's list minus "service", which is a verb, not a state.
+        assert_eq!(
+            members(ProvisionState::update_allowed),
+            sorted(vec![
+                "deploy failed",
+                "inspecting",
+                "inspect failed",
+                "inspect wait",
+                "clean failed",
+                "error",
+                "verifying",
+                "adopt failed",
+                "rescue failed",
+                "unrescue failed",
+                "service hold",
+                "service failed",
+            ])
+        );
+    }
+
+    #[test]
+    fn delete_allowed_states() {
+        assert_eq!(
+            members(ProvisionState::delete_allowed),
+            sorted(vec!["manageable", "enroll", "adopt failed", "available"])
+        );
+    }
+
+    #[test]
+    fn stuck_states_have_a_fail_edge() {
+        assert_eq!(
+            members(ProvisionState::stuck_fail_event_applies),
+            sorted(vec![
+                "deploying",
+                "cleaning",
+                "verifying",
+                "inspecting",
+                "adopting",
+                "rescuing",
+                "unrescuing",
+                "deleting",
+                "servicing",
+            ])
+        );
+        for state in ProvisionState::ALL {
+            if state.stuck_fail_event_applies() {
+                assert!(
+                    is_actionable(state, Event::Fail),
+                    "{state} has no fail edge"
+                );
+            }
+        }
+        assert_eq!(
+            transition(ProvisionState::Deploying, Event::Fail),
+            Ok(ProvisionState::DeployFail)
+        );
+        assert_eq!(
+            transition(ProvisionState::Deleting, Event::Fail),
+            Ok(ProvisionState::Error)
+        );
+        assert_eq!(
+            transition(ProvisionState::Verifying, Event::Fail),
+            Ok(ProvisionState::Enroll)
+        );
+    }
+
+    #[test]
+    fn targets_match_the_spec() {
+        let expected = [
+            ("verifying", "manageable"),
+            ("wait call-back", "active"),
+            ("deploying", "active"),
+            ("deploy failed", "active"),
+            ("deploy hold", "active"),
+            ("deleting", "available"),
+            ("cleaning", "available"),
+            ("clean wait", "available"),
+            ("clean failed", "available"),
+            ("clean hold", "available"),
+            ("inspecting", "manageable"),
+            ("inspect failed", "manageable"),
+            ("inspect wait", "manageable"),
+            ("adopting", "active"),
+            ("adopt failed", "active"),
+            ("rescue failed", "rescue"),
+            ("rescue wait", "rescue"),
+            ("rescuing", "rescue"),
+            ("unrescue failed", "active"),
+            ("unrescuing", "active"),
+            ("servicing", "active"),
+            ("service wait", "active"),
+            ("service failed", "active"),
+            ("service hold", "active"),
+        ];
+        for state in ProvisionState::ALL {
+            let want = expected
+                .iter()
+                .find(|(name, _)| *name == state.api_name())
+                .map(|&(_, target)| named(target));
+            assert_eq!(state.target(), want, "{state}");
+            assert_eq!(state.target().is_none(), state.is_stable(), "{state}");
+            if let Some(target) = state.target() {
+                assert!(target.is_stable(), "{state} aims at unstable {target}");
+            }
+        }
+    }
+
+    #[test]
+    fn failure_states_keep_a_target() {
+        for state in ProvisionState::ALL {
+            if state.is_failure() {
+                assert!(state.target().is_some(), "{state}");
+                assert!(target_after(state, false).is_some(), "{state}");
+            }
+        }
+        assert_eq!(
+            ProvisionState::DeployFail.target(),
+            Some(ProvisionState::Active)
+        );
+    }
+
+    #[test]
+    fn target_after_follows_the_rule() {
+        use ProvisionState::{Active, DeployFail, Deploying, Manageable};
+        assert_eq!(target_after(Active, false), None);
+        assert_eq!(target_after(Deploying, true), Some(Active));
+        assert_eq!(target_after(Deploying, false), Some(Active));
+        assert_eq!(target_after(DeployFail, false), Some(Active));
+        assert_eq!(target_after(Manageable, false), None);
+        for state in ProvisionState::ALL {
+            for worker_follows in [false, true] {
+                let want = if !worker_follows && state.is_stable() {
+                    None
+                } else {
+                    state.target()
+                };
+                assert_eq!(target_after(state, worker_follows), want);
+            }
+        }
+    }
+
+    #[test]
+    fn from_verb_covers_the_verb_table() {
+        let verbs = [
+            ("active", Event::Deploy),
+            ("deploy", Event::Deploy),
+            ("rebuild", Event::Rebuild),
+            ("deleted", Event::Delete),
+            ("undeploy", Event::Delete),
+            ("manage", Event::Manage),
+            ("provide", Event::Provide),
+            ("inspect", Event::Inspect),
+            ("abort", Event::Abort),
+            ("clean", Event::Clean),
+            ("adopt", Event::Adopt),
+            ("rescue", Event::Rescue),
+            ("unrescue", Event::Unrescue),
+            ("unhold", Event::Unhold),
+            ("service", Event::Service),
+        ];
+        for (verb, event) in verbs {
+            assert_eq!(Event::from_verb(verb), Some(event), "{verb}");
+        }
+        for word in [
+            "delete", "done", "fail", "wait", "resume", "hold", "bogus", "", "Active",
+        ] {
+            assert_eq!(Event::from_verb(word), None, "{word:?}");
+        }
+    }
+
+    #[test]
+    fn verb_table_valid_from_matches_the_machine() {
+        // "Valid from" per verb in the spec's API table. The machine also has
+        // two internal edges on API events: clean from deleting and manage
+        // from cleaning; they are not requested through the API.
+        let internal = [
+            (ProvisionState::Deleting, Event::Clean),
+            (ProvisionState::Cleaning, Event::Manage),
+        ];
+        let valid_from: [(&str, &[&str]); 13] = [
+            ("deploy", &["available", "deploy failed"]),
+            ("rebuild", &["active", "deploy failed", "error"]),
+            (
+                "deleted",
+                &[
+                    "active",
+                    "wait call-back",
+                    "deploy failed",
+                    "error",
+                    "rescue",
+                    "rescue wait",
+                    "rescue failed",
+                    "unrescue failed",
+                    "service wait",
+                    "service failed",
+                ],
+            ),
+            (
+                "manage",
+                &[
+                    "enroll",
+                    "available",
+                    "clean failed",
+                    "inspect failed",
+                    "adopt failed",
+                ],
+            ),
+            ("provide", &["manageable"]),
+            ("inspect", &["manageable", "inspect failed"]),
+            (
+                "abort",
+                &[
+                    "clean wait",
+                    "clean hold",
+                    "rescue wait",
+                    "inspect wait",
+                    "wait call-back",
+                    "deploy hold",
+                    "service wait",
+                    "service hold",
+                    "service failed",
+                ],
+            ),
+            ("clean", &["manageable"]),
+            ("adopt", &["manageable", "adopt failed"]),
+            (
+                "rescue",
+                &[
+                    "active",
+                    "rescue",
+                    "rescue failed",
+                    "unrescue failed",
+                    "service failed",
+                ],
+            ),
+            ("unrescue", &["rescue", "rescue failed", "unrescue failed"]),
+            ("unhold", &["clean hold", "deploy hold", "service hold"]),
+            ("service", &["active", "service hold", "service failed"]),
+        ];
+        for (verb, names) in valid_from {
+            let Some(event) = Event::from_verb(verb) else {
+                panic!("{verb} is not a verb");
+            };
+            let want: HashSet<_> = names.iter().map(|&name| named(name)).collect();
+            let got: HashSet<_> = ProvisionState::ALL
+                .into_iter()
+                .filter(|&from| is_actionable(from, event))
+                .filter(|&from| !internal.contains(&(from, event)))
+                .collect();
+            assert_eq!(got, want, "{verb}");
+        }
+    }
+
+    #[test]
+    fn rendered_table_matches_the_snapshot() {
+        assert_eq!(render_table(), EXPECTED_TABLE);
+    }
+}

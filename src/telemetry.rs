@@ -1,0 +1,15 @@
+//! Tracing set-up: human-readable logs to stderr, filtered by `RUST_LOG` (default `info`), or
+//! JSON lines with `FERRUM_LOG_JSON=1`.
+
+use tracing_subscriber::{EnvFilter, fmt};
+
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let json = std::env::var("FERRUM_LOG_JSON").is_ok_and(|v| v == "1");
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
