@@ -1,1 +1,15 @@
+//! The integration suite: real `ferrum` processes against real MariaDB/MySQL and RabbitMQ.
+//! One binary (like crates.io's), so the build links once and tests run in parallel.
 
+#![expect(
+    unreachable_pub,
+    reason = "the support modules are private to this test binary"
+)]
+
+mod util;
+
+mod amqp;
+mod amqp_reconnect;
+mod deploy;
+mod failures;
+mod locking;

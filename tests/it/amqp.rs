@@ -1,0 +1,426 @@
+//! `AmqpTransport` against the RabbitMQ at `FERRUM_TEST_AMQP_URL` (default: guest on
+//! loopback), through its public API. When the broker is unreachable the tests say so and
+//! return (they fail under `FERRUM_REQUIRE_SERVICES=1`). Each test uses its own prefix.
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use ferrum::rpc::{
+    amqp::{AmqpTransport, conductor_queue},
+    transport::{RequestHandler, Transport, TransportError},
+};
+use tokio::{
+    sync::mpsc,
+    task::{JoinHandle, JoinSet},
+};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+/// RabbitMQ 4's default `max_message_size`: the transport refuses larger bodies itself.
+const BROKER_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// A transport with a prefix of its own, or None (announced) when RabbitMQ is unreachable.
+async fn connect() -> Option<Arc<AmqpTransport>> {
+    let url = crate::util::amqp_url()?;
+    let prefix = format!("test-{}", Uuid::new_v4().simple());
+    let transport = AmqpTransport::connect(&url, &prefix)
+        .await
+        .unwrap_or_else(|err| panic!("RabbitMQ answers on the network but not to AMQP: {err}"));
+    Some(Arc::new(transport))
+}
+
+/// A handler made of an async closure.
+struct FnHandler<F>(F);
+
+#[async_trait::async_trait]
+impl<F, Fut> RequestHandler for FnHandler<F>
+where
+    F: Fn(Vec<u8>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<u8>, String>> + Send,
+{
+    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        (self.0)(body).await
+    }
+}
+
+fn handler<F, Fut>(f: F) -> Arc<dyn RequestHandler>
+where
+    F: Fn(Vec<u8>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<u8>, String>> + Send + 'static,
+{
+    Arc::new(FnHandler(f))
+}
+
+fn echo() -> Arc<dyn RequestHandler> {
+    handler(|body| async move { Ok(body) })
+}
+
+/// Listens on `host` (calls route once this returns) and runs the listener in a task.
+async fn serve(
+    transport: &AmqpTransport,
+    host: &str,
+    handler: Arc<dyn RequestHandler>,
+    max_in_flight: usize,
+    shutdown: &CancellationToken,
+) -> JoinHandle<Result<(), TransportError>> {
+    let listener = transport
+        .listen(host, handler, max_in_flight, shutdown.clone())
+        .await
+        .expect("listen");
+    tokio::spawn(listener.run())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_round_trip() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let server = serve(&transport, "c1", echo(), 4, &shutdown).await;
+
+    let reply = transport
+        .call("c1", "req-1", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("call");
+    assert_eq!(reply, b"ping");
+    assert_eq!(transport.waiting_calls(), 0);
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_get_their_own_replies() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    // Replies come back out of order: the handler waits longer for some bodies.
+    let shuffle = handler(|body: Vec<u8>| async move {
+        let wait = body.first().copied().unwrap_or(0) % 5;
+        tokio::time::sleep(Duration::from_millis(u64::from(wait))).await;
+        Ok(body)
+    });
+    let server = serve(&transport, "c1", shuffle, 32, &shutdown).await;
+
+    let mut calls = JoinSet::new();
+    for i in 0..200_u32 {
+        let transport = transport.clone();
+        calls.spawn(async move {
+            let body = i.to_le_bytes().to_vec();
+            let reply = transport
+                .call("c1", &format!("req-{i}"), body.clone(), PATIENCE)
+                .await;
+            (body, reply)
+        });
+    }
+    let mut answered = 0;
+    while let Some(done) = calls.join_next().await {
+        let (body, reply) = done.expect("join");
+        assert_eq!(reply.expect("call"), body);
+        answered += 1;
+    }
+    assert_eq!(answered, 200);
+    assert_eq!(transport.waiting_calls(), 0);
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_to_a_host_nobody_serves_is_unroutable_at_once() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let started = Instant::now();
+    let err = transport
+        .call("nobody", "req-1", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect_err("nobody listens");
+    assert!(
+        matches!(&err, TransportError::Unroutable(host) if host == "nobody"),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < PATIENCE / 10, "{:?}", started.elapsed());
+    assert_eq!(transport.waiting_calls(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_handler_times_out_and_leaves_nothing_waiting() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let release = CancellationToken::new();
+    let slow = {
+        let release = release.clone();
+        handler(move |body| {
+            let release = release.clone();
+            async move {
+                release.cancelled().await;
+                Ok(body)
+            }
+        })
+    };
+    let server = serve(&transport, "c1", slow, 4, &shutdown).await;
+
+    let timeout = Duration::from_millis(300);
+    let err = transport
+        .call("c1", "req-1", b"ping".to_vec(), timeout)
+        .await
+        .expect_err("the handler is slower than the timeout");
+    assert!(
+        matches!(&err, TransportError::Timeout { host, after } if host == "c1" && *after == timeout),
+        "{err:?}"
+    );
+    assert_eq!(transport.waiting_calls(), 0);
+
+    // The late reply finds nobody waiting and is dropped.
+    release.cancel();
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+    assert_eq!(transport.waiting_calls(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_request_is_rejected_once_and_not_redelivered() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let rejected = Arc::new(AtomicUsize::new(0));
+    let picky = {
+        let rejected = rejected.clone();
+        handler(move |body: Vec<u8>| {
+            let rejected = rejected.clone();
+            async move {
+                if body == b"garbage" {
+                    rejected.fetch_add(1, Ordering::SeqCst);
+                    return Err("not MessagePack".to_owned());
+                }
+                Ok(body)
+            }
+        })
+    };
+    // One at a time: a requeued message would come back before the next one.
+    let server = serve(&transport, "c1", picky, 1, &shutdown).await;
+
+    let err = transport
+        .call(
+            "c1",
+            "req-1",
+            b"garbage".to_vec(),
+            Duration::from_millis(500),
+        )
+        .await
+        .expect_err("nobody replies to garbage");
+    assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+    let reply = transport
+        .call("c1", "req-2", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("call after the rejected one");
+    assert_eq!(reply, b"ping");
+    assert_eq!(rejected.load(Ordering::SeqCst), 1);
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_gets_its_request_rejected() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let explosive = handler(|body: Vec<u8>| async move {
+        assert_ne!(body, b"boom", "the handler blew up");
+        Ok(body)
+    });
+    let server = serve(&transport, "c1", explosive, 1, &shutdown).await;
+
+    let err = transport
+        .call("c1", "req-1", b"boom".to_vec(), Duration::from_millis(300))
+        .await
+        .expect_err("a panicking handler does not reply");
+    assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+    let reply = transport
+        .call("c1", "req-2", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("the server still serves");
+    assert_eq!(reply, b"ping");
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cast_is_delivered() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let record = handler(move |body: Vec<u8>| {
+        let seen_tx = seen_tx.clone();
+        async move {
+            let _ = seen_tx.send(body);
+            Ok(Vec::new())
+        }
+    });
+    let server = serve(&transport, "c1", record, 4, &shutdown).await;
+
+    transport
+        .cast("c1", "req-1", b"power on".to_vec())
+        .await
+        .expect("cast");
+    let delivered = tokio::time::timeout(PATIENCE, seen.recv())
+        .await
+        .expect("the cast arrives");
+    assert_eq!(delivered.as_deref(), Some(&b"power on"[..]));
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cast_to_a_host_nobody_serves_is_unroutable() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let err = transport
+        .cast("nobody", "req-1", b"power on".to_vec())
+        .await
+        .expect_err("nobody listens");
+    assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_returns_after_shutdown_once_in_flight_work_is_done() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let release = CancellationToken::new();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let gated = {
+        let release = release.clone();
+        handler(move |body| {
+            let release = release.clone();
+            let started_tx = started_tx.clone();
+            async move {
+                let _ = started_tx.send(());
+                release.cancelled().await;
+                Ok(body)
+            }
+        })
+    };
+    let mut server = serve(&transport, "c1", gated, 4, &shutdown).await;
+
+    let call = tokio::spawn({
+        let transport = transport.clone();
+        async move {
+            transport
+                .call("c1", "req-1", b"deploy".to_vec(), PATIENCE)
+                .await
+        }
+    });
+    tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .expect("the request reaches the handler");
+
+    shutdown.cancel();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut server)
+            .await
+            .is_err(),
+        "serve returned while a request was in flight"
+    );
+
+    release.cancel();
+    let reply = call.await.expect("join").expect("the in-flight call");
+    assert_eq!(reply, b"deploy");
+    tokio::time::timeout(PATIENCE, server)
+        .await
+        .expect("serve returns")
+        .expect("join")
+        .expect("serve");
+
+    // The queue went with its last consumer.
+    let err = transport
+        .call("c1", "req-2", b"deploy".to_vec(), PATIENCE)
+        .await
+        .expect_err("nobody listens any more");
+    assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_inputs_are_errors_not_panics() {
+    let Some(transport) = connect().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let server = serve(&transport, "c1", echo(), 4, &shutdown).await;
+
+    let long_host = "h".repeat(300);
+    let err = transport
+        .call(&long_host, "req-1", Vec::new(), PATIENCE)
+        .await
+        .expect_err("no queue has such a name");
+    assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+    let err = transport
+        .cast(&long_host, "req-1", Vec::new())
+        .await
+        .expect_err("no queue has such a name");
+    assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
+
+    // A request id too long for a message id still travels, in the header.
+    let long_request_id = "r".repeat(300);
+    let reply = transport
+        .call("c1", &long_request_id, b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("call with a long request id");
+    assert_eq!(reply, b"ping");
+
+    // A timeout beyond RabbitMQ's largest TTL is capped rather than refused.
+    let reply = transport
+        .call("c1", "req-2", b"ping".to_vec(), Duration::MAX)
+        .await
+        .expect("call with a huge timeout");
+    assert_eq!(reply, b"ping");
+
+    let err = transport
+        .call("c1", "req-3", vec![0; BROKER_MAX_BODY_BYTES + 1], PATIENCE)
+        .await
+        .expect_err("too large");
+    assert!(matches!(err, TransportError::Unavailable(_)), "{err:?}");
+
+    // None of that hurt the connection.
+    let reply = transport
+        .call("c1", "req-4", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("call");
+    assert_eq!(reply, b"ping");
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+}
+
+#[tokio::test]
+async fn broker_down_at_connect_is_unavailable() {
+    // Nothing listens on port 1.
+    let err = AmqpTransport::connect("amqp://guest:guest@127.0.0.1:1/%2f", "test")
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(matches!(err, TransportError::Unavailable(_)), "{err:?}");
+}
+
+#[test]
+fn queue_names() {
+    assert_eq!(conductor_queue("ferrum", "c1"), "ferrum.conductor.c1");
+}

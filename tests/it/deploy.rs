@@ -1,0 +1,144 @@
+//! The happy path across processes: API → RabbitMQ → conductor → MySQL lock → driver → state.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::util::{Cluster, ClusterOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enroll_to_active_and_back_to_available_on_both_conductors() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    // Three nodes for each conductor, by choosing UUIDs the way the API's hash ring places them.
+    let mut uuids = Vec::new();
+    let mut per_owner = std::collections::HashMap::new();
+    while uuids.len() < 6 {
+        let uuid = uuid::Uuid::new_v4().to_string();
+        let count = per_owner.entry(cluster.owner_of(&uuid)).or_insert(0);
+        if *count == 3 {
+            continue;
+        }
+        *count += 1;
+        let node = api
+            .create_node(json!({
+                "uuid": uuid,
+                "name": format!("node-{}", uuids.len()),
+                "driver": "fake-hardware",
+            }))
+            .await;
+        assert_eq!(node["uuid"], uuid.as_str());
+        assert_eq!(node["provision_state"], "enroll");
+        assert_eq!(node["target_provision_state"], json!(null));
+        assert_eq!(node["power_state"], json!(null));
+        uuids.push(uuid);
+    }
+    assert_eq!(per_owner.len(), 2, "both conductors own nodes");
+
+    for (i, uuid) in uuids.iter().enumerate() {
+        let name = format!("node-{i}");
+        api.accepted(&name, "manage").await;
+        let node = api.wait_for(uuid, "manageable").await;
+        assert_eq!(
+            node["power_state"], "power off",
+            "verification read the power state"
+        );
+        assert_eq!(node["target_provision_state"], json!(null));
+
+        api.accepted(&name, "provide").await;
+        let node = api.wait_for(uuid, "available").await;
+        assert_eq!(node["target_provision_state"], json!(null));
+
+        api.accepted(&name, "active").await;
+        let node = api.wait_for(uuid, "active").await;
+        assert_eq!(node["target_provision_state"], json!(null));
+        assert_eq!(node["power_state"], "power on");
+        assert_eq!(node["last_error"], json!(null));
+        assert!(node["provision_updated_at"].is_string());
+
+        api.accepted(&name, "deleted").await;
+        let node = api.wait_for(uuid, "available").await;
+        assert_eq!(node["power_state"], "power off");
+        assert_eq!(node["instance_info"], json!({}));
+        assert_eq!(node["target_provision_state"], json!(null));
+    }
+    // The states resource agrees with the node.
+    let states = api.get(&format!("/v1/nodes/{}/states", uuids[0])).await;
+    assert_eq!(states.status, StatusCode::OK);
+    assert_eq!(states.body["provision_state"], "available");
+    assert_eq!(states.body["target_provision_state"], json!(null));
+
+    // Nodes in a deletable state can be deleted; then they are gone.
+    let r = api
+        .request(reqwest::Method::DELETE, "/v1/nodes/node-0", None)
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = api.get("/v1/nodes/node-0").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.fault(), "Node node-0 could not be found.");
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_changes_and_patch_round_trip() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api
+        .available_node(json!({"name": "pw", "driver_info": {"ipmi_password": "s3cret", "ipmi_address": "10.1.1.1"}}))
+        .await;
+    assert_eq!(
+        node["driver_info"]["ipmi_password"], "******",
+        "secrets are masked"
+    );
+    assert_eq!(node["driver_info"]["ipmi_address"], "10.1.1.1");
+
+    let r = api.power("pw", "power on").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    wait_power(api, "pw", "power on").await;
+    let r = api.power("pw", "rebooting").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    wait_power(api, "pw", "power on").await;
+    let r = api.power("pw", "power off").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    wait_power(api, "pw", "power off").await;
+    let r = api.power("pw", "sideways").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+
+    let r = api
+        .patch(
+            "pw",
+            json!([
+                {"op": "add", "path": "/extra/rack", "value": "r1"},
+                {"op": "add", "path": "/properties/cpus", "value": 8},
+                {"op": "replace", "path": "/name", "value": "pw2"},
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["extra"], json!({"rack": "r1"}));
+    assert_eq!(r.body["properties"], json!({"cpus": 8}));
+    assert_eq!(r.body["name"], "pw2");
+    assert_eq!(r.body["reservation"], json!(null));
+    // The stored secret survived the patch even though responses mask it.
+    let stored = ferrum::db::nodes::get_by_uuid(&cluster.db.db, node["uuid"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(stored.driver_info["ipmi_password"], "s3cret");
+    cluster.assert_no_locks().await;
+}
+
+async fn wait_power(api: &crate::util::Api, ident: &str, want: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let node = api.node(ident).await;
+        if node["power_state"] == want && node["target_power_state"].is_null() {
+            assert!(node["reservation"].is_null());
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{node}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

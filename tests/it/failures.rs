@@ -1,0 +1,334 @@
+//! Deploy failures, the reason Ferrum exists (Ironic bug 1405420): a node whose deploy failed in
+//! the driver is in `deploy failed`, says why, is unlocked, and stays fully operable.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::util::{Api, Cluster, ClusterOptions};
+
+const BAD_IMAGE: &str = "file:///home/user/aaa";
+
+/// A node whose deploy failed the way the original bug report's did.
+async fn failed_node(api: &Api, name: &str) -> Value {
+    api.available_node(json!({
+        "name": name,
+        "deploy_interface": "direct",
+        "instance_info": {"image_source": BAD_IMAGE},
+    }))
+    .await;
+    api.accepted(name, "active").await;
+    let node = api.wait_for(name, "deploy failed").await;
+    assert_failed_as_reported(&node);
+    node
+}
+
+fn assert_failed_as_reported(node: &Value) {
+    assert_eq!(node["provision_state"], "deploy failed");
+    // A failure state keeps its target (as in Ironic); that must not mean "busy".
+    assert_eq!(node["target_provision_state"], "active");
+    assert_eq!(node["reservation"], json!(null));
+    let last_error = node["last_error"].as_str().expect("last_error is set");
+    assert!(
+        last_error.starts_with(&format!(
+            "Failed to prepare to deploy: Image {BAD_IMAGE} is unacceptable: "
+        )),
+        "{last_error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_deploy_can_be_patched_and_redeployed() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    failed_node(api, "bad1").await;
+
+    // PATCH is allowed in deploy failed (Ironic answered 409 here in bug 1405420).
+    let r = api
+        .patch(
+            "bad1",
+            json!([{"op": "add", "path": "/extra/ticket", "value": "OPS-1"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["extra"]["ticket"], "OPS-1");
+    assert_eq!(r.body["provision_state"], "deploy failed");
+    assert!(r.body["last_error"].is_string(), "PATCH keeps last_error");
+
+    // A verb the table does not allow from deploy failed: 400 naming the verb and the state.
+    let r = api.provision("bad1", "provide").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let uuid = r.fault();
+    assert!(
+        uuid.contains("\"provide\"") && uuid.contains("\"deploy failed\""),
+        "{uuid}"
+    );
+
+    // active again is accepted and runs the deploy again: the same image fails the same way.
+    api.accepted("bad1", "active").await;
+    let node = api.wait_for("bad1", "deploy failed").await;
+    assert_failed_as_reported(&node);
+
+    // rebuild is accepted too.
+    api.accepted("bad1", "rebuild").await;
+    let node = api.wait_for("bad1", "deploy failed").await;
+    assert_failed_as_reported(&node);
+
+    // Fix the node: the deploy interface may change in maintenance; then redeploy reaches active.
+    let r = api
+        .patch(
+            "bad1",
+            json!([{"op": "replace", "path": "/maintenance", "value": true}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = api.provision("bad1", "active").await;
+    assert_eq!(
+        r.status,
+        StatusCode::BAD_REQUEST,
+        "no deploy in maintenance"
+    );
+    assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
+    let r = api
+        .patch(
+            "bad1",
+            json!([
+                {"op": "replace", "path": "/deploy_interface", "value": "fake"},
+                {"op": "replace", "path": "/maintenance", "value": false},
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted("bad1", "active").await;
+    let node = api.wait_for("bad1", "active").await;
+    assert_eq!(
+        node["last_error"],
+        json!(null),
+        "a new deploy clears last_error"
+    );
+    assert_eq!(node["target_provision_state"], json!(null));
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_deploy_can_be_rebuilt_to_active_and_torn_down() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+
+    // rebuild from deploy failed reaches active once the node can deploy.
+    failed_node(api, "bad2").await;
+    let r = api
+        .patch(
+            "bad2",
+            json!([{"op": "replace", "path": "/maintenance", "value": true}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = api
+        .patch(
+            "bad2",
+            json!([
+                {"op": "replace", "path": "/deploy_interface", "value": "fake"},
+                {"op": "remove", "path": "/maintenance"},
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted("bad2", "rebuild").await;
+    api.wait_for("bad2", "active").await;
+
+    // deleted from deploy failed tears down, cleans, and ends available.
+    failed_node(api, "bad3").await;
+    api.accepted("bad3", "deleted").await;
+    let node = api.wait_for("bad3", "available").await;
+    assert_eq!(node["last_error"], json!(null));
+    assert_eq!(node["target_provision_state"], json!(null));
+    assert_eq!(node["instance_info"], json!({}));
+
+    // A failed node cannot be deleted outright (not a deletable state) unless in maintenance.
+    failed_node(api, "bad4").await;
+    let r = api.request(Method::DELETE, "/v1/nodes/bad4", None).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert!(r.fault().contains("deploy failed"), "{}", r.fault());
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({
+        "name": "good",
+        "deploy_interface": "direct",
+        "instance_info": {"image_source": "http://images.example/ubuntu.qcow2"},
+    }))
+    .await;
+    api.accepted("good", "active").await;
+    let node = api.wait_for("good", "wait call-back").await;
+    assert_eq!(node["target_provision_state"], "active");
+    assert_eq!(node["last_error"], json!(null));
+    api.accepted("good", "deleted").await;
+    api.wait_for("good", "available").await;
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_driver_fails_the_node_and_the_conductor_keeps_serving() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api
+        .available_node(json!({"name": "boom", "driver_info": {"fake_deploy_panic": "kaboom"}}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    api.accepted("boom", "active").await;
+    let node = api.wait_for("boom", "deploy failed").await;
+    let last_error = node["last_error"].as_str().expect("last_error");
+    assert!(last_error.contains("kaboom"), "{last_error}");
+    assert!(
+        last_error.starts_with("Deploy failed with an unexpected error"),
+        "{last_error}"
+    );
+    assert_eq!(node["reservation"], json!(null));
+
+    // The same conductor (the node's owner) still serves: fix the node and deploy it.
+    let r = api
+        .patch(
+            "boom",
+            json!([{"op": "remove", "path": "/driver_info/fake_deploy_panic"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted("boom", "active").await;
+    api.wait_for("boom", "active").await;
+    let owner = cluster.owner_of(&uuid);
+    let alive =
+        ferrum::db::conductors::list_alive(&cluster.db.db, std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+    assert!(
+        alive.iter().any(|c| c.hostname == owner),
+        "{owner} still alive"
+    );
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_conductor_gives_an_error_in_the_envelope_and_leaves_no_lock() {
+    let Some(mut cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let node = cluster.api.available_node(json!({"name": "orphan"})).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let owner = cluster.owner_of(&uuid);
+    let index = cluster.conductor_index(&owner);
+    cluster.kill(&format!("conductor{index}"));
+
+    let started = std::time::Instant::now();
+    let r = cluster
+        .api
+        .patch(
+            "orphan",
+            json!([{"op": "add", "path": "/extra/a", "value": 1}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(r.fault().contains(&owner), "{}", r.fault());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered within the RPC timeout"
+    );
+    let r = cluster.api.provision("orphan", "active").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    let node = cluster.api.node("orphan").await;
+    assert_eq!(
+        node["provision_state"], "available",
+        "nothing happened to the node"
+    );
+    assert_eq!(node["extra"], json!({}));
+    cluster.assert_no_locks().await;
+
+    // The conductor comes back under the same name and serves the node again.
+    cluster.spawn_conductor(index);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = cluster.api.provision("orphan", "active").await;
+        if r.status == StatusCode::ACCEPTED {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", r.body);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    cluster.api.wait_for("orphan", "active").await;
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_fails_work_still_running_and_releases_its_locks() {
+    let options = ClusterOptions {
+        conductors: 1,
+        graceful_shutdown_timeout: 0.5,
+        ..ClusterOptions::default()
+    };
+    let Some(mut cluster) = Cluster::start(options).await else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "slow", "driver_info": {"fake_deploy_delay": 60}}))
+        .await;
+    api.accepted("slow", "active").await;
+    let node = api.node("slow").await;
+    assert_eq!(node["provision_state"], "deploying");
+    assert!(node["reservation"].is_string(), "the worker holds the lock");
+
+    let status = cluster.terminate("conductor0").await;
+    assert!(status.success(), "graceful exit: {status}");
+    let node = cluster.api.node("slow").await;
+    assert_eq!(node["provision_state"], "deploy failed");
+    assert_eq!(node["reservation"], json!(null));
+    let last_error = node["last_error"].as_str().unwrap();
+    assert!(last_error.contains("shut down"), "{last_error}");
+    let host = &cluster.conductor_hosts[0];
+    let alive =
+        ferrum::db::conductors::list_alive(&cluster.db.db, std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+    assert!(alive.iter().all(|c| &c.hostname != host), "deregistered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_conductor_recovers_nodes_it_held() {
+    let options = ClusterOptions {
+        conductors: 1,
+        ..ClusterOptions::default()
+    };
+    let Some(mut cluster) = Cluster::start(options).await else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "held", "driver_info": {"fake_deploy_delay": 60}}))
+        .await;
+    api.accepted("held", "active").await;
+    assert_eq!(api.node("held").await["provision_state"], "deploying");
+    cluster.kill("conductor0");
+    let node = cluster.api.node("held").await;
+    assert_eq!(
+        node["reservation"],
+        cluster.conductor_hosts[0].as_str(),
+        "a stale lock"
+    );
+
+    cluster.spawn_conductor(0);
+    let node = cluster.api.wait_for("held", "deploy failed").await;
+    assert!(
+        node["last_error"].as_str().unwrap().contains("restarted"),
+        "{node}"
+    );
+    cluster.assert_no_locks().await;
+}

@@ -1,0 +1,218 @@
+//! The node lock: conflicts are 409 NodeLocked, decided under the lock; the lock is enforced on
+//! every write; a full worker pool is 503 with the node untouched.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::util::{Cluster, ClusterOptions, TestDb};
+use ferrum::{
+    db::{self, models::NodeChanges},
+    error::Error,
+    states::ProvisionState,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_on_a_locked_node_get_409_node_locked() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api
+        .available_node(json!({"name": "busy", "driver_info": {"fake_deploy_delay": 3}}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    api.accepted("busy", "active").await;
+    let owner = cluster.owner_of(&uuid);
+
+    let r = api
+        .patch(
+            "busy",
+            json!([{"op": "add", "path": "/extra/x", "value": 1}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        format!(
+            "Node {uuid} is locked by host {owner}, please retry after the current operation is completed."
+        )
+    );
+    let r = api.provision("busy", "deleted").await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = api.power("busy", "power off").await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+
+    let node = api.wait_for("busy", "active").await;
+    assert_eq!(
+        node["extra"],
+        json!({}),
+        "the refused PATCH changed nothing"
+    );
+    let r = api
+        .patch(
+            "busy",
+            json!([{"op": "add", "path": "/extra/x", "value": 1}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    cluster.assert_no_locks().await;
+}
+
+/// Ironic §12 #13: Ironic answered 409 or 400 for the same bad verb depending on whether the row it
+/// read had a reservation. Ferrum decides under the lock: the conductor waits for the running
+/// deploy to release the node, then judges the verb against the state it finds (active).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_verb_on_a_busy_node_is_judged_under_the_lock() {
+    let options = ClusterOptions {
+        lock_retry_attempts: 40,
+        lock_retry_interval: 0.1,
+        rpc_timeout: 10.0,
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = Cluster::start(options).await else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "judge", "driver_info": {"fake_deploy_delay": 1}}))
+        .await;
+    api.accepted("judge", "active").await;
+    assert!(api.node("judge").await["reservation"].is_string());
+    let r = api.provision("judge", "provide").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(
+        r.fault().contains("\"active\""),
+        "judged in the state after the lock: {}",
+        r.fault()
+    );
+    cluster.assert_no_locks().await;
+}
+
+/// Ironic §12 #2: the lock was advisory. In Ferrum a write by anyone but the holder changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_are_conditional_on_holding_the_lock_and_on_the_state() {
+    let Some(test_db) = TestDb::new().await else {
+        return;
+    };
+    let db = &test_db.db;
+    let row = db::models::NewNodeRow {
+        uuid: uuid::Uuid::new_v4().to_string(),
+        name: None,
+        driver: "fake-hardware".into(),
+        deploy_interface: "fake".into(),
+        power_interface: "fake".into(),
+        management_interface: "fake".into(),
+        resource_class: None,
+        conductor_group: String::new(),
+        driver_info: "{}".into(),
+        driver_internal_info: "{}".into(),
+        properties: "{}".into(),
+        instance_info: "{}".into(),
+        instance_uuid: None,
+        extra: "{}".into(),
+        provision_state: "available".into(),
+        power_state: None,
+        maintenance: false,
+        created_at: db::now(),
+    };
+    let node = db::nodes::insert(db, row).await.unwrap();
+    let deploying =
+        NodeChanges::default().provision(ProvisionState::Deploying, Some(ProvisionState::Active));
+
+    // Nobody holds the lock: no write goes through.
+    let err = db::nodes::update_held(
+        db,
+        node.id,
+        "c-a",
+        ProvisionState::Available,
+        deploying.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::NodeLocked { .. }), "{err:?}");
+
+    assert!(db::nodes::reserve(db, &node.uuid, "c-a").await.unwrap());
+    assert!(
+        !db::nodes::reserve(db, &node.uuid, "c-b").await.unwrap(),
+        "one holder at a time"
+    );
+
+    // Another host cannot write, nor release.
+    let err = db::nodes::update_held(
+        db,
+        node.id,
+        "c-b",
+        ProvisionState::Available,
+        deploying.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err,
+        Error::NodeLocked {
+            node: node.uuid.clone(),
+            host: "c-a".into()
+        }
+    );
+    assert!(!db::nodes::release(db, node.id, "c-b").await.unwrap());
+
+    // The holder with a stale view of the state cannot write either.
+    let err = db::nodes::update_held(
+        db,
+        node.id,
+        "c-a",
+        ProvisionState::Manageable,
+        deploying.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+
+    let unchanged = db::nodes::get_by_uuid(db, &node.uuid).await.unwrap();
+    assert_eq!(unchanged.provision_state, ProvisionState::Available);
+
+    // The holder with the right state can, and may release in the same statement.
+    db::nodes::update_held(
+        db,
+        node.id,
+        "c-a",
+        ProvisionState::Available,
+        deploying.release(),
+    )
+    .await
+    .unwrap();
+    let moved = db::nodes::get_by_uuid(db, &node.uuid).await.unwrap();
+    assert_eq!(moved.provision_state, ProvisionState::Deploying);
+    assert_eq!(moved.target_provision_state, Some(ProvisionState::Active));
+    assert_eq!(moved.reservation, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_worker_pool_is_503_and_leaves_the_node_as_it_was() {
+    let options = ClusterOptions {
+        conductors: 1,
+        workers: 1,
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = Cluster::start(options).await else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "first", "driver_info": {"fake_deploy_delay": 3}}))
+        .await;
+    api.available_node(json!({"name": "second"})).await;
+    api.accepted("first", "active").await;
+    let r = api.provision("second", "active").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        "Requested action cannot be performed due to lack of free conductor workers."
+    );
+    let node = api.node("second").await;
+    assert_eq!(node["provision_state"], "available");
+    assert_eq!(node["target_provision_state"], json!(null));
+    assert_eq!(node["reservation"], json!(null));
+    api.wait_for("first", "active").await;
+    api.accepted("second", "active").await;
+    api.wait_for("second", "active").await;
+    cluster.assert_no_locks().await;
+}

@@ -1,0 +1,401 @@
+//! A Ferrum deployment of real processes: `ferrum api` and N `ferrum conductor`s against the test
+//! database and RabbitMQ (own queue prefix), driven over HTTP like a client would.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use ferrum::db;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use super::services::{TestDb, amqp_url, random_suffix};
+
+pub const VERSION: &str = "1.31";
+
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub conductors: usize,
+    pub lock_retry_attempts: u32,
+    pub lock_retry_interval: f64,
+    pub rpc_timeout: f64,
+    pub workers: usize,
+    pub graceful_shutdown_timeout: f64,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            conductors: 2,
+            lock_retry_attempts: 1,
+            lock_retry_interval: 0.2,
+            rpc_timeout: 5.0,
+            workers: 50,
+            graceful_shutdown_timeout: 5.0,
+        }
+    }
+}
+
+struct Proc {
+    name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+pub struct Cluster {
+    pub db: TestDb,
+    pub api: Api,
+    pub conductor_hosts: Vec<String>,
+    procs: Vec<Proc>,
+    env: Vec<(String, String)>,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+impl Cluster {
+    /// Starts the processes and waits until the API answers and every conductor is alive.
+    /// None when a service is unreachable (already announced by `services`).
+    pub async fn start(options: ClusterOptions) -> Option<Cluster> {
+        let amqp = amqp_url()?;
+        let db = TestDb::new().await?;
+        let id = random_suffix();
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("ferrum-it-{id}"));
+        std::fs::create_dir_all(&dir).expect("log dir");
+        let env: Vec<(String, String)> = [
+            ("FERRUM_DATABASE_URL", db.url.clone()),
+            ("FERRUM_DATABASE_POOL_SIZE", "8".to_owned()),
+            ("FERRUM_TRANSPORT_URL", amqp),
+            ("FERRUM_TRANSPORT_PREFIX", format!("t{id}")),
+            ("FERRUM_API_BIND", format!("127.0.0.1:{port}")),
+            (
+                "FERRUM_LOCK_RETRY_ATTEMPTS",
+                options.lock_retry_attempts.to_string(),
+            ),
+            (
+                "FERRUM_LOCK_RETRY_INTERVAL",
+                options.lock_retry_interval.to_string(),
+            ),
+            ("FERRUM_RPC_TIMEOUT", options.rpc_timeout.to_string()),
+            ("FERRUM_HEARTBEAT_INTERVAL", "1".to_owned()),
+            ("FERRUM_HEARTBEAT_TIMEOUT", "10".to_owned()),
+            ("FERRUM_CONDUCTOR_WORKERS", options.workers.to_string()),
+            (
+                "FERRUM_GRACEFUL_SHUTDOWN_TIMEOUT",
+                options.graceful_shutdown_timeout.to_string(),
+            ),
+            ("RUST_LOG", "info,ferrum=debug".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut cluster = Cluster {
+            db,
+            api: Api::new(format!("http://127.0.0.1:{port}")),
+            conductor_hosts: (1..=options.conductors)
+                .map(|i| format!("c{i}-{id}"))
+                .collect(),
+            procs: Vec::new(),
+            env,
+            dir,
+        };
+        for i in 0..options.conductors {
+            cluster.spawn_conductor(i);
+        }
+        cluster.spawn("api", &["api"], &[]);
+        cluster.wait_ready().await;
+        Some(cluster)
+    }
+
+    fn spawn(&mut self, name: &str, args: &[&str], extra_env: &[(&str, String)]) {
+        let log = self.dir.join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let err = out.try_clone().expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrum"));
+        cmd.args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(extra_env.iter().map(|(k, v)| (*k, v)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        let child = cmd.spawn().expect("spawn ferrum");
+        self.procs.retain(|p| p.name != name);
+        self.procs.push(Proc {
+            name: name.to_owned(),
+            child: Some(child),
+            log,
+        });
+    }
+
+    /// Starts conductor `i` (again, after a kill or stop).
+    pub fn spawn_conductor(&mut self, i: usize) {
+        let host = self.conductor_hosts[i].clone();
+        self.spawn(
+            &format!("conductor{i}"),
+            &["conductor"],
+            &[("FERRUM_CONDUCTOR_HOST", host)],
+        );
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let api_up = self.api.try_get("/").await.is_some();
+            let alive = db::conductors::list_alive(&self.db.db, Duration::from_secs(10))
+                .await
+                .map(|c| c.len())
+                .unwrap_or(0);
+            if api_up && alive == self.conductor_hosts.len() {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.dump_logs();
+                panic!("cluster not ready: api_up={api_up}, conductors alive={alive}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn child(&mut self, name: &str) -> Option<&mut Child> {
+        self.procs
+            .iter_mut()
+            .find(|p| p.name == name)
+            .and_then(|p| p.child.as_mut())
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill(&mut self, name: &str) {
+        if let Some(child) = self.child(name) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits for the process to exit by itself.
+    pub async fn terminate(&mut self, name: &str) -> std::process::ExitStatus {
+        let child = self.child(name).expect("process");
+        let pid = child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child(name).and_then(|c| c.try_wait().ok().flatten()) {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not exit after SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The conductor (index into `conductor_hosts`) that owns `node_uuid`, as the node's lock shows
+    /// after an operation, or by asking the hash ring as the API does.
+    pub fn conductor_index(&self, host: &str) -> usize {
+        self.conductor_hosts
+            .iter()
+            .position(|h| h == host)
+            .expect("known conductor")
+    }
+
+    pub fn owner_of(&self, node_uuid: &str) -> String {
+        let ring = ferrum::rpc::topology::HashRing::new(self.conductor_hosts.clone());
+        ring.owner(node_uuid).expect("ring").to_owned()
+    }
+
+    /// Every node unlocked: the invariant each test ends on.
+    pub async fn assert_no_locks(&self) {
+        let held: Vec<_> = ferrum::db::nodes::list(&self.db.db, 1000, None)
+            .await
+            .expect("list")
+            .into_iter()
+            .filter(|n| n.reservation.is_some())
+            .map(|n| (n.uuid, n.reservation))
+            .collect();
+        assert!(held.is_empty(), "locks still held: {held:?}");
+    }
+
+    pub fn dump_logs(&self) {
+        for p in &self.procs {
+            let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("----- {} ({}) -----", p.name, p.log.display());
+            for line in tail.into_iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        for p in &mut self.procs {
+            if let Some(mut child) = p.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An HTTP client speaking to the API at version 1.31.
+pub struct Api {
+    pub base: String,
+    client: reqwest::Client,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The faultstring of Ironic's error envelope.
+    pub fn fault(&self) -> String {
+        let text = self.body["error_message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error envelope in {}", self.body));
+        let inner: Value = serde_json::from_str(text).expect("error_message is JSON text");
+        inner["faultstring"]
+            .as_str()
+            .expect("faultstring")
+            .to_owned()
+    }
+}
+
+impl Api {
+    pub fn new(base: String) -> Api {
+        Api {
+            base,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .expect("http client"),
+        }
+    }
+
+    pub async fn request(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("X-OpenStack-Ironic-API-Version", VERSION);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("HTTP request");
+        let status = resp.status();
+        let text = resp.text().await.expect("body");
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Reply { status, body }
+    }
+
+    async fn try_get(&self, path: &str) -> Option<Value> {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .ok()?;
+        resp.status().is_success().then_some(())?;
+        resp.json().await.ok()
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.request(Method::GET, path, None).await
+    }
+
+    pub async fn node(&self, ident: &str) -> Value {
+        let r = self.get(&format!("/v1/nodes/{ident}")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        r.body
+    }
+
+    pub async fn create_node(&self, body: Value) -> Value {
+        let r = self.request(Method::POST, "/v1/nodes", Some(body)).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        r.body
+    }
+
+    pub async fn patch(&self, ident: &str, ops: Value) -> Reply {
+        self.request(Method::PATCH, &format!("/v1/nodes/{ident}"), Some(ops))
+            .await
+    }
+
+    pub async fn provision(&self, ident: &str, target: &str) -> Reply {
+        self.request(
+            Method::PUT,
+            &format!("/v1/nodes/{ident}/states/provision"),
+            Some(serde_json::json!({ "target": target })),
+        )
+        .await
+    }
+
+    pub async fn power(&self, ident: &str, target: &str) -> Reply {
+        self.request(
+            Method::PUT,
+            &format!("/v1/nodes/{ident}/states/power"),
+            Some(serde_json::json!({ "target": target })),
+        )
+        .await
+    }
+
+    /// Asks for `target` and asserts 202.
+    pub async fn accepted(&self, ident: &str, target: &str) {
+        let r = self.provision(ident, target).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{target}: {}", r.body);
+    }
+
+    /// Polls until the node is in `state` with its lock released, then returns it.
+    pub async fn wait_for(&self, ident: &str, state: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let node = self.node(ident).await;
+            if node["provision_state"] == state && node["reservation"].is_null() {
+                return node;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {ident} did not reach {state}: {node}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// enroll → manage → provide → available, with the given extra fields on create.
+    pub async fn available_node(&self, mut body: Value) -> Value {
+        if body.get("driver").is_none() {
+            body["driver"] = "fake-hardware".into();
+        }
+        let node = self.create_node(body).await;
+        let uuid = node["uuid"].as_str().expect("uuid").to_owned();
+        assert_eq!(node["provision_state"], "enroll");
+        self.accepted(&uuid, "manage").await;
+        self.wait_for(&uuid, "manageable").await;
+        self.accepted(&uuid, "provide").await;
+        self.wait_for(&uuid, "available").await
+    }
+}
