@@ -97,6 +97,9 @@ pub async fn run(
     shutdown.cancelled().await;
 
     info!(conductor.host = %host, "Conductor {host} is shutting down");
+    // Stop the keepalive first, so that it cannot mark us online again after we leave the ring.
+    heartbeat.abort();
+    let _ = heartbeat.await;
     if let Err(e) = db::conductors::unregister(&ctx.db, &host).await {
         warn!(error = %e, "could not mark the conductor offline");
     }
@@ -115,7 +118,6 @@ pub async fn run(
         ctx.abort_work.cancel();
         ctx.tracker.wait().await;
     }
-    heartbeat.abort();
     recover_held_nodes(
         &ctx,
         &format!("The conductor {host} shut down while this node was locked by it."),
@@ -131,6 +133,7 @@ async fn heartbeat_loop(ctx: Ctx, shutdown: CancellationToken) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            biased;
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }

@@ -71,9 +71,12 @@ pub enum Error {
     // 503 family (Ironic's `TemporaryFailure`).
     #[error("Requested action cannot be performed due to lack of free conductor workers.")]
     NoFreeConductorWorker,
-    /// No conductor can take the request now (none online, the chosen one unreachable or too slow).
+    /// No conductor can take the request now (none online, or the chosen one too slow).
     #[error("{0}")]
     TemporaryFailure(String),
+    /// The conductor the hash ring chose has no queue: it died or stopped since the ring was read.
+    #[error("Conductor {host} is not reachable; please retry.")]
+    ConductorUnreachable { host: String },
     #[error("Database unavailable: {0}")]
     DatabaseUnavailable(String),
 
@@ -103,6 +106,7 @@ impl Error {
             Error::UnsupportedMediaType(_) => 415,
             Error::NoFreeConductorWorker
             | Error::TemporaryFailure(_)
+            | Error::ConductorUnreachable { .. }
             | Error::DatabaseUnavailable(_) => 503,
             Error::Internal(_) => 500,
         }

@@ -161,9 +161,9 @@ impl RpcClient {
             .call(host, request_id, body, self.timeout)
             .await
             .map_err(|e| match e {
-                TransportError::Unroutable(_) => Error::TemporaryFailure(format!(
-                    "Conductor {host} is not reachable ({method}); please retry."
-                )),
+                TransportError::Unroutable(_) => Error::ConductorUnreachable {
+                    host: host.to_owned(),
+                },
                 TransportError::Timeout { after, .. } => Error::TemporaryFailure(format!(
                     "Conductor {host} did not answer {method} within {} s; please retry.",
                     after.as_secs_f64()

@@ -71,6 +71,8 @@ fn valid_uuid(field: &str, value: &str) -> Result<String> {
         })
 }
 
+/// Sends `req` to the node's conductor. If that conductor turns out to be gone (its queue is),
+/// the ring is read afresh and, when it now names another conductor, the call goes there once.
 async fn call(
     state: &ApiState,
     node: &Node,
@@ -78,12 +80,17 @@ async fn call(
     req: RpcRequest,
 ) -> Result<RpcReply> {
     let host = state.router.host_for(&node.uuid, &node.driver).await?;
-    let reply = state.rpc.call(&host, &request_id.0, req).await;
-    if let Err(Error::TemporaryFailure(_)) = &reply {
-        // The conductor may be gone: look at the ring afresh next time.
-        state.router.invalidate();
+    match state.rpc.call(&host, &request_id.0, req.clone()).await {
+        Err(Error::ConductorUnreachable { host: gone }) => {
+            state.router.invalidate();
+            let next = state.router.host_for(&node.uuid, &node.driver).await?;
+            if next == gone {
+                return Err(Error::ConductorUnreachable { host: gone });
+            }
+            state.rpc.call(&next, &request_id.0, req).await
+        }
+        reply => reply,
     }
-    reply
 }
 
 pub async fn create(

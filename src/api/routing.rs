@@ -75,7 +75,7 @@ impl ConductorRouter {
         let rings = self.rebuild().await?;
         if rings.is_empty() {
             return Err(Error::TemporaryFailure(
-                "Resource temporarily unavailable, please retry.".to_owned(),
+                "No conductor service is online; please retry.".to_owned(),
             ));
         }
         Ok(owner(&rings))

@@ -300,6 +300,17 @@ async fn shutdown_fails_work_still_running_and_releases_its_locks() {
             .await
             .unwrap();
     assert!(alive.iter().all(|c| &c.hostname != host), "deregistered");
+
+    // With no conductor online, a change is refused with 503 in the envelope, the node untouched.
+    let r = cluster
+        .api
+        .patch(
+            "slow",
+            json!([{"op": "add", "path": "/extra/a", "value": 1}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(r.fault().contains("No conductor"), "{}", r.fault());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,46 @@ async fn an_invalid_verb_on_a_busy_node_is_judged_under_the_lock() {
     cluster.assert_no_locks().await;
 }
 
+/// A call is not carried out after its caller stopped waiting: the conductor stops retrying the
+/// lock at the caller's deadline and answers NodeLocked in time, instead of applying the change
+/// seconds later when the deploy lets go of the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_timed_out_is_not_carried_out_later() {
+    let options = ClusterOptions {
+        lock_retry_attempts: 100,
+        lock_retry_interval: 0.1,
+        rpc_timeout: 1.0,
+        ..ClusterOptions::default()
+    };
+    let Some(cluster) = Cluster::start(options).await else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "late", "driver_info": {"fake_deploy_delay": 3}}))
+        .await;
+    api.accepted("late", "active").await;
+    let started = std::time::Instant::now();
+    let r = api
+        .patch(
+            "late",
+            json!([{"op": "add", "path": "/extra/late", "value": true}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert!(r.fault().contains("is locked by host"), "{}", r.fault());
+    assert!(started.elapsed() < std::time::Duration::from_millis(1500));
+    let node = api.wait_for("late", "active").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let node_after = api.node("late").await;
+    assert_eq!(node["extra"], json!({}));
+    assert_eq!(
+        node_after["extra"],
+        json!({}),
+        "the abandoned PATCH never ran"
+    );
+    cluster.assert_no_locks().await;
+}
+
 /// Ironic §12 #2: the lock was advisory. In Ferrum a write by anyone but the holder changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_are_conditional_on_holding_the_lock_and_on_the_state() {

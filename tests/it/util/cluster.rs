@@ -254,7 +254,9 @@ impl Drop for Cluster {
                 let _ = child.wait();
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
