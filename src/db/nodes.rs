@@ -234,6 +234,24 @@ async fn explain_lost_write(
     }
 }
 
+/// (uuid, provision state, reservation) of the named nodes: one indexed query for many nodes.
+pub async fn states_of(
+    db: &Db,
+    uuids: &[String],
+) -> Result<Vec<(String, ProvisionState, Option<String>)>> {
+    let rows: Vec<(String, String, Option<String>)> = with_conn!(db, |conn| nodes::table
+        .filter(nodes::uuid.eq_any(uuids))
+        .select((nodes::uuid, nodes::provision_state, nodes::reservation))
+        .load(conn)
+        .await?);
+    rows.into_iter()
+        .map(|(uuid, state, reservation)| {
+            let state = state.parse().map_err(Error::internal)?;
+            Ok((uuid, state, reservation))
+        })
+        .collect()
+}
+
 /// Nodes whose lock `host` holds (to recover them when that conductor starts or stops).
 pub async fn held_by(db: &Db, host: &str) -> Result<Vec<Node>> {
     let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
