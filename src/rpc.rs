@@ -37,33 +37,37 @@ pub struct Envelope {
 }
 
 /// Every conductor method, matched exhaustively in the conductor's dispatch.
+///
+/// Requests about an existing node carry the node as the API read it. The conductor decides on it
+/// and writes only if the row is still that version, so a fresh read is spared in the common case
+/// and a stale one is caught (see `conductor::task::change_node`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RpcRequest {
     CreateNode {
         node: Box<NodeCreate>,
     },
     UpdateNode {
-        node_uuid: String,
+        node: Box<Node>,
         patch: Vec<PatchOp>,
     },
     DestroyNode {
-        node_uuid: String,
+        node: Box<Node>,
     },
     DoNodeDeploy {
-        node_uuid: String,
+        node: Box<Node>,
         rebuild: bool,
         configdrive: Option<Value>,
     },
     DoNodeTearDown {
-        node_uuid: String,
+        node: Box<Node>,
     },
     /// manage, provide, abort.
     DoProvisioningAction {
-        node_uuid: String,
+        node: Box<Node>,
         action: String,
     },
     ChangeNodePowerState {
-        node_uuid: String,
+        node: Box<Node>,
         new_state: String,
         timeout: Option<u32>,
     },
@@ -79,6 +83,24 @@ impl RpcRequest {
             RpcRequest::DoNodeTearDown { .. } => "do_node_tear_down",
             RpcRequest::DoProvisioningAction { .. } => "do_provisioning_action",
             RpcRequest::ChangeNodePowerState { .. } => "change_node_power_state",
+        }
+    }
+
+    /// The UUID of the node the request is about.
+    pub fn node_uuid(&self) -> &str {
+        self.routing().0
+    }
+
+    /// (node UUID, driver): what picks the conductor on the hash ring.
+    pub fn routing(&self) -> (&str, &str) {
+        match self {
+            RpcRequest::CreateNode { node } => (&node.uuid, &node.driver),
+            RpcRequest::UpdateNode { node, .. }
+            | RpcRequest::DestroyNode { node }
+            | RpcRequest::DoNodeDeploy { node, .. }
+            | RpcRequest::DoNodeTearDown { node }
+            | RpcRequest::DoProvisioningAction { node, .. }
+            | RpcRequest::ChangeNodePowerState { node, .. } => (&node.uuid, &node.driver),
         }
     }
 }

@@ -71,19 +71,16 @@ fn valid_uuid(field: &str, value: &str) -> Result<String> {
         })
 }
 
-/// Sends `req` to the node's conductor. If that conductor turns out to be gone (its queue is),
-/// the ring is read afresh and, when it now names another conductor, the call goes there once.
-async fn call(
-    state: &ApiState,
-    node: &Node,
-    request_id: &RequestId,
-    req: RpcRequest,
-) -> Result<RpcReply> {
-    let host = state.router.host_for(&node.uuid, &node.driver).await?;
+/// Sends `req` to the conductor of its node. If that conductor turns out to be gone (its queue
+/// is), the ring is read afresh and, when it now names another conductor, the call goes there once.
+async fn call(state: &ApiState, request_id: &RequestId, req: RpcRequest) -> Result<RpcReply> {
+    let (uuid, driver) = req.routing();
+    let host = state.router.host_for(uuid, driver).await?;
     match state.rpc.call(&host, &request_id.0, req.clone()).await {
         Err(Error::ConductorUnreachable { host: gone }) => {
             state.router.invalidate();
-            let next = state.router.host_for(&node.uuid, &node.driver).await?;
+            let (uuid, driver) = req.routing();
+            let next = state.router.host_for(uuid, driver).await?;
             if next == gone {
                 return Err(Error::ConductorUnreachable { host: gone });
             }
@@ -129,7 +126,8 @@ pub async fn create(
     } else {
         ProvisionState::Available
     };
-    let host = state.router.host_for_new(&uuid, &body.driver).await?;
+    // An unknown driver is the client's mistake (400), not an outage.
+    state.router.host_for_new(&uuid, &body.driver).await?;
     let create = NodeCreate {
         uuid,
         name: body.name,
@@ -146,16 +144,14 @@ pub async fn create(
         extra: body.extra,
         initial_state: initial.api_name().to_owned(),
     };
-    let reply = state
-        .rpc
-        .call(
-            &host,
-            &request_id.0,
-            RpcRequest::CreateNode {
-                node: Box::new(create),
-            },
-        )
-        .await?;
+    let reply = call(
+        &state,
+        &request_id,
+        RpcRequest::CreateNode {
+            node: Box::new(create),
+        },
+    )
+    .await?;
     let RpcReply::Node(node) = reply else {
         return Err(Error::internal("create_node answered without a node"));
     };
@@ -291,10 +287,9 @@ pub async fn update(
     let node = find(&state, &ident, version).await?;
     let reply = call(
         &state,
-        &node,
         &request_id,
         RpcRequest::UpdateNode {
-            node_uuid: node.uuid.clone(),
+            node: Box::new(node),
             patch: ops,
         },
     )
@@ -314,10 +309,9 @@ pub async fn delete(
     let node = find(&state, &ident, version).await?;
     call(
         &state,
-        &node,
         &request_id,
         RpcRequest::DestroyNode {
-            node_uuid: node.uuid.clone(),
+            node: Box::new(node),
         },
     )
     .await?;
@@ -385,25 +379,25 @@ pub async fn set_provision_state(
         require_version(version, 35, "configdrive on rebuild")?;
     }
     let node = find(&state, &ident, version).await?;
-    let node_uuid = node.uuid.clone();
+    let node = Box::new(node);
     let request = match target {
         "active" | "deploy" => RpcRequest::DoNodeDeploy {
-            node_uuid,
+            node,
             rebuild: false,
             configdrive: body.configdrive,
         },
         "rebuild" => RpcRequest::DoNodeDeploy {
-            node_uuid,
+            node,
             rebuild: true,
             configdrive: body.configdrive,
         },
-        "deleted" | "undeploy" => RpcRequest::DoNodeTearDown { node_uuid },
+        "deleted" | "undeploy" => RpcRequest::DoNodeTearDown { node },
         action => RpcRequest::DoProvisioningAction {
-            node_uuid,
+            node,
             action: action.to_owned(),
         },
     };
-    call(&state, &node, &request_id, request).await?;
+    call(&state, &request_id, request).await?;
     Ok(accepted(&base, &ident))
 }
 
@@ -438,10 +432,9 @@ pub async fn set_power_state(
     let node = find(&state, &ident, version).await?;
     call(
         &state,
-        &node,
         &request_id,
         RpcRequest::ChangeNodePowerState {
-            node_uuid: node.uuid.clone(),
+            node: Box::new(node),
             new_state: body.target,
             timeout,
         },

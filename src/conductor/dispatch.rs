@@ -35,7 +35,7 @@ impl RequestHandler for Dispatcher {
             "rpc",
             rpc.method = method,
             request_id = %envelope.request_id,
-            node.uuid = node_uuid(&envelope.request).unwrap_or(""),
+            node.uuid = envelope.request.node_uuid(),
         );
         let result: RpcResult = if envelope.version > WIRE_VERSION {
             Err(Error::internal(format!(
@@ -76,50 +76,34 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::CreateNode { node } => node_ops::create(&ctx, *node)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),
-        RpcRequest::UpdateNode { node_uuid, patch } => {
-            node_ops::update(&ctx, &node_uuid, &patch, deadline)
-                .await
-                .map(|n| RpcReply::Node(Box::new(n)))
-        }
-        RpcRequest::DestroyNode { node_uuid } => node_ops::destroy(&ctx, &node_uuid, deadline)
+        RpcRequest::UpdateNode { node, patch } => node_ops::update(&ctx, *node, &patch, deadline)
+            .await
+            .map(|n| RpcReply::Node(Box::new(n))),
+        RpcRequest::DestroyNode { node } => node_ops::destroy(&ctx, *node, deadline)
             .await
             .map(|()| RpcReply::Done),
         RpcRequest::DoNodeDeploy {
-            node_uuid,
+            node,
             rebuild,
             configdrive,
-        } => provision::do_node_deploy(&ctx, &node_uuid, rebuild, configdrive, deadline)
+        } => provision::do_node_deploy(&ctx, *node, rebuild, configdrive, deadline)
             .await
             .map(|()| RpcReply::Accepted),
-        RpcRequest::DoNodeTearDown { node_uuid } => {
-            provision::do_node_tear_down(&ctx, &node_uuid, deadline)
-                .await
-                .map(|()| RpcReply::Accepted)
-        }
-        RpcRequest::DoProvisioningAction { node_uuid, action } => {
-            provision::do_provisioning_action(&ctx, &node_uuid, &action, deadline)
+        RpcRequest::DoNodeTearDown { node } => provision::do_node_tear_down(&ctx, *node, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
+        RpcRequest::DoProvisioningAction { node, action } => {
+            provision::do_provisioning_action(&ctx, *node, &action, deadline)
                 .await
                 .map(|()| RpcReply::Accepted)
         }
         RpcRequest::ChangeNodePowerState {
-            node_uuid,
+            node,
             new_state,
             timeout,
-        } => power::change_node_power_state(&ctx, &node_uuid, &new_state, timeout, deadline)
+        } => power::change_node_power_state(&ctx, *node, &new_state, timeout, deadline)
             .await
             .map(|()| RpcReply::Accepted),
-    }
-}
-
-fn node_uuid(request: &RpcRequest) -> Option<&str> {
-    match request {
-        RpcRequest::CreateNode { node } => Some(&node.uuid),
-        RpcRequest::UpdateNode { node_uuid, .. }
-        | RpcRequest::DestroyNode { node_uuid }
-        | RpcRequest::DoNodeDeploy { node_uuid, .. }
-        | RpcRequest::DoNodeTearDown { node_uuid }
-        | RpcRequest::DoProvisioningAction { node_uuid, .. }
-        | RpcRequest::ChangeNodePowerState { node_uuid, .. } => Some(node_uuid),
     }
 }
 

@@ -3,11 +3,14 @@
 
 use tokio::time::Instant;
 
-use super::{Ctx, task::Task};
+use super::{
+    Ctx,
+    task::{Hold, change_node},
+};
 use crate::{
     db::{
         self,
-        models::{NewNodeRow, Node, json_text},
+        models::{NewNodeRow, Node, NodeChanges, json_text},
     },
     drivers::InterfaceChoice,
     error::{Error, Result},
@@ -68,17 +71,17 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
     db::nodes::insert(&ctx.db, row).await
 }
 
-/// Applies a JSON patch under the lock and returns the updated node. The change and the release
-/// of the lock are one statement.
+/// Applies a JSON patch to the node as it is, in one statement conditional on nobody holding the
+/// node's lock and the row being unchanged since it was read: the exclusion Ironic gets from
+/// taking the lock for an update, in one round trip.
 pub async fn update(
     ctx: &Ctx,
-    uuid: &str,
+    node: Node,
     ops: &[PatchOp],
     deadline: Option<Instant>,
 ) -> Result<Node> {
-    let mut task = Task::acquire(ctx, uuid, deadline).await?;
-    let checked = (|| {
-        let node = &task.node;
+    let uuid = node.uuid.clone();
+    let (node, _) = change_node(ctx, &uuid, Some(node), deadline, |node| {
         // Busy means a transition in progress, not merely a target set: failure states keep a
         // target and must stay editable (Ironic bug 1405420).
         if node.target_provision_state.is_some() && !node.provision_state.update_allowed() {
@@ -99,28 +102,18 @@ pub async fn update(
                     node.uuid, node.provision_state
                 )));
             }
-            let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+            let pick = |new: &Option<String>, old: &str| new.clone().unwrap_or_else(|| old.to_owned());
+            let (deploy, power, management) = (
+                pick(&changes.deploy_interface, &node.deploy_interface),
+                pick(&changes.power_interface, &node.power_interface),
+                pick(&changes.management_interface, &node.management_interface),
+            );
             ctx.drivers.resolve(
-                driver,
+                changes.driver.as_deref().unwrap_or(&node.driver),
                 &InterfaceChoice {
-                    deploy: Some(
-                        changes
-                            .deploy_interface
-                            .as_deref()
-                            .unwrap_or(&node.deploy_interface),
-                    ),
-                    power: Some(
-                        changes
-                            .power_interface
-                            .as_deref()
-                            .unwrap_or(&node.power_interface),
-                    ),
-                    management: Some(
-                        changes
-                            .management_interface
-                            .as_deref()
-                            .unwrap_or(&node.management_interface),
-                    ),
+                    deploy: Some(&deploy),
+                    power: Some(&power),
+                    management: Some(&management),
                 },
             )?;
         }
@@ -132,44 +125,41 @@ pub async fn update(
                 instance: old.clone(),
             });
         }
-        if let Some(Some(name)) = &changes.name {
-            patch::validate_name(name)?;
-        }
-        Ok(changes)
-    })();
-    let changes = match checked {
-        Ok(c) => c,
-        Err(e) => {
-            task.release().await;
-            return Err(e);
-        }
-    };
-    if let Err(e) = task.write(changes.release()).await {
-        task.release().await;
-        return Err(e);
-    }
-    db::nodes::get_by_uuid(&ctx.db, uuid).await
+        Ok((changes, Hold::Release))
+    })
+    .await?;
+    Ok(node)
 }
 
-pub async fn destroy(ctx: &Ctx, uuid: &str, deadline: Option<Instant>) -> Result<()> {
-    let task = Task::acquire(ctx, uuid, deadline).await?;
-    let node = &task.node;
-    let refused = if let (Some(instance), false) = (&node.instance_uuid, node.maintenance) {
-        Some(Error::NodeAssociated {
-            node: node.uuid.clone(),
-            instance: instance.clone(),
+/// Deletes the node if its state allows it, conditional like [`update`].
+pub async fn destroy(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
+    let uuid = node.uuid.clone();
+    let mut node = node;
+    // The delete is its own statement; a node changed or locked since it was read is read again.
+    for _ in 0..8 {
+        let (current, _) = change_node(ctx, &uuid, Some(node), deadline, |node| {
+            if let (Some(instance), false) = (&node.instance_uuid, node.maintenance) {
+                return Err(Error::NodeAssociated {
+                    node: node.uuid.clone(),
+                    instance: instance.clone(),
+                });
+            }
+            if !node.maintenance && !node.provision_state.delete_allowed() {
+                return Err(Error::InvalidState(format!(
+                    "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
+                    node.uuid, node.provision_state
+                )));
+            }
+            // Nothing to write: this only proves the node is unlocked and deletable now.
+            Ok((NodeChanges::default(), Hold::Release))
         })
-    } else if !node.maintenance && !node.provision_state.delete_allowed() {
-        Some(Error::InvalidState(format!(
-            "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
-            node.uuid, node.provision_state
-        )))
-    } else {
-        None
-    };
-    if let Some(e) = refused {
-        task.release().await;
-        return Err(e);
+        .await?;
+        if db::nodes::delete_unlocked(&ctx.db, current.id, current.version).await? {
+            return Ok(());
+        }
+        node = db::nodes::get_by_uuid(&ctx.db, &uuid).await?;
     }
-    task.delete().await
+    Err(Error::Conflict(format!(
+        "Node {uuid} kept changing while it was being deleted; please retry."
+    )))
 }

@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::{sync::OwnedSemaphorePermit, time::Instant};
 
 use super::{
     Ctx,
     provision::{Work, spawn_worker},
-    task::Task,
+    task::{Hold, Task, change_node},
 };
 use crate::{
-    db::models::NodeChanges,
+    db::models::{Node, NodeChanges},
     drivers::{Driver, PowerState},
     error::{Error, Result},
     states::ProvisionState,
@@ -40,16 +40,16 @@ pub fn parse_target(requested: &str) -> Result<(&'static str, PowerState, bool)>
 
 pub async fn change_node_power_state(
     ctx: &Ctx,
-    uuid: &str,
+    node: Node,
     requested: &str,
     timeout: Option<u32>,
     deadline: Option<Instant>,
 ) -> Result<()> {
     let (requested, target, reboot) = parse_target(requested)?;
     let timeout = Duration::from_secs(u64::from(timeout.unwrap_or(60)));
-    let mut task = Task::acquire(ctx, uuid, deadline).await?;
-    let prepared = (|| {
-        let node = &task.node;
+    let uuid = node.uuid.clone();
+    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let (_, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
         if matches!(
             node.provision_state,
             ProvisionState::Cleaning | ProvisionState::CleanWait
@@ -67,32 +67,29 @@ pub async fn change_node_power_state(
                 node.uuid
             ))
         })?;
-        Ok(driver)
-    })();
-    let driver = match prepared {
-        Ok(d) => d,
-        Err(e) => {
-            task.release().await;
-            return Err(e);
+        if permit.is_none() {
+            permit = Some(
+                ctx.workers
+                    .clone()
+                    .try_acquire_owned()
+                    .map_err(|_| Error::NoFreeConductorWorker)?,
+            );
         }
-    };
-    let Ok(permit) = ctx.workers.clone().try_acquire_owned() else {
-        task.release().await;
-        return Err(Error::NoFreeConductorWorker);
-    };
-    let mut changes = NodeChanges::default().last_error(None);
-    changes.target_power_state = Some(Some(target.api_name().to_owned()));
-    if let Err(e) = task.write(changes).await {
-        task.release().await;
-        return Err(e);
+        let mut changes = NodeChanges::default().last_error(None);
+        changes.target_power_state = Some(Some(target.api_name().to_owned()));
+        Ok((changes, Hold::Keep))
+    })
+    .await?;
+    if let (Some(task), Some(permit)) = (task, permit) {
+        let driver = ctx.drivers.for_node(&task.node)?;
+        let work = Work::Power {
+            target,
+            reboot,
+            requested,
+            timeout,
+        };
+        spawn_worker(task, driver, work, permit);
     }
-    let work = Work::Power {
-        target,
-        reboot,
-        requested,
-        timeout,
-    };
-    spawn_worker(task, driver, work, permit);
     Ok(())
 }
 

@@ -14,9 +14,14 @@ use serde_json::Value;
 use tokio::{sync::OwnedSemaphorePermit, time::Instant};
 use tracing::{Instrument, info_span};
 
-use super::{Ctx, dispatch::panic_message, power, task::Task};
+use super::{
+    Ctx,
+    dispatch::panic_message,
+    power,
+    task::{Hold, Task, apply_event, change_node, log_change, next_state},
+};
 use crate::{
-    db::models::{NodeChanges, json_text},
+    db::models::{Node, NodeChanges, json_text},
     drivers::{DeployOutcome, Driver, PowerState},
     error::{Error, Result},
     states::{Event, ProvisionState},
@@ -85,49 +90,49 @@ impl Work {
     }
 }
 
-/// Locks the node, checks `event` (named `verb` to the client) in the table, runs `check`, and
-/// either completes the move at once (a stable destination) or applies the event and hands the
-/// lock to a worker. No free worker: NoFreeConductorWorker, with the node untouched.
+/// Checks `event` (named `verb` to the client) against the node's state in the table, runs
+/// `check`, and applies the event: at once when it completes the operation (a stable
+/// destination), or, taking the lock in the same statement, handing the node to a worker that
+/// continues the work. No free worker: NoFreeConductorWorker, with the node untouched.
 pub(super) async fn start(
     ctx: &Ctx,
-    uuid: &str,
+    node: Node,
     deadline: Option<Instant>,
     verb: &str,
     event: Event,
-    check: impl FnOnce(&Task, &Driver) -> Result<NodeChanges>,
+    check: impl Fn(&Node, &Driver) -> Result<NodeChanges>,
 ) -> Result<()> {
-    let mut task = Task::acquire(ctx, uuid, deadline).await?;
-    let prepared = (|| {
-        let to = task.next_state(event, verb)?;
-        let driver = ctx.drivers.for_node(&task.node)?;
-        let extra = check(&task, &driver)?;
-        let work = Work::after(to)?;
-        Ok((driver, extra, work))
-    })();
-    let (driver, extra, work) = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            task.release().await;
-            return Err(e);
+    let before = node.provision_state;
+    let uuid = node.uuid.clone();
+    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut work = None;
+    let (node, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
+        let to = next_state(node, event, verb)?;
+        let driver = ctx.drivers.for_node(node)?;
+        let extra = check(node, &driver)?;
+        work = Work::after(to)?;
+        if work.is_none() {
+            return Ok((apply_event(node, event, false, extra)?, Hold::Release));
         }
-    };
-    let Some(work) = work else {
-        let done = task.process_event(event, false, extra.release()).await;
-        task.release().await;
-        return done;
-    };
-    let Ok(permit) = ctx.workers.clone().try_acquire_owned() else {
-        task.release().await;
-        return Err(Error::NoFreeConductorWorker);
-    };
-    if let Err(e) = task
-        .process_event(event, true, extra.last_error(None))
-        .await
-    {
-        task.release().await;
-        return Err(e);
+        if permit.is_none() {
+            permit = Some(
+                ctx.workers
+                    .clone()
+                    .try_acquire_owned()
+                    .map_err(|_| Error::NoFreeConductorWorker)?,
+            );
+        }
+        Ok((
+            apply_event(node, event, true, extra.last_error(None))?,
+            Hold::Keep,
+        ))
+    })
+    .await?;
+    log_change(before, &node, event);
+    if let (Some(task), Some(work), Some(permit)) = (task, work, permit) {
+        let driver = ctx.drivers.for_node(&task.node)?;
+        spawn_worker(task, driver, work, permit);
     }
-    spawn_worker(task, driver, work, permit);
     Ok(())
 }
 
@@ -177,7 +182,7 @@ async fn run_worker(
 
 pub async fn do_node_deploy(
     ctx: &Ctx,
-    uuid: &str,
+    node: Node,
     rebuild: bool,
     configdrive: Option<Value>,
     deadline: Option<Instant>,
@@ -187,8 +192,7 @@ pub async fn do_node_deploy(
     } else {
         ("active", Event::Deploy)
     };
-    start(ctx, uuid, deadline, verb, event, |task, driver| {
-        let node = &task.node;
+    start(ctx, node, deadline, verb, event, |node, driver| {
         if node.maintenance {
             return Err(Error::NodeInMaintenance {
                 op: "provisioning".to_owned(),
@@ -206,9 +210,9 @@ pub async fn do_node_deploy(
                 ))
             })?;
         let mut extra = NodeChanges::default();
-        if let Some(configdrive) = configdrive {
+        if let Some(configdrive) = &configdrive {
             let mut instance_info = node.instance_info.clone();
-            instance_info.insert("configdrive".to_owned(), configdrive);
+            instance_info.insert("configdrive".to_owned(), configdrive.clone());
             extra.instance_info = Some(json_text(&instance_info));
         }
         Ok(extra)
@@ -216,8 +220,8 @@ pub async fn do_node_deploy(
     .await
 }
 
-pub async fn do_node_tear_down(ctx: &Ctx, uuid: &str, deadline: Option<Instant>) -> Result<()> {
-    start(ctx, uuid, deadline, "deleted", Event::Delete, |_, _| {
+pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
+    start(ctx, node, deadline, "deleted", Event::Delete, |_, _| {
         Ok(NodeChanges::default())
     })
     .await
@@ -226,7 +230,7 @@ pub async fn do_node_tear_down(ctx: &Ctx, uuid: &str, deadline: Option<Instant>)
 /// manage, provide and abort.
 pub async fn do_provisioning_action(
     ctx: &Ctx,
-    uuid: &str,
+    node: Node,
     action: &str,
     deadline: Option<Instant>,
 ) -> Result<()> {
@@ -240,10 +244,10 @@ pub async fn do_provisioning_action(
             )));
         }
     };
-    start(ctx, uuid, deadline, action, event, |task, _| {
+    start(ctx, node, deadline, action, event, |node, _| {
         let mut extra = NodeChanges::default();
         if event == Event::Abort {
-            let what = match task.node.provision_state {
+            let what = match node.provision_state {
                 ProvisionState::DeployWait | ProvisionState::DeployHold => "deploy",
                 ProvisionState::CleanWait | ProvisionState::CleanHold => "clean",
                 ProvisionState::InspectWait => "inspection",

@@ -1,11 +1,17 @@
-//! The node lock as a task: acquired with Ironic's bounded retry, released on every path.
+//! The node lock, and the one way a conductor starts changing a node.
 //!
-//! Every write a task makes is conditional on still holding the lock and on the provision state it
-//! last saw (`db::nodes::update_held`), so the lock is enforced, not advisory (Ironic §12 #2).
-//! Provision states change only through [`Task::process_event`], which reads the state table.
+//! [`change_node`] decides on the node as last read (often the API's own read, passed along in the
+//! RPC) and writes the decision in one statement that is conditional on nobody holding the lock
+//! and on the row being unchanged since that read (`nodes.version`). When the work goes on after
+//! the reply, the same statement takes the lock and a [`Task`] carries it to the worker. So a PATCH
+//! costs one write, and a deploy two (accept, finish), with no window in which another writer could
+//! slip in: the exclusion Ironic's lock gives, without its extra round trips.
 //!
-//! Normal paths release explicitly and await it, so a caller that gets an answer sees the node
-//! unlocked. [`Drop`] is only a backstop for a panic that unwinds through a held task.
+//! Every write of a held task is conditional on still holding the lock *and* on the provision state
+//! it last saw (`db::nodes::update_held`), so the lock is enforced, not advisory (Ironic §12 #2).
+//! Provision states change only through [`Task::process_event`] and [`apply_event`], which read the
+//! state table. A held task is released by its last write, or explicitly; [`Drop`] is only a
+//! backstop for a panic that unwinds through one.
 
 use std::time::Duration;
 
@@ -22,6 +28,115 @@ use crate::{
     states::{self, Event, ProvisionState},
 };
 
+/// Whether a change keeps the node locked for work that continues after the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    Release,
+    Keep,
+}
+
+/// How often a write may find the row changed under it (without a lock holder) before giving up:
+/// only a storm of concurrent writers to one node gets there.
+const MAX_RACES: u32 = 8;
+
+/// Decides on `hint` (the node as its caller read it) or a fresh read, and writes the decision
+/// conditionally (see the module doc). `decide` returns the changes and whether to keep the lock;
+/// it may run again on a fresher read, and its error (a validation failure) is returned with
+/// nothing written. A node locked by someone else is waited for `lock_retry_attempts` times,
+/// `lock_retry_interval` apart, never past `deadline`; then NodeLocked names the holder.
+pub async fn change_node(
+    ctx: &Ctx,
+    uuid: &str,
+    hint: Option<Node>,
+    deadline: Option<Instant>,
+    mut decide: impl FnMut(&Node) -> Result<(NodeChanges, Hold)>,
+) -> Result<(Node, Option<Task>)> {
+    let mut node = match hint {
+        // A lock seen by the caller may be gone by now: look again before waiting on it.
+        Some(node) if node.reservation.is_none() => node,
+        _ => db::nodes::get_by_uuid(&ctx.db, uuid).await?,
+    };
+    let attempts = ctx.config.lock_retry_attempts.max(1);
+    let interval = ctx.config.lock_retry_interval;
+    let (mut lock_waits, mut races) = (1, 0);
+    loop {
+        if let Some(holder) = &node.reservation {
+            let out_of_time = deadline.is_some_and(|d| Instant::now() + interval >= d);
+            if lock_waits >= attempts || out_of_time {
+                return Err(Error::NodeLocked {
+                    node: node.uuid.clone(),
+                    host: holder.clone(),
+                });
+            }
+            lock_waits += 1;
+            tokio::time::sleep(interval).await;
+            node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+            continue;
+        }
+        let (changes, hold) = decide(&node)?;
+        let mut changes = changes.touch();
+        if hold == Hold::Keep {
+            changes.reservation = Some(Some(ctx.host.clone()));
+        }
+        if db::nodes::update_unlocked(&ctx.db, node.id, node.version, changes.clone()).await? {
+            changes.mirror_into(&mut node)?;
+            let task = (hold == Hold::Keep).then(|| Task {
+                ctx: ctx.clone(),
+                node: node.clone(),
+                held: true,
+            });
+            return Ok((node, task));
+        }
+        races += 1;
+        if races > MAX_RACES {
+            return Err(Error::Conflict(format!(
+                "Node {uuid} kept changing while this request was applied; please retry."
+            )));
+        }
+        node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+    }
+}
+
+/// The state `event` leads to from `node`'s state, or InvalidStateRequested naming `verb` (the word
+/// the client used) and the state.
+pub fn next_state(node: &Node, event: Event, verb: &str) -> Result<ProvisionState> {
+    states::transition(node.provision_state, event).map_err(|_| Error::InvalidStateRequested {
+        action: verb.to_owned(),
+        node: node.uuid.clone(),
+        state: node.provision_state.api_name().to_owned(),
+    })
+}
+
+/// `extra` plus the move of `node` along `event`: the new state, Ironic's target rule, and the
+/// stamp of `provision_updated_at`.
+pub fn apply_event(
+    node: &Node,
+    event: Event,
+    worker_follows: bool,
+    extra: NodeChanges,
+) -> Result<NodeChanges> {
+    let to = next_state(node, event, event.name())?;
+    Ok(extra.provision(to, states::target_after(to, worker_follows)))
+}
+
+fn log_move(uuid: &str, from: ProvisionState, to: ProvisionState, event: Event) {
+    info!(
+        node.uuid = %uuid,
+        from = %from,
+        to = %to,
+        event = %event,
+        "Node {uuid} moved from {from} to {to} on {event}"
+    );
+}
+
+/// Logs a move that `change_node` made (it writes before it knows the outcome is a move).
+pub fn log_change(before: ProvisionState, after: &Node, event: Event) {
+    if before != after.provision_state {
+        log_move(&after.uuid, before, after.provision_state, event);
+    }
+}
+
+/// A node locked by this conductor, carried by the worker that continues its work.
 pub struct Task {
     ctx: Ctx,
     pub node: Node,
@@ -29,62 +144,8 @@ pub struct Task {
 }
 
 impl Task {
-    /// Takes the lock on the node with `uuid`: up to `lock_retry_attempts` tries, `lock_retry_interval`
-    /// apart, and never past `deadline` (the caller has stopped waiting by then). NodeLocked names
-    /// the holder.
-    pub async fn acquire(ctx: &Ctx, uuid: &str, deadline: Option<Instant>) -> Result<Task> {
-        let attempts = ctx.config.lock_retry_attempts.max(1);
-        let interval = ctx.config.lock_retry_interval;
-        for attempt in 1..=attempts {
-            if db::nodes::reserve(&ctx.db, uuid, &ctx.host).await? {
-                return match db::nodes::get_by_uuid(&ctx.db, uuid).await {
-                    Ok(node) => Ok(Task {
-                        ctx: ctx.clone(),
-                        node,
-                        held: true,
-                    }),
-                    Err(e) => {
-                        // Cannot happen short of a database fault; do not leave the lock behind.
-                        let _ = db::nodes::release_uuid(&ctx.db, uuid, &ctx.host).await;
-                        Err(e)
-                    }
-                };
-            }
-            let node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
-            let Some(holder) = node.reservation else {
-                // Released between our two statements: try again at once (bounded by attempts).
-                continue;
-            };
-            let out_of_time = deadline.is_some_and(|d| Instant::now() + interval >= d);
-            if attempt == attempts || out_of_time {
-                return Err(Error::NodeLocked {
-                    node: node.uuid,
-                    host: holder,
-                });
-            }
-            tokio::time::sleep(interval).await;
-        }
-        let node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
-        Err(Error::NodeLocked {
-            node: node.uuid,
-            host: node.reservation.unwrap_or_else(|| "unknown".to_owned()),
-        })
-    }
-
     pub fn ctx(&self) -> &Ctx {
         &self.ctx
-    }
-
-    /// The state `event` leads to from the node's state, or InvalidStateRequested naming `verb`
-    /// (the word the client used) and the state.
-    pub fn next_state(&self, event: Event, verb: &str) -> Result<ProvisionState> {
-        states::transition(self.node.provision_state, event).map_err(|_| {
-            Error::InvalidStateRequested {
-                action: verb.to_owned(),
-                node: self.node.uuid.clone(),
-                state: self.node.provision_state.api_name().to_owned(),
-            }
-        })
     }
 
     /// Applies `event` through the state table and writes the new state, Ironic's target rule,
@@ -97,18 +158,9 @@ impl Task {
         extra: NodeChanges,
     ) -> Result<()> {
         let from = self.node.provision_state;
-        let to = self.next_state(event, event.name())?;
-        let target = states::target_after(to, worker_follows);
-        let changes = extra.provision(to, target);
+        let changes = apply_event(&self.node, event, worker_follows, extra)?;
         self.write(changes).await?;
-        info!(
-            node.uuid = %self.node.uuid,
-            from = %from,
-            to = %to,
-            event = %event,
-            "Node {} moved from {from} to {to} on {event}",
-            self.node.uuid
-        );
+        log_move(&self.node.uuid, from, self.node.provision_state, event);
         Ok(())
     }
 
@@ -121,12 +173,12 @@ impl Task {
                 self.node.uuid
             )));
         }
-        let expected = self.node.provision_state;
+        let changes = changes.touch();
         db::nodes::update_held(
             &self.ctx.db,
             self.node.id,
             &self.ctx.host,
-            expected,
+            self.node.provision_state,
             changes.clone(),
         )
         .await?;
@@ -138,7 +190,7 @@ impl Task {
     }
 
     /// Releases the lock if still held. Errors are logged: the lock then stays until this
-    /// conductor restarts (which clears its reservations) or is declared dead.
+    /// conductor restarts (which clears its reservations).
     pub async fn release(mut self) {
         self.release_now().await;
     }
@@ -174,17 +226,6 @@ impl Task {
                 self.release_now().await;
             }
         }
-    }
-
-    /// Deletes the node (and with it the lock). On failure the lock is released as usual.
-    pub async fn delete(mut self) -> Result<()> {
-        let deleted = db::nodes::delete_held(&self.ctx.db, self.node.id, &self.ctx.host).await;
-        if deleted.is_ok() {
-            self.held = false;
-        } else {
-            self.release_now().await;
-        }
-        deleted
     }
 
     pub fn is_held(&self) -> bool {

@@ -46,6 +46,7 @@ pub struct NodeRow {
     pub conductor_affinity: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: Option<NaiveDateTime>,
+    pub version: i64,
 }
 
 /// A node as Ferrum works with it: states typed, JSON parsed.
@@ -80,6 +81,7 @@ pub struct Node {
     pub conductor_affinity: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: Option<NaiveDateTime>,
+    pub version: i64,
 }
 
 impl TryFrom<NodeRow> for Node {
@@ -129,6 +131,7 @@ impl TryFrom<NodeRow> for Node {
             conductor_affinity: r.conductor_affinity,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            version: r.version,
         })
     }
 }
@@ -213,6 +216,12 @@ impl NodeChanges {
         self
     }
 
+    /// Stamps `updated_at`; every write does this once, just before it is sent.
+    pub fn touch(mut self) -> Self {
+        self.updated_at = Some(Some(super::now()));
+        self
+    }
+
     /// Makes `node` what the database holds after these changes were written.
     pub fn mirror_into(self, node: &mut Node) -> Result<()> {
         fn set<T>(slot: &mut T, value: Option<T>) {
@@ -260,6 +269,7 @@ impl NodeChanges {
         set(&mut node.reservation, self.reservation);
         set(&mut node.conductor_affinity, self.conductor_affinity);
         set(&mut node.updated_at, self.updated_at);
+        node.version += 1;
         Ok(())
     }
 }
@@ -392,6 +402,7 @@ pub(crate) mod tests_support {
             conductor_affinity: None,
             created_at: chrono::DateTime::UNIX_EPOCH.naive_utc(),
             updated_at: None,
+            version: 0,
         }
     }
 }

@@ -11,7 +11,6 @@ use diesel_async::RunQueryDsl;
 use super::{
     Db,
     models::{NewNodeRow, Node, NodeChanges, NodeRow},
-    now,
     schema::nodes,
     with_conn,
 };
@@ -144,19 +143,6 @@ pub async fn release(db: &Db, node_id: i32, host: &str) -> Result<bool> {
     Ok(changed == 1)
 }
 
-/// Releases the lock by UUID (when the lock was won but the node could not be read).
-pub async fn release_uuid(db: &Db, uuid: &str, host: &str) -> Result<bool> {
-    let changed = with_conn!(db, |conn| diesel::update(
-        nodes::table
-            .filter(nodes::uuid.eq(uuid))
-            .filter(nodes::reservation.eq(host))
-    )
-    .set(nodes::reservation.eq(None::<String>))
-    .execute(conn)
-    .await?);
-    Ok(changed == 1)
-}
-
 /// Writes `changes` to a node that `holder` has locked and that is still in `expected` state.
 /// Fails, writing nothing, when the lock is not held by `holder` or the state moved.
 pub async fn update_held(
@@ -164,16 +150,16 @@ pub async fn update_held(
     node_id: i32,
     holder: &str,
     expected: ProvisionState,
-    mut changes: NodeChanges,
+    changes: NodeChanges,
 ) -> Result<()> {
-    changes.updated_at = Some(Some(now()));
+    let changes = stamped(changes);
     let changed = with_conn!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.eq(holder))
             .filter(nodes::provision_state.eq(expected.api_name()))
     )
-    .set(&changes)
+    .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
     .await
     .map_err(|e| unique_conflict(e, &node_id.to_string()))?);
@@ -183,19 +169,47 @@ pub async fn update_held(
     Err(explain_lost_write(db, node_id, holder, Some(expected)).await)
 }
 
-/// Deletes a node that `holder` has locked.
-pub async fn delete_held(db: &Db, node_id: i32, holder: &str) -> Result<()> {
+/// Writes `changes` to a node nobody has locked, if it is still at `version` (the row its caller
+/// read and decided on). True when written; false when the node is locked or changed since, and
+/// nothing was written. With `changes.reservation` set, the same statement takes the lock.
+pub async fn update_unlocked(
+    db: &Db,
+    node_id: i32,
+    version: i64,
+    changes: NodeChanges,
+) -> Result<bool> {
+    let changes = stamped(changes);
+    let changed = with_conn!(db, |conn| diesel::update(
+        nodes::table
+            .filter(nodes::id.eq(node_id))
+            .filter(nodes::reservation.is_null())
+            .filter(nodes::version.eq(version))
+    )
+    .set((&changes, nodes::version.eq(nodes::version + 1)))
+    .execute(conn)
+    .await
+    .map_err(|e| unique_conflict(e, &node_id.to_string()))?);
+    Ok(changed == 1)
+}
+
+/// Deletes a node nobody has locked, if it is still at `version`. True when deleted.
+pub async fn delete_unlocked(db: &Db, node_id: i32, version: i64) -> Result<bool> {
     let deleted = with_conn!(db, |conn| diesel::delete(
         nodes::table
             .filter(nodes::id.eq(node_id))
-            .filter(nodes::reservation.eq(holder))
+            .filter(nodes::reservation.is_null())
+            .filter(nodes::version.eq(version))
     )
     .execute(conn)
     .await?);
-    if deleted == 1 {
-        Ok(())
+    Ok(deleted == 1)
+}
+
+fn stamped(changes: NodeChanges) -> NodeChanges {
+    if changes.updated_at.is_some() {
+        changes
     } else {
-        Err(explain_lost_write(db, node_id, holder, None).await)
+        changes.touch()
     }
 }
 

@@ -30,6 +30,7 @@ diesel::table! {
         conductor_affinity -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        version -> BigInt,
     }
 }
 

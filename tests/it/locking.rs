@@ -210,6 +210,17 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state() {
     let unchanged = db::nodes::get_by_uuid(db, &node.uuid).await.unwrap();
     assert_eq!(unchanged.provision_state, ProvisionState::Available);
 
+    // A write for nodes nobody holds is refused while the node is locked...
+    let tag = NodeChanges {
+        extra: Some(r#"{"tag":1}"#.into()),
+        ..NodeChanges::default()
+    };
+    assert!(
+        !db::nodes::update_unlocked(db, node.id, node.version, tag.clone())
+            .await
+            .unwrap()
+    );
+
     // The holder with the right state can, and may release in the same statement.
     db::nodes::update_held(
         db,
@@ -224,6 +235,65 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state() {
     assert_eq!(moved.provision_state, ProvisionState::Deploying);
     assert_eq!(moved.target_provision_state, Some(ProvisionState::Active));
     assert_eq!(moved.reservation, None);
+
+    // ...and refused when the row changed since it was read (a stale version), even unlocked.
+    assert!(
+        !db::nodes::update_unlocked(db, node.id, node.version, tag.clone())
+            .await
+            .unwrap()
+    );
+    assert!(
+        db::nodes::update_unlocked(db, node.id, moved.version, tag)
+            .await
+            .unwrap()
+    );
+    let tagged = db::nodes::get_by_uuid(db, &node.uuid).await.unwrap();
+    assert_eq!(tagged.extra["tag"], 1);
+    assert_eq!(
+        tagged.provision_state,
+        ProvisionState::Deploying,
+        "only extra changed"
+    );
+}
+
+/// Concurrent PATCHes of one node: each one that succeeds is kept (none overwrites another with a
+/// stale copy), and the ones that lose a race are told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_lose_no_update() {
+    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+        return;
+    };
+    let api = std::sync::Arc::new(crate::util::Api::new(cluster.api.base.clone()));
+    api.available_node(json!({"name": "hot"})).await;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = api
+                .patch(
+                    "hot",
+                    json!([{"op": "add", "path": format!("/extra/k{i}"), "value": i}]),
+                )
+                .await;
+            (i, r.status)
+        }));
+    }
+    let mut succeeded = Vec::new();
+    for t in tasks {
+        let (i, status) = t.await.unwrap();
+        match status {
+            StatusCode::OK => succeeded.push(i),
+            StatusCode::CONFLICT => {}
+            other => panic!("PATCH {i}: {other}"),
+        }
+    }
+    assert!(!succeeded.is_empty());
+    let extra = api.node("hot").await["extra"].clone();
+    for i in &succeeded {
+        assert_eq!(extra[format!("k{i}")], *i, "update {i} was lost: {extra}");
+    }
+    assert_eq!(extra.as_object().unwrap().len(), succeeded.len(), "{extra}");
+    cluster.assert_no_locks().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,8 @@ CREATE TABLE nodes (
     conductor_affinity VARCHAR(255) NULL,
     created_at DATETIME(6) NOT NULL,
     updated_at DATETIME(6) NULL,
+    -- Bumped by every write: the optimistic check of writes that do not hold the lock.
+    version BIGINT NOT NULL DEFAULT 0,
     CONSTRAINT uniq_nodes0uuid UNIQUE (uuid),
     CONSTRAINT uniq_nodes0name UNIQUE (name),
     CONSTRAINT uniq_nodes0instance_uuid UNIQUE (instance_uuid),
