@@ -58,14 +58,31 @@ impl Context {
     }
 }
 
-/// Runs a conductor until `shutdown` is cancelled, then stops gracefully: it leaves the hash ring,
-/// stops consuming, lets running work finish within `graceful_shutdown_timeout`, fails what is
-/// left with a `last_error` saying why, and releases every lock it holds.
+/// Runs a conductor until `shutdown` is cancelled, then stops gracefully (see [`Serving::run`]).
 pub async fn run(
     ctx: Ctx,
     transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    start(ctx, transport, shutdown).await?.run().await
+}
+
+/// A conductor that recovered its nodes, listens on its queue and is registered: requests to it
+/// are served from the moment this returns.
+pub struct Serving {
+    ctx: Ctx,
+    shutdown: CancellationToken,
+    stop_consuming: CancellationToken,
+    serving: tokio::task::JoinHandle<Result<(), crate::rpc::transport::TransportError>>,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+/// Recovers the nodes this host left locked, starts consuming, registers, starts the keepalive.
+pub async fn start(
+    ctx: Ctx,
+    transport: Arc<dyn Transport>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Serving> {
     let host = ctx.host.clone();
     recover_held_nodes(
         &ctx,
@@ -92,40 +109,62 @@ pub async fn run(
         .await
         .context("registering the conductor")?;
     info!(conductor.host = %host, "Conductor {host} is serving");
-
     let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), shutdown.clone()));
-    shutdown.cancelled().await;
+    Ok(Serving {
+        ctx,
+        shutdown,
+        stop_consuming,
+        serving,
+        heartbeat,
+    })
+}
 
-    info!(conductor.host = %host, "Conductor {host} is shutting down");
-    // Stop the keepalive first, so that it cannot mark us online again after we leave the ring.
-    heartbeat.abort();
-    let _ = heartbeat.await;
-    if let Err(e) = db::conductors::unregister(&ctx.db, &host).await {
-        warn!(error = %e, "could not mark the conductor offline");
-    }
-    stop_consuming.cancel();
-    match serving.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => warn!(error = %e, "RPC server ended with an error"),
-        Err(e) => error!(error = %e, "RPC server task failed"),
-    }
-    ctx.tracker.close();
-    if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
+impl Serving {
+    /// Serves until the shutdown token is cancelled, then stops gracefully: leaves the hash ring,
+    /// stops consuming, lets running work finish within `graceful_shutdown_timeout`, fails what is
+    /// left with a `last_error` saying why, and releases every lock it holds.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let Serving {
+            ctx,
+            shutdown,
+            stop_consuming,
+            serving,
+            heartbeat,
+        } = self;
+        let host = ctx.host.clone();
+        shutdown.cancelled().await;
+
+        info!(conductor.host = %host, "Conductor {host} is shutting down");
+        // Stop the keepalive first, so that it cannot mark us online again after we leave the ring.
+        heartbeat.abort();
+        let _ = heartbeat.await;
+        if let Err(e) = db::conductors::unregister(&ctx.db, &host).await {
+            warn!(error = %e, "could not mark the conductor offline");
+        }
+        stop_consuming.cancel();
+        match serving.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "RPC server ended with an error"),
+            Err(e) => error!(error = %e, "RPC server task failed"),
+        }
+        ctx.tracker.close();
+        if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!("graceful shutdown period over; failing the work still running");
+            ctx.abort_work.cancel();
+            ctx.tracker.wait().await;
+        }
+        recover_held_nodes(
+            &ctx,
+            &format!("The conductor {host} shut down while this node was locked by it."),
+        )
         .await
-        .is_err()
-    {
-        warn!("graceful shutdown period over; failing the work still running");
-        ctx.abort_work.cancel();
-        ctx.tracker.wait().await;
+        .context("shutdown recovery")?;
+        info!(conductor.host = %host, "Conductor {host} stopped");
+        Ok(())
     }
-    recover_held_nodes(
-        &ctx,
-        &format!("The conductor {host} shut down while this node was locked by it."),
-    )
-    .await
-    .context("shutdown recovery")?;
-    info!(conductor.host = %host, "Conductor {host} stopped");
-    Ok(())
 }
 
 async fn heartbeat_loop(ctx: Ctx, shutdown: CancellationToken) {

@@ -18,7 +18,7 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
-    /// `mysql://user:pass@host/db`.
+    /// `sqlite://<file>` (embedded, all-in-one) or `mysql://user:pass@host/db` (multi-host).
     pub url: String,
     /// Connections per process.
     pub pool_size: usize,
@@ -27,7 +27,7 @@ pub struct DatabaseConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TransportConfig {
-    /// `amqp://user:pass@host:5672/%2f`.
+    /// `local` (in-process, all-in-one) or `amqp://user:pass@host:5672/%2f` (multi-host).
     pub url: String,
     /// Prefix of every queue name, so that several deployments (or tests) share one broker.
     pub prefix: String,
@@ -70,7 +70,7 @@ pub struct ConductorConfig {
 impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
-            url: "mysql://root@127.0.0.1:3306/ferrum".to_owned(),
+            url: "sqlite://ferrum.sqlite".to_owned(),
             pool_size: 16,
         }
     }
@@ -79,10 +79,17 @@ impl Default for DatabaseConfig {
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
-            url: "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned(),
+            url: "local".to_owned(),
             prefix: "ferrum".to_owned(),
             rpc_timeout: Duration::from_secs(60),
         }
+    }
+}
+
+impl TransportConfig {
+    /// The in-process transport: API and conductor in one process.
+    pub fn is_local(&self) -> bool {
+        self.url == "local"
     }
 }
 
@@ -158,6 +165,18 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_GRACEFUL_SHUTDOWN_TIMEOUT", value_parser = parse_seconds)]
     pub graceful_shutdown_timeout: Option<Duration>,
+}
+
+impl ConfigArgs {
+    /// The settings from `FERRUM_*` variables alone, as when no flags were given.
+    pub fn from_env() -> Result<ConfigArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct EnvOnly {
+            #[command(flatten)]
+            args: ConfigArgs,
+        }
+        <EnvOnly as clap::Parser>::try_parse_from(["ferrum"]).map(|e| e.args)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -243,16 +262,20 @@ impl Config {
                 reason: reason.to_owned(),
             })
         };
-        if !self.database.url.starts_with("mysql://") {
-            return invalid("database.url", "expected a mysql:// URL");
+        if crate::db::Backend::of_url(&self.database.url).is_none() {
+            return invalid(
+                "database.url",
+                "expected sqlite://<file> or mysql://user@host/database",
+            );
         }
         if self.database.pool_size == 0 {
             return invalid("database.pool_size", "must be at least 1");
         }
-        if !(self.transport.url.starts_with("amqp://")
+        if !(self.transport.is_local()
+            || self.transport.url.starts_with("amqp://")
             || self.transport.url.starts_with("amqps://"))
         {
-            return invalid("transport.url", "expected an amqp:// URL");
+            return invalid("transport.url", "expected `local` or an amqp:// URL");
         }
         if self.transport.prefix.is_empty() || self.transport.prefix.contains(char::is_whitespace) {
             return invalid("transport.prefix", "must be non-empty, without spaces");

@@ -2,8 +2,9 @@
 //!
 //! Queries are written once with diesel's DSL and run on whichever backend the URL chose: the
 //! `with_conn!` macro hands each query body a concrete connection, so the body is compiled per
-//! backend. Today that is MySQL/MariaDB through diesel-async's pure-Rust driver; the SQLite backend
-//! of the all-in-one form joins as a second arm of [`Pool`].
+//! backend: MySQL/MariaDB through diesel-async's pure-Rust driver (the multi-host form), and an
+//! embedded SQLite file through diesel's SQLite connection (the all-in-one form). Each backend has
+//! its own migrations tree (`migrations/mysql`, `migrations/sqlite`) yielding the same schema.
 //!
 //! The node lock lives here too (`nodes::reserve`, `nodes::release`): a compare-and-set on
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
@@ -15,22 +16,29 @@ pub mod schema;
 
 use std::time::Duration;
 
+use diesel::{SqliteConnection, connection::SimpleConnection};
 use diesel_async::{
-    AsyncMysqlConnection,
+    AsyncConnection, AsyncMysqlConnection,
     pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod},
+    sync_connection_wrapper::SyncConnectionWrapper,
 };
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use futures::FutureExt;
 
 use crate::error::{Error, Result};
 
 pub const MYSQL_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/mysql");
+pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
 type MysqlPool = diesel_async::pooled_connection::deadpool::Pool<AsyncMysqlConnection>;
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+type SqlitePool = diesel_async::pooled_connection::deadpool::Pool<SqliteConn>;
 
 /// A pool of connections to one backend.
 #[derive(Clone)]
 pub enum Pool {
     Mysql(MysqlPool),
+    Sqlite(SqlitePool),
 }
 
 /// The handle every other module uses: cheap to clone, shared by all tasks of a process.
@@ -39,7 +47,8 @@ pub struct Db {
     pool: Pool,
 }
 
-/// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend.
+/// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend. The body is
+/// compiled once per backend, so a query is written once and runs on both.
 macro_rules! with_conn {
     ($db:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
@@ -48,39 +57,136 @@ macro_rules! with_conn {
                 let $conn: &mut diesel_async::AsyncMysqlConnection = &mut pooled;
                 $body
             }
+            $crate::db::Pool::Sqlite(pool) => {
+                let mut pooled = pool.get().await?;
+                let $conn: &mut $crate::db::SqliteConn = &mut pooled;
+                $body
+            }
         }
     };
 }
 pub(crate) use with_conn;
 
-impl Db {
-    /// Opens a pool on `url` (`mysql://...`). Connections are made lazily; use [`Db::ping`] to
-    /// check the server is there.
-    pub fn connect(url: &str, pool_size: usize) -> Result<Db> {
-        if !url.starts_with("mysql://") {
-            return Err(Error::InvalidParameterValue(format!(
-                "unsupported database URL (expected mysql://...): {}",
-                redact_url(url)
-            )));
+/// The database backends, chosen by the URL's scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Mysql,
+    Sqlite,
+}
+
+impl Backend {
+    pub fn of_url(url: &str) -> Option<Backend> {
+        if url.starts_with("mysql://") {
+            Some(Backend::Mysql)
+        } else if url.starts_with("sqlite://") {
+            Some(Backend::Sqlite)
+        } else {
+            None
         }
-        let mut manager_config = ManagerConfig::default();
-        // The default (`Verified`) runs a query on every checkout: one more statement per request.
-        // diesel-async still discards connections it has seen break.
-        manager_config.recycling_method = RecyclingMethod::Fast;
-        let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(
-            url,
-            manager_config,
-        );
-        let pool = MysqlPool::builder(manager)
-            .max_size(pool_size)
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(10)))
-            .create_timeout(Some(Duration::from_secs(5)))
-            .build()
-            .map_err(|e| Error::DatabaseUnavailable(e.to_string()))?;
-        Ok(Db {
-            pool: Pool::Mysql(pool),
-        })
+    }
+}
+
+/// The file of a `sqlite://` URL: `sqlite://ferrum.sqlite` is relative to the working
+/// directory, `sqlite:///var/lib/ferrum.sqlite` absolute.
+pub fn sqlite_path(url: &str) -> Option<&str> {
+    url.strip_prefix("sqlite://").filter(|p| !p.is_empty())
+}
+
+/// Per-connection settings of the embedded database: WAL, so readers never wait for the writer;
+/// `synchronous = NORMAL`, which in WAL mode cannot corrupt the file and syncs at checkpoints
+/// rather than at every commit; a busy timeout, so concurrent writers queue instead of failing.
+/// The busy timeout comes first: switching to WAL needs the file to itself for a moment.
+const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
+     PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -2048;";
+
+impl Db {
+    /// Opens a pool on `url` (`mysql://...` or `sqlite://<file>`). MySQL connections are made
+    /// lazily (use [`Db::ping`] to check the server is there); an SQLite file is created if absent.
+    pub fn connect(url: &str, pool_size: usize) -> Result<Db> {
+        let build_error = |e: diesel_async::pooled_connection::deadpool::BuildError| {
+            Error::DatabaseUnavailable(e.to_string())
+        };
+        match Backend::of_url(url) {
+            Some(Backend::Mysql) => {
+                let mut manager_config = ManagerConfig::default();
+                // The default (`Verified`) runs a query on every checkout: one more statement per
+                // request. diesel-async still discards connections it has seen break.
+                manager_config.recycling_method = RecyclingMethod::Fast;
+                let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(
+                    url,
+                    manager_config,
+                );
+                let pool = MysqlPool::builder(manager)
+                    .max_size(pool_size)
+                    .runtime(deadpool::Runtime::Tokio1)
+                    .wait_timeout(Some(Duration::from_secs(10)))
+                    .create_timeout(Some(Duration::from_secs(5)))
+                    .build()
+                    .map_err(build_error)?;
+                Ok(Db {
+                    pool: Pool::Mysql(pool),
+                })
+            }
+            Some(Backend::Sqlite) => {
+                let path = sqlite_path(url).ok_or_else(|| {
+                    Error::InvalidParameterValue(format!("no file in the SQLite URL {url}"))
+                })?;
+                let mut manager_config = ManagerConfig::<SqliteConn>::default();
+                manager_config.recycling_method = RecyclingMethod::Fast;
+                manager_config.custom_setup = Box::new(|path| {
+                    let path = path.to_owned();
+                    async move {
+                        let mut conn = SqliteConn::establish(&path).await?;
+                        // Turning a new file to WAL needs it to itself for a moment, and SQLite
+                        // reports a concurrent opener as busy without waiting: retry briefly.
+                        let mut tries = 0;
+                        loop {
+                            match conn
+                                .spawn_blocking(|c| c.batch_execute(SQLITE_PRAGMAS))
+                                .await
+                            {
+                                Ok(()) => return Ok(conn),
+                                Err(e) if tries < 100 && e.to_string().contains("locked") => {
+                                    tries += 1;
+                                    tokio::time::sleep(Duration::from_millis(20)).await;
+                                }
+                                Err(e) => {
+                                    return Err(diesel::ConnectionError::BadConnection(
+                                        e.to_string(),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                    .boxed()
+                });
+                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
+                    path,
+                    manager_config,
+                );
+                let pool = SqlitePool::builder(manager)
+                    .max_size(pool_size)
+                    .runtime(deadpool::Runtime::Tokio1)
+                    .wait_timeout(Some(Duration::from_secs(10)))
+                    .create_timeout(Some(Duration::from_secs(5)))
+                    .build()
+                    .map_err(build_error)?;
+                Ok(Db {
+                    pool: Pool::Sqlite(pool),
+                })
+            }
+            None => Err(Error::InvalidParameterValue(format!(
+                "unsupported database URL (expected mysql://... or sqlite://...): {}",
+                redact_url(url)
+            ))),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Mysql(_) => Backend::Mysql,
+            Pool::Sqlite(_) => Backend::Sqlite,
+        }
     }
 
     /// One round trip, to fail early at start-up when the server is not there.
@@ -92,16 +198,24 @@ impl Db {
 
     /// Applies pending migrations (`ferrum db-sync`). Returns the versions applied.
     pub async fn migrate(&self) -> Result<Vec<String>> {
-        match &self.pool {
-            Pool::Mysql(pool) => {
-                let conn = pool.get().await?;
-                let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
-                let applied = harness
-                    .run_pending_migrations(MYSQL_MIGRATIONS)
-                    .map_err(|e| Error::internal(format!("migration failed: {e}")))?;
-                Ok(applied.iter().map(ToString::to_string).collect())
-            }
-        }
+        let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
+            Error::internal(format!("migration failed: {e}"))
+        };
+        let applied = match &self.pool {
+            Pool::Mysql(pool) => diesel_async::AsyncMigrationHarness::new(pool.get().await?)
+                .run_pending_migrations(MYSQL_MIGRATIONS)
+                .map_err(failed)?
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            Pool::Sqlite(pool) => diesel_async::AsyncMigrationHarness::new(pool.get().await?)
+                .run_pending_migrations(SQLITE_MIGRATIONS)
+                .map_err(failed)?
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        };
+        Ok(applied)
     }
 }
 

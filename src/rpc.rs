@@ -5,6 +5,7 @@
 //! replied, as in Ironic. This module knows message shapes and queue names, not what a deploy is.
 
 pub mod amqp;
+pub mod local;
 pub mod topology;
 pub mod transport;
 

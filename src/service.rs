@@ -1,9 +1,9 @@
-//! Process wiring: what `ferrum api`, `ferrum conductor` and `ferrum db-sync` run, given a
-//! [`Config`] and a shutdown token. The binary only parses arguments and calls these.
+//! Process wiring: what `ferrum all-in-one`, `ferrum api`, `ferrum conductor` and `ferrum db-sync`
+//! run, given a [`Config`] and a shutdown token. The binary only parses arguments and calls these.
 
 use std::sync::Arc;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -11,8 +11,8 @@ use crate::{
     api::{self, ApiState, routing::ConductorRouter},
     conductor,
     config::Config,
-    db::{Db, redact_url},
-    rpc::{RpcClient, amqp::AmqpTransport, transport::Transport},
+    db::{self, Db, redact_url},
+    rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
 };
 
 async fn connect_db(config: &Config) -> anyhow::Result<Db> {
@@ -27,6 +27,9 @@ async fn connect_db(config: &Config) -> anyhow::Result<Db> {
 }
 
 async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>> {
+    if config.transport.is_local() {
+        return Ok(Arc::new(LocalTransport::new()));
+    }
     let transport = AmqpTransport::connect(&config.transport.url, &config.transport.prefix)
         .await
         .with_context(|| {
@@ -36,6 +39,21 @@ async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>
             )
         })?;
     Ok(Arc::new(transport))
+}
+
+/// The multi-host process kinds talk across processes: they need MySQL and RabbitMQ.
+fn require_multi_host(config: &Config, kind: &str) -> anyhow::Result<()> {
+    if config.transport.is_local() {
+        bail!(
+            "ferrum {kind} needs an amqp:// transport (FERRUM_TRANSPORT_URL); the `local` transport works only inside `ferrum all-in-one`"
+        );
+    }
+    if db::Backend::of_url(&config.database.url) != Some(db::Backend::Mysql) {
+        bail!(
+            "ferrum {kind} needs a mysql:// database (FERRUM_DATABASE_URL); the embedded SQLite database works only with `ferrum all-in-one`"
+        );
+    }
+    Ok(())
 }
 
 /// `ferrum db-sync`: applies pending migrations.
@@ -50,11 +68,8 @@ pub async fn db_sync(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `ferrum api`: serves the REST API until `shutdown`, then finishes in-flight requests.
-pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let db = connect_db(&config).await?;
-    let transport = connect_transport(&config).await?;
-    let state = ApiState {
+fn api_state(config: &Config, db: Db, transport: Arc<dyn Transport>) -> ApiState {
+    ApiState {
         router: Arc::new(ConductorRouter::new(
             db.clone(),
             config.api.hash_ring_reset_interval,
@@ -62,29 +77,119 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
         )),
         rpc: RpcClient::new(transport, config.transport.rpc_timeout),
         db,
-    };
+    }
+}
+
+async fn serve_api(
+    config: &Config,
+    state: ApiState,
+    shutdown: CancellationToken,
+    banner: impl FnOnce(),
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.api.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.api.bind))?;
-    info!(
-        "Ferrum API listening on http://{} (database {}, transport {})",
-        config.api.bind,
-        redact_url(&config.database.url),
-        redact_url(&config.transport.url)
-    );
+    banner();
     axum::serve(listener, api::router(state))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
-        .context("API server")?;
-    Ok(())
+        .context("API server")
+}
+
+/// `ferrum api`: serves the REST API until `shutdown`, then finishes in-flight requests.
+pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    require_multi_host(&config, "api")?;
+    let db = connect_db(&config).await?;
+    let transport = connect_transport(&config).await?;
+    let state = api_state(&config, db, transport);
+    serve_api(&config, state, shutdown, || {
+        info!(
+            "Ferrum API listening on http://{} (database {}, transport {})",
+            config.api.bind,
+            redact_url(&config.database.url),
+            redact_url(&config.transport.url)
+        );
+    })
+    .await
 }
 
 /// `ferrum conductor`: serves RPCs until `shutdown`, then stops gracefully.
 pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    require_multi_host(&config, "conductor")?;
     let db = connect_db(&config).await?;
     let transport = connect_transport(&config).await?;
     let ctx = conductor::Context::new(db, config.conductor.clone());
     conductor::run(ctx, transport, shutdown).await
+}
+
+/// `ferrum all-in-one` (and `ferrum` alone): the API and one conductor in one process, by
+/// default on an embedded SQLite file and the in-process transport.
+pub async fn run_all_in_one(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // One process per SQLite file: held until this function returns.
+    let _file_lock = match db::sqlite_path(&config.database.url) {
+        Some(path) => Some(lock_database_file(path)?),
+        None => None,
+    };
+    let db = connect_db(&config).await?;
+    if db.backend() == db::Backend::Sqlite {
+        let applied = db.migrate().await?;
+        if !applied.is_empty() {
+            info!(migrations = ?applied, "prepared the database file");
+        }
+    }
+    let transport = connect_transport(&config).await?;
+    let ctx = conductor::Context::new(db.clone(), config.conductor.clone());
+    // The conductor serves before the API takes its first request.
+    let serving = conductor::start(ctx, transport.clone(), shutdown.clone()).await?;
+    let conductor = tokio::spawn(serving.run());
+    let state = api_state(&config, db, transport);
+    let served = serve_api(&config, state, shutdown.clone(), || banner(&config)).await;
+    // The API stops with the signal (or failed to start: then stop the conductor too).
+    shutdown.cancel();
+    let stopped = conductor.await.context("conductor task")?;
+    served.and(stopped)
+}
+
+/// Takes an exclusive lock on `<file>.lock`, refusing a second process on the same database
+/// file: two conductors of the same name on one file would clear each other's locks.
+fn lock_database_file(path: &str) -> anyhow::Result<std::fs::File> {
+    let lock_path = format!("{path}.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {lock_path}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another ferrum process is already using the database file {path} (lock {lock_path} is held); stop it first, or choose another file with FERRUM_DATABASE_URL"
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot lock {lock_path}"))
+        }
+    }
+}
+
+fn banner(config: &Config) {
+    let url = format!("http://{}", config.api.bind);
+    let database = match db::Backend::of_url(&config.database.url) {
+        Some(db::Backend::Sqlite) => format!("{} (embedded SQLite)", config.database.url),
+        _ => redact_url(&config.database.url),
+    };
+    let transport = if config.transport.is_local() {
+        "local (in-process)".to_owned()
+    } else {
+        redact_url(&config.transport.url)
+    };
+    eprintln!(
+        "\nFerrum all-in-one is serving the Ironic API v1 at {url}\n  \
+         database:  {database}\n  \
+         transport: {transport}\n  \
+         conductor: {}\n  \
+         try:       baremetal --os-auth-type none --os-endpoint {url} node list\n",
+        config.conductor.host
+    );
 }
 
 /// Cancels the returned token on the first SIGINT or SIGTERM; a second one exits at once.

@@ -3,21 +3,26 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::util::{Cluster, ClusterOptions};
+use crate::util::{Cluster, ClusterOptions, on_both_stacks};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn enroll_to_active_and_back_to_available_on_both_conductors() {
-    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+on_both_stacks! {
+async fn enroll_to_active_and_back_to_available_on_both_conductors(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    }).await else {
         return;
     };
     let api = &cluster.api;
-    // Three nodes for each conductor, by choosing UUIDs the way the API's hash ring places them.
+    // The same number of nodes for each conductor, by choosing UUIDs the way the API's hash
+    // ring places them.
+    let per_conductor = 6 / cluster.conductor_hosts.len();
     let mut uuids = Vec::new();
     let mut per_owner = std::collections::HashMap::new();
     while uuids.len() < 6 {
         let uuid = uuid::Uuid::new_v4().to_string();
         let count = per_owner.entry(cluster.owner_of(&uuid)).or_insert(0);
-        if *count == 3 {
+        if *count == per_conductor {
             continue;
         }
         *count += 1;
@@ -34,7 +39,7 @@ async fn enroll_to_active_and_back_to_available_on_both_conductors() {
         assert_eq!(node["power_state"], json!(null));
         uuids.push(uuid);
     }
-    assert_eq!(per_owner.len(), 2, "both conductors own nodes");
+    assert_eq!(per_owner.len(), cluster.conductor_hosts.len(), "every conductor owns nodes");
 
     for (i, uuid) in uuids.iter().enumerate() {
         let name = format!("node-{i}");
@@ -79,10 +84,14 @@ async fn enroll_to_active_and_back_to_available_on_both_conductors() {
     assert_eq!(r.fault(), "Node node-0 could not be found.");
     cluster.assert_no_locks().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn power_changes_and_patch_round_trip() {
-    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+on_both_stacks! {
+async fn power_changes_and_patch_round_trip(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    }).await else {
         return;
     };
     let api = &cluster.api;
@@ -128,6 +137,7 @@ async fn power_changes_and_patch_round_trip() {
         .unwrap();
     assert_eq!(stored.driver_info["ipmi_password"], "s3cret");
     cluster.assert_no_locks().await;
+}
 }
 
 async fn wait_power(api: &crate::util::Api, ident: &str, want: &str) {

@@ -4,16 +4,19 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::util::{Cluster, ClusterOptions, TestDb};
+use crate::util::{Cluster, ClusterOptions, TestDb, on_both_stacks};
 use ferrum::{
     db::{self, models::NodeChanges},
     error::Error,
     states::ProvisionState,
 };
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_on_a_locked_node_get_409_node_locked() {
-    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+on_both_stacks! {
+async fn requests_on_a_locked_node_get_409_node_locked(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    }).await else {
         return;
     };
     let api = &cluster.api;
@@ -57,13 +60,15 @@ async fn requests_on_a_locked_node_get_409_node_locked() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     cluster.assert_no_locks().await;
 }
+}
 
+on_both_stacks! {
 /// Ironic §12 #13: Ironic answered 409 or 400 for the same bad verb depending on whether the row it
 /// read had a reservation. Ferrum decides under the lock: the conductor waits for the running
 /// deploy to release the node, then judges the verb against the state it finds (active).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalid_verb_on_a_busy_node_is_judged_under_the_lock() {
+async fn an_invalid_verb_on_a_busy_node_is_judged_under_the_lock(stack) {
     let options = ClusterOptions {
+        stack,
         lock_retry_attempts: 40,
         lock_retry_interval: 0.1,
         rpc_timeout: 10.0,
@@ -86,13 +91,15 @@ async fn an_invalid_verb_on_a_busy_node_is_judged_under_the_lock() {
     );
     cluster.assert_no_locks().await;
 }
+}
 
+on_both_stacks! {
 /// A call is not carried out after its caller stopped waiting: the conductor stops retrying the
 /// lock at the caller's deadline and answers NodeLocked in time, instead of applying the change
 /// seconds later when the deploy lets go of the node.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_that_timed_out_is_not_carried_out_later() {
+async fn a_call_that_timed_out_is_not_carried_out_later(stack) {
     let options = ClusterOptions {
+        stack,
         lock_retry_attempts: 100,
         lock_retry_interval: 0.1,
         rpc_timeout: 1.0,
@@ -126,11 +133,12 @@ async fn a_call_that_timed_out_is_not_carried_out_later() {
     );
     cluster.assert_no_locks().await;
 }
+}
 
+on_both_stacks! {
 /// Ironic §12 #2: the lock was advisory. In Ferrum a write by anyone but the holder changes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_are_conditional_on_holding_the_lock_and_on_the_state() {
-    let Some(test_db) = TestDb::new().await else {
+async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
+    let Some(test_db) = TestDb::new(stack).await else {
         return;
     };
     let db = &test_db.db;
@@ -255,12 +263,16 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state() {
         "only extra changed"
     );
 }
+}
 
+on_both_stacks! {
 /// Concurrent PATCHes of one node: each one that succeeds is kept (none overwrites another with a
 /// stale copy), and the ones that lose a race are told so.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_patches_lose_no_update() {
-    let Some(cluster) = Cluster::start(ClusterOptions::default()).await else {
+async fn concurrent_patches_lose_no_update(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    }).await else {
         return;
     };
     let api = std::sync::Arc::new(crate::util::Api::new(cluster.api.base.clone()));
@@ -295,10 +307,12 @@ async fn concurrent_patches_lose_no_update() {
     assert_eq!(extra.as_object().unwrap().len(), succeeded.len(), "{extra}");
     cluster.assert_no_locks().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_worker_pool_is_503_and_leaves_the_node_as_it_was() {
+on_both_stacks! {
+async fn a_full_worker_pool_is_503_and_leaves_the_node_as_it_was(stack) {
     let options = ClusterOptions {
+        stack,
         conductors: 1,
         workers: 1,
         ..ClusterOptions::default()
@@ -322,7 +336,18 @@ async fn a_full_worker_pool_is_503_and_leaves_the_node_as_it_was() {
     assert_eq!(node["target_provision_state"], json!(null));
     assert_eq!(node["reservation"], json!(null));
     api.wait_for("first", "active").await;
-    api.accepted("second", "active").await;
+    // The worker frees its slot just after its last write: a client retries a 503, as with Ironic.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let r = api.provision("second", "active").await;
+        if r.status == StatusCode::ACCEPTED {
+            break;
+        }
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+        assert!(std::time::Instant::now() < deadline, "the worker slot was never freed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     api.wait_for("second", "active").await;
     cluster.assert_no_locks().await;
+}
 }

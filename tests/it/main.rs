@@ -11,5 +11,6 @@ mod util;
 mod amqp;
 mod amqp_reconnect;
 mod deploy;
+mod embedded;
 mod failures;
 mod locking;

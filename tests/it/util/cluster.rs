@@ -11,12 +11,14 @@ use ferrum::db;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::services::{TestDb, amqp_url, random_suffix};
+use super::services::{Stack, TestDb, amqp_url, random_suffix};
 
 pub const VERSION: &str = "1.31";
 
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
+    pub stack: Stack,
+    /// Conductors of the multi-host stack (the embedded one has exactly one).
     pub conductors: usize,
     pub lock_retry_attempts: u32,
     pub lock_retry_interval: f64,
@@ -28,6 +30,7 @@ pub struct ClusterOptions {
 impl Default for ClusterOptions {
     fn default() -> Self {
         ClusterOptions {
+            stack: Stack::MultiHost,
             conductors: 2,
             lock_retry_attempts: 1,
             lock_retry_interval: 0.2,
@@ -45,6 +48,7 @@ struct Proc {
 }
 
 pub struct Cluster {
+    pub stack: Stack,
     pub db: TestDb,
     pub api: Api,
     pub conductor_hosts: Vec<String>,
@@ -64,16 +68,25 @@ impl Cluster {
     /// Starts the processes and waits until the API answers and every conductor is alive.
     /// None when a service is unreachable (already announced by `services`).
     pub async fn start(options: ClusterOptions) -> Option<Cluster> {
-        let amqp = amqp_url()?;
-        let db = TestDb::new().await?;
         let id = random_suffix();
+        let (db, transport, conductors) = match options.stack {
+            Stack::Embedded => (TestDb::sqlite_file(), "local".to_owned(), 1),
+            Stack::MultiHost => {
+                let amqp = amqp_url()?;
+                (
+                    TestDb::new(Stack::MultiHost).await?,
+                    amqp,
+                    options.conductors,
+                )
+            }
+        };
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("ferrum-it-{id}"));
         std::fs::create_dir_all(&dir).expect("log dir");
         let env: Vec<(String, String)> = [
             ("FERRUM_DATABASE_URL", db.url.clone()),
             ("FERRUM_DATABASE_POOL_SIZE", "8".to_owned()),
-            ("FERRUM_TRANSPORT_URL", amqp),
+            ("FERRUM_TRANSPORT_URL", transport),
             ("FERRUM_TRANSPORT_PREFIX", format!("t{id}")),
             ("FERRUM_API_BIND", format!("127.0.0.1:{port}")),
             (
@@ -98,21 +111,44 @@ impl Cluster {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         let mut cluster = Cluster {
+            stack: options.stack,
             db,
             api: Api::new(format!("http://127.0.0.1:{port}")),
-            conductor_hosts: (1..=options.conductors)
-                .map(|i| format!("c{i}-{id}"))
-                .collect(),
+            conductor_hosts: (1..=conductors).map(|i| format!("c{i}-{id}")).collect(),
             procs: Vec::new(),
             env,
             dir,
         };
-        for i in 0..options.conductors {
-            cluster.spawn_conductor(i);
+        match options.stack {
+            Stack::Embedded => cluster.spawn_conductor(0),
+            Stack::MultiHost => {
+                for i in 0..conductors {
+                    cluster.spawn_conductor(i);
+                }
+                cluster.spawn("api", &["api"], &[]);
+            }
         }
-        cluster.spawn("api", &["api"], &[]);
         cluster.wait_ready().await;
         Some(cluster)
+    }
+
+    /// The process that runs conductor `i`: its own in the multi-host stack, the one
+    /// all-in-one process (API included) in the embedded stack.
+    pub fn conductor_process(&self, i: usize) -> String {
+        match self.stack {
+            Stack::Embedded => "all-in-one".to_owned(),
+            Stack::MultiHost => format!("conductor{i}"),
+        }
+    }
+
+    /// A `ferrum` command with this cluster's environment, for a process the test runs itself.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrum"));
+        cmd.args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        cmd
     }
 
     fn spawn(&mut self, name: &str, args: &[&str], extra_env: &[(&str, String)]) {
@@ -140,24 +176,53 @@ impl Cluster {
         });
     }
 
-    /// Starts conductor `i` (again, after a kill or stop).
+    /// Starts conductor `i` (again, after a kill or stop); in the embedded stack, the
+    /// all-in-one process.
     pub fn spawn_conductor(&mut self, i: usize) {
         let host = self.conductor_hosts[i].clone();
-        self.spawn(
-            &format!("conductor{i}"),
-            &["conductor"],
-            &[("FERRUM_CONDUCTOR_HOST", host)],
-        );
+        let args: &[&str] = match self.stack {
+            Stack::Embedded => &["all-in-one"],
+            Stack::MultiHost => &["conductor"],
+        };
+        let name = self.conductor_process(i);
+        self.spawn(&name, args, &[("FERRUM_CONDUCTOR_HOST", host)]);
     }
 
-    async fn wait_ready(&self) {
+    /// Starts a process again after it was killed or stopped, and waits until it has registered
+    /// anew (a killed conductor's old row still looks alive for a while) and the API answers.
+    pub async fn restart_conductor(&mut self, i: usize) {
+        let since = db::now();
+        self.spawn_conductor(i);
+        let host = self.conductor_hosts[i].clone();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let registered = db::conductors::get(&self.db.db, &host)
+                .await
+                .is_ok_and(|c| c.online && c.updated_at >= since);
+            if registered && self.api.try_get("/").await.is_some() {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.dump_logs();
+                panic!("conductor {host} did not come back");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let api_up = self.api.try_get("/").await.is_some();
-            let alive = db::conductors::list_alive(&self.db.db, Duration::from_secs(10))
-                .await
-                .map(|c| c.len())
-                .unwrap_or(0);
+            // Ask the database only once the API is up: the all-in-one process creates its file.
+            let alive = if api_up {
+                db::conductors::list_alive(&self.db.db, Duration::from_secs(10))
+                    .await
+                    .map(|c| c.len())
+                    .unwrap_or(0)
+            } else {
+                0
+            };
             if api_up && alive == self.conductor_hosts.len() {
                 return;
             }
@@ -313,6 +378,19 @@ impl Api {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         Reply { status, body }
+    }
+
+    /// Waits until the API answers, or panics after `limit`.
+    pub async fn wait_up(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.try_get("/").await.is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the API at {} never answered",
+                self.base
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn try_get(&self, path: &str) -> Option<Value> {

@@ -5,4 +5,31 @@ pub mod cluster;
 pub mod services;
 
 pub use cluster::{Api, Cluster, ClusterOptions};
-pub use services::{TestDb, amqp_url};
+pub use services::{Stack, TestDb, amqp_url};
+
+/// Defines a test that runs once per stack, as `name::embedded` and `name::multi_host`: one
+/// suite, parameterised, not two copies.
+macro_rules! on_both_stacks {
+    ($(#[doc = $doc:expr])* async fn $name:ident($stack:ident) $body:block) => {
+        $(#[doc = $doc])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            // A test body, like a #[test] fn, where clippy.toml allows unwrap.
+            #[allow(clippy::unwrap_used)]
+            async fn run($stack: $crate::util::Stack) $body
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn embedded() {
+                run($crate::util::Stack::Embedded).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn multi_host() {
+                run($crate::util::Stack::MultiHost).await
+            }
+        }
+    };
+}
+pub(crate) use on_both_stacks;
