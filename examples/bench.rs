@@ -1,11 +1,13 @@
 //! Ferrum's benchmark: starts a deployment of real processes, drives it over HTTP, prints figures.
 //!
 //! ```sh
-//! cargo build --release && cargo run --release --example bench -- --nodes 1000
+//! cargo build --release && cargo run --release --example bench -- --stack embedded --nodes 1000
 //! ```
 //!
-//! Multi-host stack: `ferrum api` + 2 `ferrum conductor` on MariaDB/MySQL and RabbitMQ (a fresh
-//! database `ferrum_bench_<pid>`, dropped at the end). It measures, in this order:
+//! `--stack embedded` (default): one `ferrum all-in-one` process on a fresh SQLite file with the
+//! in-process transport. `--stack multi-host`: `ferrum api` + 2 `ferrum conductor` on
+//! MariaDB/MySQL and RabbitMQ (a fresh database `ferrum_bench_<pid>`, dropped at the end).
+//! It measures, in this order:
 //! resident memory of each process idle; fake deploys end to end (PUT active → observed active)
 //! with `--in-flight` deploys in flight, and the service CPU they cost; PATCH latency; GET
 //! /v1/nodes/{id} throughput at 16 connections; resident memory after all that.
@@ -30,6 +32,7 @@ use serde_json::json;
 use tokio::sync::{Mutex, Semaphore};
 
 struct Options {
+    multi_host: bool,
     nodes: usize,
     in_flight: usize,
     mysql: String,
@@ -38,6 +41,7 @@ struct Options {
 
 fn options() -> anyhow::Result<Options> {
     let mut o = Options {
+        multi_host: false,
         nodes: 100,
         in_flight: 16,
         mysql: std::env::var("FERRUM_TEST_MYSQL_URL")
@@ -49,12 +53,21 @@ fn options() -> anyhow::Result<Options> {
     while let Some(a) = args.next() {
         let mut value = || args.next().context("missing value");
         match a.as_str() {
+            "--stack" => {
+                o.multi_host = match value()?.as_str() {
+                    "embedded" => false,
+                    "multi-host" => true,
+                    other => bail!("--stack is embedded or multi-host, not {other}"),
+                }
+            }
             "--nodes" => o.nodes = value()?.parse()?,
             "--in-flight" => o.in_flight = value()?.parse()?,
             "--mysql" => o.mysql = value()?,
             "--amqp" => o.amqp = value()?,
             other => {
-                bail!("unknown argument {other} (--nodes N --in-flight N --mysql URL --amqp URL)")
+                bail!(
+                    "unknown argument {other} (--stack embedded|multi-host --nodes N --in-flight N --mysql URL --amqp URL)"
+                )
             }
         }
     }
@@ -155,28 +168,39 @@ fn ms(d: Duration) -> f64 {
 async fn main() -> anyhow::Result<()> {
     let o = options()?;
     let bin = ferrum_binary()?;
+    if !o.multi_host {
+        let dir = std::env::temp_dir().join(format!("ferrum-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let url = format!("sqlite://{}", dir.join("ferrum.sqlite").display());
+        let result = run(&o, &bin, &url).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
+    }
     let db_name = format!("ferrum_bench_{}", std::process::id());
     let mut admin = AsyncMysqlConnection::establish(&format!("{}/mysql", o.mysql)).await?;
     sql_query(format!("CREATE DATABASE {db_name}"))
         .execute(&mut admin)
         .await?;
-    let result = run(&o, &bin, &db_name).await;
+    let url = format!("{}/{db_name}", o.mysql);
+    let result = run(&o, &bin, &url).await;
     sql_query(format!("DROP DATABASE IF EXISTS {db_name}"))
         .execute(&mut admin)
         .await?;
     result
 }
 
-async fn run(o: &Options, bin: &PathBuf, db_name: &str) -> anyhow::Result<()> {
-    let db_url = format!("{}/{db_name}", o.mysql);
-    let db = Db::connect(&db_url, 4)?;
-    db.migrate().await?;
+async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
+    let transport = if o.multi_host {
+        o.amqp.clone()
+    } else {
+        "local".to_owned()
+    };
     let env: Vec<(String, String)> = vec![
-        ("FERRUM_DATABASE_URL".into(), db_url.clone()),
-        ("FERRUM_TRANSPORT_URL".into(), o.amqp.clone()),
+        ("FERRUM_DATABASE_URL".into(), db_url.to_owned()),
+        ("FERRUM_TRANSPORT_URL".into(), transport),
         (
             "FERRUM_TRANSPORT_PREFIX".into(),
             format!("bench{}", std::process::id()),
@@ -188,30 +212,47 @@ async fn run(o: &Options, bin: &PathBuf, db_name: &str) -> anyhow::Result<()> {
         e.push(("FERRUM_CONDUCTOR_HOST".into(), h.to_owned()));
         e
     };
-    let procs = vec![
-        spawn(bin, "conductor-1", &["conductor"], &host_env("bench-c1"))?,
-        spawn(bin, "conductor-2", &["conductor"], &host_env("bench-c2"))?,
-        spawn(bin, "api", &["api"], &env)?,
-    ];
+    let (procs, conductors) = if o.multi_host {
+        let db = Db::connect(db_url, 2)?;
+        db.migrate().await?;
+        let procs = vec![
+            spawn(bin, "conductor-1", &["conductor"], &host_env("bench-c1"))?,
+            spawn(bin, "conductor-2", &["conductor"], &host_env("bench-c2"))?,
+            spawn(bin, "api", &["api"], &env)?,
+        ];
+        (procs, 2)
+    } else {
+        let all = spawn(bin, "all-in-one", &["all-in-one"], &host_env("bench-c1"))?;
+        (vec![all], 1)
+    };
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()?;
     let ready = Instant::now();
-    loop {
-        let alive = ferrum::db::conductors::list_alive(&db, Duration::from_secs(60)).await?;
-        let up = http.get(&base).send().await.is_ok();
-        if up && alive.len() == 2 {
-            break;
+    let db = loop {
+        // The all-in-one process creates its database file: open it once the API answers.
+        if http.get(&base).send().await.is_ok() {
+            let db = Db::connect(db_url, 2)?;
+            let alive = ferrum::db::conductors::list_alive(&db, Duration::from_secs(60)).await?;
+            if alive.len() == conductors {
+                break db;
+            }
         }
         if ready.elapsed() > Duration::from_secs(30) {
             bail!("deployment did not come up");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
     println!(
-        "Ferrum benchmark: multi-host (api + 2 conductors, MySQL + RabbitMQ), {} nodes, {} in flight",
-        o.nodes, o.in_flight
+        "Ferrum benchmark: {}, {} nodes, {} in flight",
+        if o.multi_host {
+            "multi-host (api + 2 conductors, MySQL + RabbitMQ)"
+        } else {
+            "embedded (all-in-one, SQLite + in-process transport)"
+        },
+        o.nodes,
+        o.in_flight
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     for p in &procs {
