@@ -5,6 +5,8 @@
 //! those raised before a handler (unknown URL, wrong method, bad version, bad JSON), is rendered in
 //! Ironic's envelope by `error_body`.
 
+pub mod conductors;
+pub mod drivers;
 pub mod error_body;
 pub mod extract;
 pub mod nodes;
@@ -52,12 +54,21 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/states/power",
             axum::routing::put(nodes::set_power_state),
-        );
+        )
+        .route(
+            "/{ident}/maintenance",
+            axum::routing::put(nodes::set_maintenance).delete(nodes::unset_maintenance),
+        )
+        .route("/{ident}/validate", get(nodes::validate));
     Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))
         .route("/v1/", get(v1))
         .nest("/v1/nodes", nodes)
+        .route("/v1/drivers", get(drivers::list))
+        .route("/v1/drivers/{name}", get(drivers::show))
+        .route("/v1/conductors", get(conductors::list))
+        .route("/v1/conductors/{host}", get(conductors::show))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(extract::version_and_request_id))

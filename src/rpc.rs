@@ -72,6 +72,15 @@ pub enum RpcRequest {
         new_state: String,
         timeout: Option<u32>,
     },
+    /// PUT (with a reason) and DELETE /v1/nodes/{id}/maintenance.
+    SetMaintenance {
+        node: Box<Node>,
+        maintenance: bool,
+        reason: Option<String>,
+    },
+    ValidateDriverInterfaces {
+        node: Box<Node>,
+    },
 }
 
 impl RpcRequest {
@@ -84,6 +93,8 @@ impl RpcRequest {
             RpcRequest::DoNodeTearDown { .. } => "do_node_tear_down",
             RpcRequest::DoProvisioningAction { .. } => "do_provisioning_action",
             RpcRequest::ChangeNodePowerState { .. } => "change_node_power_state",
+            RpcRequest::SetMaintenance { .. } => "set_maintenance",
+            RpcRequest::ValidateDriverInterfaces { .. } => "validate_driver_interfaces",
         }
     }
 
@@ -101,7 +112,9 @@ impl RpcRequest {
             | RpcRequest::DoNodeDeploy { node, .. }
             | RpcRequest::DoNodeTearDown { node }
             | RpcRequest::DoProvisioningAction { node, .. }
-            | RpcRequest::ChangeNodePowerState { node, .. } => (&node.uuid, &node.driver),
+            | RpcRequest::ChangeNodePowerState { node, .. }
+            | RpcRequest::SetMaintenance { node, .. }
+            | RpcRequest::ValidateDriverInterfaces { node } => (&node.uuid, &node.driver),
         }
     }
 }
@@ -130,9 +143,21 @@ pub struct NodeCreate {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RpcReply {
     Node(Box<Node>),
+    Validation(Vec<InterfaceValidation>),
     /// The conductor took the lock and accepted the work (202 for the API).
     Accepted,
     Done,
+}
+
+/// One interface's verdict in `validate`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct InterfaceValidation {
+    /// Ironic's interface name: deploy, power, management, boot, ...
+    pub interface: String,
+    /// Some(true) valid, Some(false) invalid, None not supported.
+    pub result: Option<bool>,
+    /// Why, when not valid.
+    pub reason: Option<String>,
 }
 
 pub type RpcResult = Result<RpcReply, Error>;

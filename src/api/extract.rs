@@ -176,9 +176,87 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 Error::InvalidParameterValue(format!("Could not read the request body: {e}"))
             }
         })?;
+        if body.is_empty() {
+            return Err(Error::InvalidParameterValue(
+                "The request body is empty; send a JSON document.".to_owned(),
+            ));
+        }
         serde_json::from_slice(&body)
             .map(ApiJson)
-            .map_err(|e| Error::InvalidParameterValue(format!("Invalid JSON body: {e}")))
+            .map_err(body_error)
+    }
+}
+
+/// A JSON body that may be absent (empty): None then.
+pub struct OptionalJson<T>(pub Option<T>);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJson<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let empty = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() == b"0")
+            || (req.headers().get(header::CONTENT_LENGTH).is_none()
+                && req.headers().get(header::TRANSFER_ENCODING).is_none());
+        if empty {
+            return Ok(OptionalJson(None));
+        }
+        ApiJson::<T>::from_request(req, state)
+            .await
+            .map(|j| OptionalJson(Some(j.0)))
+    }
+}
+
+/// Ironic's wording for a body with keys it does not take; serde's reason for the rest.
+fn body_error(e: serde_json::Error) -> Error {
+    let text = e.to_string();
+    if let Some(rest) = text.strip_prefix("unknown field `")
+        && let Some((field, _)) = rest.split_once('`')
+    {
+        return Error::InvalidParameterValue(format!("Unexpected arguments: {field}"));
+    }
+    if let Some(rest) = text.strip_prefix("missing field `")
+        && let Some((field, _)) = rest.split_once('`')
+    {
+        return Error::MissingParameterValue(format!("Missing mandatory parameter: {field}"));
+    }
+    match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            Error::InvalidParameterValue(format!("Malformed JSON body: {text}"))
+        }
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            Error::InvalidParameterValue(format!("Invalid request body: {text}"))
+        }
+    }
+}
+
+/// Query parameters; a bad one is a 400 in Ironic's envelope naming it.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e| Error::InvalidParameterValue(format!("Invalid query: {}", e.body_text())))
+    }
+}
+
+/// A path segment (a node's UUID or name); a bad one is a 400 in Ironic's envelope.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|e| Error::InvalidParameterValue(format!("Invalid path: {}", e.body_text())))
     }
 }
 

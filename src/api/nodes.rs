@@ -4,7 +4,7 @@
 
 use axum::{
     Json,
-    extract::{Path, Query, State},
+    extract::State,
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiJson, ApiVersion, RequestId},
+    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, OptionalJson, RequestId},
     views,
 };
 use crate::{
@@ -167,22 +167,79 @@ pub async fn create(
     Ok(response)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
     limit: Option<i64>,
     marker: Option<String>,
+    sort_key: Option<String>,
+    sort_dir: Option<String>,
+    fields: Option<String>,
+    detail: Option<String>,
+    provision_state: Option<String>,
+    maintenance: Option<String>,
+    driver: Option<String>,
+    associated: Option<String>,
+    instance_uuid: Option<String>,
+    resource_class: Option<String>,
+    conductor_group: Option<String>,
 }
 
 const MAX_LIMIT: i64 = 1000;
 
+fn parse_bool(name: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(Error::InvalidParameterValue(format!(
+            "Invalid value for {name}: '{value}' is not a boolean."
+        ))),
+    }
+}
+
+/// The query string of the next page: every filter of this one, then limit and marker
+/// (Ironic drops most filters here, §12 #8).
+fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) -> String {
+    let params = [
+        ("sort_key", &q.sort_key),
+        ("sort_dir", &q.sort_dir),
+        ("fields", &q.fields),
+        ("detail", &q.detail),
+        ("provision_state", &q.provision_state),
+        ("maintenance", &q.maintenance),
+        ("driver", &q.driver),
+        ("associated", &q.associated),
+        ("resource_class", &q.resource_class),
+        ("conductor_group", &q.conductor_group),
+    ];
+    let mut url = format!("{base}/v1/{path}?");
+    for (k, v) in params {
+        if let Some(v) = v {
+            url.push_str(&format!("{k}={}&", encode_query_value(v)));
+        }
+    }
+    url.push_str(&format!("limit={limit}&marker={marker}"));
+    url
+}
+
+fn encode_query_value(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b',' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
 async fn list_page(
     state: &ApiState,
-    query: &ListQuery,
+    q: &ListQuery,
     version: ApiVersion,
     base: &str,
-    detail: bool,
+    detail_path: bool,
 ) -> Result<Value> {
-    let limit = match query.limit {
+    let limit = match q.limit {
         Some(l) if l <= 0 => {
             return Err(Error::InvalidParameterValue(format!(
                 "Value must be positive: limit={l}"
@@ -191,26 +248,108 @@ async fn list_page(
         Some(l) => l.min(MAX_LIMIT),
         None => MAX_LIMIT,
     };
-    let nodes = db::nodes::list(&state.db, limit, query.marker.as_deref()).await?;
-    let items: Vec<Value> = nodes
-        .iter()
-        .map(|n| {
+    let detail_param = match &q.detail {
+        Some(d) => {
+            require_version(version, 43, "The detail parameter")?;
+            parse_bool("detail", d)?
+        }
+        None => false,
+    };
+    if detail_path && q.detail.is_some() {
+        return Err(Error::InvalidParameterValue(
+            "The detail parameter cannot be used on /v1/nodes/detail.".to_owned(),
+        ));
+    }
+    let detail = detail_path || detail_param;
+    let fields: Option<Vec<String>> = match &q.fields {
+        Some(f) => {
+            require_version(version, 8, "The fields parameter")?;
             if detail {
-                views::node_detail(n, version, base)
-            } else {
-                views::node_summary(n, version, base)
+                return Err(Error::InvalidParameterValue(
+                    "Can not specify ?detail=True and fields in the same request.".to_owned(),
+                ));
             }
-        })
-        .collect();
+            Some(
+                f.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            )
+        }
+        None => None,
+    };
+    let sort = match q.sort_key.as_deref() {
+        None => db::nodes::SortKey::Id,
+        Some(k) => db::nodes::SortKey::parse(k).ok_or_else(|| {
+            Error::InvalidParameterValue(format!(
+                "The sort_key value \"{k}\" is an invalid field for sorting; use one of id, uuid, created_at, provision_state, driver."
+            ))
+        })?,
+    };
+    let descending = match q.sort_dir.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => {
+            return Err(Error::InvalidParameterValue(format!(
+                "Invalid sort direction: {other}. Acceptable values are 'asc' or 'desc'"
+            )));
+        }
+    };
+    let mut filter = db::nodes::NodeFilter::default();
+    if let Some(s) = &q.provision_state {
+        require_version(version, 9, "The provision_state filter")?;
+        if ProvisionState::from_api_name(s).is_none() {
+            return Err(Error::InvalidParameterValue(format!(
+                "Invalid value for provision_state: '{s}' is not a provision state."
+            )));
+        }
+        filter.provision_state = Some(s.clone());
+    }
+    if let Some(m) = &q.maintenance {
+        filter.maintenance = Some(parse_bool("maintenance", m)?);
+    }
+    if let Some(d) = &q.driver {
+        require_version(version, 16, "The driver filter")?;
+        filter.driver = Some(d.clone());
+    }
+    if let Some(a) = &q.associated {
+        filter.associated = Some(parse_bool("associated", a)?);
+    }
+    if let Some(i) = &q.instance_uuid {
+        filter.instance_uuid = Some(valid_uuid("instance_uuid", i)?);
+    }
+    if let Some(r) = &q.resource_class {
+        require_version(version, 21, "The resource_class filter")?;
+        filter.resource_class = Some(r.clone());
+    }
+    if let Some(g) = &q.conductor_group {
+        require_version(version, 46, "The conductor_group filter")?;
+        filter.conductor_group = Some(g.clone());
+    }
+    let nodes = db::nodes::list_filtered(
+        &state.db,
+        &filter,
+        sort,
+        descending,
+        limit,
+        q.marker.as_deref(),
+    )
+    .await?;
+    let mut items = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        items.push(match &fields {
+            Some(fields) => views::node_fields(n, version, base, fields)?,
+            None if detail => views::node_detail(n, version, base),
+            None => views::node_summary(n, version, base),
+        });
+    }
     let mut body = json!({ "nodes": items });
     if nodes.len() as i64 == limit
         && let Some(last) = nodes.last()
+        && q.instance_uuid.is_none()
     {
-        let path = if detail { "nodes/detail" } else { "nodes" };
-        body["next"] = json!(format!(
-            "{base}/v1/{path}?limit={limit}&marker={}",
-            last.uuid
-        ));
+        let path = if detail_path { "nodes/detail" } else { "nodes" };
+        body["next"] = json!(next_link(base, path, q, limit, &last.uuid));
     }
     Ok(body)
 }
@@ -219,7 +358,7 @@ pub async fn list(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
-    Query(query): Query<ListQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
     list_page(&state, &query, version, &base, false)
         .await
@@ -230,7 +369,7 @@ pub async fn list_detail(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
-    Query(query): Query<ListQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
     list_page(&state, &query, version, &base, true)
         .await
@@ -252,7 +391,7 @@ pub async fn show(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
-    Path(ident): Path<String>,
+    ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
     let node = find(&state, &ident, version).await?;
     Ok(Json(views::node_detail(&node, version, &base)))
@@ -263,7 +402,7 @@ pub async fn update(
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
-    Path(ident): Path<String>,
+    ApiPath(ident): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
     patch::validate(&ops)?;
@@ -304,7 +443,7 @@ pub async fn delete(
     State(state): State<ApiState>,
     version: ApiVersion,
     request_id: RequestId,
-    Path(ident): Path<String>,
+    ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
     let node = find(&state, &ident, version).await?;
     call(
@@ -321,7 +460,7 @@ pub async fn delete(
 pub async fn states(
     State(state): State<ApiState>,
     version: ApiVersion,
-    Path(ident): Path<String>,
+    ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
     let node = find(&state, &ident, version).await?;
     Ok(Json(views::node_states(&node, version)))
@@ -348,7 +487,7 @@ pub async fn set_provision_state(
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
-    Path(ident): Path<String>,
+    ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<ProvisionBody>,
 ) -> Result<Response> {
     let target = body.target.as_str();
@@ -413,7 +552,7 @@ pub async fn set_power_state(
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
-    Path(ident): Path<String>,
+    ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<PowerBody>,
 ) -> Result<Response> {
     crate::conductor::power::parse_target(&body.target)?;
@@ -441,4 +580,85 @@ pub async fn set_power_state(
     )
     .await?;
     Ok(accepted(&base, &ident))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaintenanceBody {
+    reason: Option<String>,
+}
+
+/// PUT /v1/nodes/{id}/maintenance: 202; the reason is optional.
+pub async fn set_maintenance(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath(ident): ApiPath<String>,
+    OptionalJson(body): OptionalJson<MaintenanceBody>,
+) -> Result<StatusCode> {
+    let node = find(&state, &ident, version).await?;
+    let reason = body.and_then(|b| b.reason);
+    call(
+        &state,
+        &request_id,
+        RpcRequest::SetMaintenance {
+            node: Box::new(node),
+            maintenance: true,
+            reason,
+        },
+    )
+    .await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// DELETE /v1/nodes/{id}/maintenance: 202.
+pub async fn unset_maintenance(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<StatusCode> {
+    let node = find(&state, &ident, version).await?;
+    call(
+        &state,
+        &request_id,
+        RpcRequest::SetMaintenance {
+            node: Box::new(node),
+            maintenance: false,
+            reason: None,
+        },
+    )
+    .await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// GET /v1/nodes/{id}/validate: `{<interface>: {"result": bool|null, "reason"?: str}}`.
+pub async fn validate(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<Json<Value>> {
+    let node = find(&state, &ident, version).await?;
+    let reply = call(
+        &state,
+        &request_id,
+        RpcRequest::ValidateDriverInterfaces {
+            node: Box::new(node),
+        },
+    )
+    .await?;
+    let RpcReply::Validation(results) = reply else {
+        return Err(Error::internal("validate answered without results"));
+    };
+    let mut body = serde_json::Map::new();
+    for v in results {
+        let mut entry = serde_json::Map::new();
+        entry.insert("result".into(), json!(v.result));
+        if let Some(reason) = v.reason {
+            entry.insert("reason".into(), json!(reason));
+        }
+        body.insert(v.interface, Value::Object(entry));
+    }
+    Ok(Json(Value::Object(body)))
 }

@@ -53,6 +53,11 @@ impl ConductorRouter {
         })
     }
 
+    /// How long a conductor may go unheard before it counts as dead.
+    pub fn heartbeat_timeout(&self) -> Duration {
+        self.heartbeat_timeout
+    }
+
     /// Forgets the cached rings (after a conductor turned out unreachable).
     pub fn invalidate(&self) {
         if let Ok(mut cache) = self.cache.write() {

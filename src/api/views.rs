@@ -4,9 +4,10 @@
 use chrono::NaiveDateTime;
 use serde_json::{Map, Value, json};
 
-use super::extract::ApiVersion;
+use super::extract::{ApiVersion, MAX_VERSION};
 use crate::{
     db::models::{JsonObject, Node},
+    error::Error,
     states::ProvisionState,
 };
 
@@ -183,6 +184,40 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
         m.insert("vendor_interface".into(), json!("no-vendor"));
     }
     Value::Object(m)
+}
+
+/// Only `fields` of the node (and its links), for `?fields=`. A field the version does not have
+/// is 406 when a later version has it; an unknown one is 400.
+pub fn node_fields(
+    node: &Node,
+    version: ApiVersion,
+    base: &str,
+    fields: &[String],
+) -> Result<Value, Error> {
+    let full = node_detail(node, version, base);
+    let mut m = Map::new();
+    for f in fields {
+        match full.get(f.as_str()) {
+            Some(v) => {
+                m.insert(f.clone(), v.clone());
+            }
+            None if node_detail(node, MAX_VERSION, base)
+                .get(f.as_str())
+                .is_some() =>
+            {
+                return Err(Error::NotAcceptable(format!(
+                    "Field {f} is not available in API version {version}."
+                )));
+            }
+            None => {
+                return Err(Error::InvalidParameterValue(format!(
+                    "Field {f} is not a valid field."
+                )));
+            }
+        }
+    }
+    m.insert("links".into(), links(base, "nodes", &node.uuid));
+    Ok(Value::Object(m))
 }
 
 /// The short form of GET /v1/nodes.

@@ -104,6 +104,16 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => power::change_node_power_state(&ctx, *node, &new_state, timeout, deadline)
             .await
             .map(|()| RpcReply::Accepted),
+        RpcRequest::SetMaintenance {
+            node,
+            maintenance,
+            reason,
+        } => node_ops::set_maintenance(&ctx, *node, maintenance, reason, deadline)
+            .await
+            .map(|()| RpcReply::Done),
+        RpcRequest::ValidateDriverInterfaces { node } => {
+            node_ops::validate(&ctx, &node).map(RpcReply::Validation)
+        }
     }
 }
 

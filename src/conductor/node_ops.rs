@@ -15,7 +15,7 @@ use crate::{
     drivers::InterfaceChoice,
     error::{Error, Result},
     patch::{self, PatchOp},
-    rpc::NodeCreate,
+    rpc::{InterfaceValidation, NodeCreate},
     states::ProvisionState,
 };
 
@@ -129,6 +129,60 @@ pub async fn update(
     })
     .await?;
     Ok(node)
+}
+
+/// Sets or clears maintenance (clearing also drops the reason), conditional like [`update`].
+pub async fn set_maintenance(
+    ctx: &Ctx,
+    node: Node,
+    maintenance: bool,
+    reason: Option<String>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let uuid = node.uuid.clone();
+    change_node(ctx, &uuid, Some(node), deadline, |_| {
+        let changes = NodeChanges {
+            maintenance: Some(maintenance),
+            maintenance_reason: Some(if maintenance {
+                reason.clone().map(crate::db::models::truncate_error)
+            } else {
+                None
+            }),
+            ..NodeChanges::default()
+        };
+        Ok((changes, Hold::Release))
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Checks each interface's configuration for the node, without touching hardware.
+pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
+    let driver = ctx.drivers.for_node(node)?;
+    let verdict = |checked: std::result::Result<(), crate::drivers::DriverError>| match checked {
+        Ok(()) => (Some(true), None),
+        Err(e) => (Some(false), Some(e.to_string())),
+    };
+    let entry = |name: &str, (result, reason)| InterfaceValidation {
+        interface: name.to_owned(),
+        result,
+        reason,
+    };
+    let mut out = vec![
+        entry("deploy", verdict(driver.deploy.validate(node))),
+        entry("management", verdict(driver.management.validate(node))),
+        entry("power", verdict(driver.power.validate(node))),
+    ];
+    // Interfaces with nothing to configure on fake hardware.
+    for name in ["boot", "network", "storage"] {
+        out.push(entry(name, (Some(true), None)));
+    }
+    // Interfaces Ferrum does not implement: Ironic's answer for an unsupported interface.
+    for name in ["bios", "console", "inspect", "raid", "rescue"] {
+        out.push(entry(name, (None, Some("not supported".to_owned()))));
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Deletes the node if its state allows it, conditional like [`update`].

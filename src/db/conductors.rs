@@ -97,6 +97,19 @@ pub async fn list_alive(db: &Db, timeout: Duration) -> Result<Vec<Conductor>> {
     Ok(rows.into_iter().map(Conductor::from).collect())
 }
 
+/// Every registered conductor, by host name, after `marker` if given.
+pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Conductor>> {
+    let after = marker.unwrap_or("");
+    let rows: Vec<ConductorRow> = with_conn!(db, |conn| conductors::table
+        .filter(conductors::hostname.gt(after))
+        .order(conductors::hostname.asc())
+        .limit(limit)
+        .select(ConductorRow::as_select())
+        .load(conn)
+        .await?);
+    Ok(rows.into_iter().map(Conductor::from).collect())
+}
+
 pub async fn get(db: &Db, host: &str) -> Result<Conductor> {
     let row: Option<ConductorRow> = with_conn!(db, |conn| conductors::table
         .filter(conductors::hostname.eq(host))

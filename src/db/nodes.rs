@@ -64,20 +64,129 @@ pub async fn get_by_uuid(db: &Db, uuid: &str) -> Result<Node> {
     get(db, NodeIdent::Uuid(uuid)).await
 }
 
+/// What a node listing is narrowed to; every filter runs in SQL, before the page is cut.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFilter {
+    pub provision_state: Option<String>,
+    pub maintenance: Option<bool>,
+    pub driver: Option<String>,
+    /// Some(true): nodes with an instance; Some(false): nodes without.
+    pub associated: Option<bool>,
+    pub instance_uuid: Option<String>,
+    pub resource_class: Option<String>,
+    pub conductor_group: Option<String>,
+}
+
+/// The orders a listing can take: by a non-null column, then by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Id,
+    Uuid,
+    CreatedAt,
+    ProvisionState,
+    Driver,
+}
+
+impl SortKey {
+    pub fn parse(key: &str) -> Option<SortKey> {
+        Some(match key {
+            "id" => SortKey::Id,
+            "uuid" => SortKey::Uuid,
+            "created_at" => SortKey::CreatedAt,
+            "provision_state" => SortKey::ProvisionState,
+            "driver" => SortKey::Driver,
+            _ => return None,
+        })
+    }
+}
+
+/// One page of nodes matching `filter`, ordered by `sort` (then id), after the node `marker`.
+pub async fn list_filtered(
+    db: &Db,
+    filter: &NodeFilter,
+    sort: SortKey,
+    descending: bool,
+    limit: i64,
+    marker: Option<&str>,
+) -> Result<Vec<Node>> {
+    let marker = match marker {
+        Some(m) => Some(get_by_uuid(db, m).await?),
+        None => None,
+    };
+    // Applies the order and the "after the marker" condition for one sort column.
+    macro_rules! ordered {
+        ($q:expr, $col:expr, $marker_value:expr) => {{
+            let q = $q;
+            match (descending, $marker_value) {
+                (false, None) => q.order(($col.asc(), nodes::id.asc())),
+                (true, None) => q.order(($col.desc(), nodes::id.desc())),
+                (false, Some((v, id))) => q
+                    .filter($col.gt(v.clone()).or($col.eq(v).and(nodes::id.gt(id))))
+                    .order(($col.asc(), nodes::id.asc())),
+                (true, Some((v, id))) => q
+                    .filter($col.lt(v.clone()).or($col.eq(v).and(nodes::id.lt(id))))
+                    .order(($col.desc(), nodes::id.desc())),
+            }
+        }};
+    }
+    let rows: Vec<NodeRow> = with_conn!(db, |conn| {
+        let mut q = nodes::table.select(NodeRow::as_select()).into_boxed();
+        if let Some(v) = &filter.provision_state {
+            q = q.filter(nodes::provision_state.eq(v.clone()));
+        }
+        if let Some(v) = filter.maintenance {
+            q = q.filter(nodes::maintenance.eq(v));
+        }
+        if let Some(v) = &filter.driver {
+            q = q.filter(nodes::driver.eq(v.clone()));
+        }
+        match filter.associated {
+            Some(true) => q = q.filter(nodes::instance_uuid.is_not_null()),
+            Some(false) => q = q.filter(nodes::instance_uuid.is_null()),
+            None => {}
+        }
+        if let Some(v) = &filter.instance_uuid {
+            q = q.filter(nodes::instance_uuid.eq(v.clone()));
+        }
+        if let Some(v) = &filter.resource_class {
+            q = q.filter(nodes::resource_class.eq(v.clone()));
+        }
+        if let Some(v) = &filter.conductor_group {
+            q = q.filter(nodes::conductor_group.eq(v.to_lowercase()));
+        }
+        let m = marker.as_ref();
+        let q = match sort {
+            SortKey::Id => match (descending, m) {
+                (false, None) => q.order(nodes::id.asc()),
+                (true, None) => q.order(nodes::id.desc()),
+                (false, Some(m)) => q.filter(nodes::id.gt(m.id)).order(nodes::id.asc()),
+                (true, Some(m)) => q.filter(nodes::id.lt(m.id)).order(nodes::id.desc()),
+            },
+            SortKey::Uuid => ordered!(q, nodes::uuid, m.map(|m| (m.uuid.clone(), m.id))),
+            SortKey::CreatedAt => ordered!(q, nodes::created_at, m.map(|m| (m.created_at, m.id))),
+            SortKey::ProvisionState => ordered!(
+                q,
+                nodes::provision_state,
+                m.map(|m| (m.provision_state.api_name().to_owned(), m.id))
+            ),
+            SortKey::Driver => ordered!(q, nodes::driver, m.map(|m| (m.driver.clone(), m.id))),
+        };
+        q.limit(limit).load(conn).await?
+    });
+    rows.into_iter().map(Node::try_from).collect()
+}
+
 /// One page of nodes in id order, after the node `marker` (a UUID) if given.
 pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Node>> {
-    let after_id = match marker {
-        Some(m) => get_by_uuid(db, m).await?.id,
-        None => 0,
-    };
-    let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
-        .filter(nodes::id.gt(after_id))
-        .order(nodes::id.asc())
-        .limit(limit)
-        .select(NodeRow::as_select())
-        .load(conn)
-        .await?);
-    rows.into_iter().map(Node::try_from).collect()
+    list_filtered(
+        db,
+        &NodeFilter::default(),
+        SortKey::Id,
+        false,
+        limit,
+        marker,
+    )
+    .await
 }
 
 pub async fn count(db: &Db) -> Result<i64> {

@@ -10,6 +10,7 @@ mod util;
 
 mod amqp;
 mod amqp_reconnect;
+mod api;
 mod deploy;
 mod embedded;
 mod failures;

@@ -1,0 +1,234 @@
+//! The REST API's edges: bad input gets the right code in Ironic's envelope and changes nothing;
+//! maintenance, validate, drivers and listings behave as Ironic's do.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+
+/// Sends a raw request (any body, content type and version header).
+async fn raw(
+    base: &str,
+    method: Method,
+    path: &str,
+    content_type: Option<&str>,
+    version: Option<&str>,
+    body: Vec<u8>,
+) -> (StatusCode, Value, reqwest::header::HeaderMap) {
+    let client = reqwest::Client::new();
+    let mut req = client.request(method, format!("{base}{path}")).body(body);
+    if let Some(ct) = content_type {
+        req = req.header("Content-Type", ct);
+    }
+    if let Some(v) = version {
+        req = req.header("X-OpenStack-Ironic-API-Version", v);
+    }
+    let resp = req.send().await.expect("HTTP request");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.expect("body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body, headers)
+}
+
+/// (method, path, content type, version, body, expected status, text the message contains)
+type Case<'a> = (
+    Method,
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    Vec<u8>,
+    u16,
+    &'a str,
+);
+
+fn faultstring(body: &Value) -> String {
+    let text = body["error_message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not Ironic's envelope: {body}"));
+    let inner: Value = serde_json::from_str(text).expect("error_message is JSON text");
+    assert!(inner["faultcode"] == "Client" || inner["faultcode"] == "Server");
+    assert_eq!(inner["debuginfo"], Value::Null);
+    inner["faultstring"]
+        .as_str()
+        .expect("faultstring")
+        .to_owned()
+}
+
+on_both_stacks! {
+/// Each bad request gets its status and a message in the envelope, and the node is unchanged.
+async fn bad_input_is_refused_in_the_envelope_and_changes_nothing(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let base = api.base.clone();
+    let before = api
+        .available_node(json!({"name": "target", "extra": {"keep": 1}}))
+        .await;
+    let json_ct = Some("application/json");
+    let v = Some("1.31");
+    let huge = format!("{{\"driver\": \"fake-hardware\", \"extra\": {{\"x\": \"{}\"}}}}", "a".repeat(3 << 20));
+    let cases: Vec<Case<'_>> = vec![
+        (Method::POST, "/v1/nodes", json_ct, v, b"{not json".to_vec(), 400, "Malformed JSON"),
+        (Method::POST, "/v1/nodes", json_ct, v, b"".to_vec(), 400, "empty"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "fake-hardware", "colour": "red"}"#.to_vec(), 400, "Unexpected arguments: colour"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"name": "x"}"#.to_vec(), 400, "Missing mandatory parameter: driver"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": 7}"#.to_vec(), 400, "invalid type"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "no-such-driver"}"#.to_vec(), 400, "No valid host"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "fake-hardware", "uuid": "nope"}"#.to_vec(), 400, "Expected a UUID"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "fake-hardware", "name": "target"}"#.to_vec(), 409, "already exists"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "fake-hardware", "name": "has space"}"#.to_vec(), 400, "logical name"),
+        (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "fake-hardware", "deploy_interface": "warp"}"#.to_vec(), 400, "warp"),
+        (Method::POST, "/v1/nodes", json_ct, Some("1.1"), br#"{"driver": "fake-hardware", "name": "old"}"#.to_vec(), 406, "1.5"),
+        (Method::POST, "/v1/nodes", Some("text/plain"), v, br#"{"driver": "fake-hardware"}"#.to_vec(), 415, "content type"),
+        (Method::POST, "/v1/nodes", json_ct, v, huge.into_bytes(), 413, "too large"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, br#"[{"op": "replace", "path": "/reservation", "value": "me"}]"#.to_vec(), 400, "Cannot patch /reservation"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, br#"[{"op": "replace", "path": "/extra/missing", "value": 1}]"#.to_vec(), 400, "Couldn't apply patch"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, br#"[{"op": "move", "path": "/extra/keep"}]"#.to_vec(), 400, "unknown variant `move`"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, br#"[{"op": "replace", "path": "/maintenance", "value": "yes"}]"#.to_vec(), 400, "maintenance"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, br#"{"op": "replace"}"#.to_vec(), 400, "Invalid request body"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, b"[]".to_vec(), 400, "at least one"),
+        (Method::PATCH, "/v1/nodes/nosuchnode", json_ct, v, br#"[{"op": "add", "path": "/extra/a", "value": 1}]"#.to_vec(), 404, "could not be found"),
+        (Method::GET, "/v1/nodes/nosuchnode", None, v, vec![], 404, "Node nosuchnode could not be found."),
+        (Method::GET, "/v1/nodes/00000000-0000-4000-8000-000000000000", None, v, vec![], 404, "could not be found"),
+        (Method::PUT, "/v1/nodes/target/states/provision", json_ct, v, br#"{"target": "fly"}"#.to_vec(), 400, "fly"),
+        (Method::PUT, "/v1/nodes/target/states/provision", json_ct, v, br#"{"target": "provide"}"#.to_vec(), 400, "\"available\""),
+        (Method::PUT, "/v1/nodes/target/states/provision", json_ct, v, br#"{"target": "deploy"}"#.to_vec(), 406, "1.73"),
+        (Method::PUT, "/v1/nodes/target/states/provision", json_ct, v, br#"{"target": "manage", "configdrive": "x"}"#.to_vec(), 400, "configdrive"),
+        (Method::PUT, "/v1/nodes/target/states/power", json_ct, v, br#"{"target": "sideways"}"#.to_vec(), 400, "sideways"),
+        (Method::PUT, "/v1/nodes/target/states/power", json_ct, v, br#"{"target": "power on", "timeout": 0}"#.to_vec(), 400, "timeout"),
+        (Method::PUT, "/v1/nodes/target/states/power", json_ct, Some("1.20"), br#"{"target": "soft power off"}"#.to_vec(), 406, "1.27"),
+        (Method::GET, "/v1/nodes?limit=0", None, v, vec![], 400, "limit"),
+        (Method::GET, "/v1/nodes?limit=abc", None, v, vec![], 400, "Invalid query"),
+        (Method::GET, "/v1/nodes?sort_dir=sideways", None, v, vec![], 400, "sort direction"),
+        (Method::GET, "/v1/nodes?sort_key=driver_info", None, v, vec![], 400, "sort_key"),
+        (Method::GET, "/v1/nodes?fields=uuid,colour", None, v, vec![], 400, "Field colour is not a valid field."),
+        (Method::GET, "/v1/nodes?provision_state=flying", None, v, vec![], 400, "flying"),
+        (Method::GET, "/v1/nodes?maintenance=perhaps", None, v, vec![], 400, "maintenance"),
+        (Method::GET, "/v1/nodes?marker=00000000-0000-4000-8000-000000000000", None, v, vec![], 404, "could not be found"),
+        (Method::GET, "/v1/nodes?fields=uuid", None, Some("1.7"), vec![], 406, "1.8"),
+        (Method::GET, "/v1/nodes", None, Some("1.999"), vec![], 406, "not supported"),
+        (Method::GET, "/v1/nodes", None, Some("2.1"), vec![], 406, "Mutually exclusive"),
+        (Method::GET, "/v1/nodes", None, Some("one.two"), vec![], 406, "Invalid value"),
+        (Method::GET, "/v1/flavors", None, v, vec![], 404, "could not be found"),
+        (Method::DELETE, "/v1", None, v, vec![], 405, "not allowed"),
+        (Method::POST, "/v1/nodes/target/states", json_ct, v, b"{}".to_vec(), 405, "not allowed"),
+        (Method::GET, "/v1/conductors", None, v, vec![], 404, "could not be found"),
+    ];
+    for (method, path, ct, version, body, status, needle) in cases {
+        let label = format!("{method} {path} {:?}", String::from_utf8_lossy(&body[..body.len().min(80)]));
+        let (got, reply, headers) = raw(&base, method, path, ct, version, body).await;
+        assert_eq!(got.as_u16(), status, "{label}: {reply}");
+        let fault = faultstring(&reply);
+        assert!(fault.contains(needle), "{label}: {fault:?} lacks {needle:?}");
+        assert_eq!(headers["content-type"], "application/json", "{label}");
+        assert_eq!(headers["x-openstack-ironic-api-minimum-version"], "1.1", "{label}");
+        assert!(headers.contains_key("x-openstack-request-id"), "{label}");
+    }
+    let after = api.node("target").await;
+    for field in ["provision_state", "extra", "maintenance", "name", "driver", "power_state", "target_provision_state", "reservation"] {
+        assert_eq!(before[field], after[field], "{field} changed");
+    }
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+async fn maintenance_validate_drivers_and_listing(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    for i in 0..5 {
+        api.available_node(json!({"name": format!("n{i}"), "resource_class": if i % 2 == 0 { "big" } else { "small" }}))
+            .await;
+    }
+
+    // Maintenance set with a reason, then unset (which clears the reason).
+    let r = api
+        .request(Method::PUT, "/v1/nodes/n1/maintenance", Some(json!({"reason": "disk swap"})))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let node = api.node("n1").await;
+    assert_eq!(node["maintenance"], true);
+    assert_eq!(node["maintenance_reason"], "disk swap");
+    let r = api.request(Method::PUT, "/v1/nodes/n2/maintenance", None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(api.node("n2").await["maintenance"], true);
+
+    let maintained = api.get("/v1/nodes?maintenance=true").await;
+    let names: Vec<&str> = maintained.body["nodes"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["n1", "n2"]);
+
+    let r = api.request(Method::DELETE, "/v1/nodes/n1/maintenance", None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    let node = api.node("n1").await;
+    assert_eq!(node["maintenance"], false);
+    assert_eq!(node["maintenance_reason"], Value::Null);
+
+    // Validate: the interfaces Ferrum has are checked, the others say they are not supported.
+    let r = api.get("/v1/nodes/n0/validate").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["power"]["result"], true);
+    assert_eq!(r.body["deploy"]["result"], true);
+    assert_eq!(r.body["console"]["result"], Value::Null);
+    let r = api
+        .patch("n0", json!([{"op": "replace", "path": "/deploy_interface", "value": "direct"}]))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = api.get("/v1/nodes/n0/validate").await;
+    assert_eq!(r.body["deploy"]["result"], false);
+    assert!(r.body["deploy"]["reason"].as_str().unwrap().contains("image_source"));
+
+    // Drivers: what the alive conductors offer.
+    let r = api.get("/v1/drivers").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let drivers = r.body["drivers"].as_array().unwrap();
+    assert_eq!(drivers.len(), 1);
+    assert_eq!(drivers[0]["name"], "fake-hardware");
+    assert_eq!(drivers[0]["hosts"].as_array().unwrap().len(), cluster.conductor_hosts.len());
+    let r = api.get("/v1/drivers/fake-hardware").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["type"], "dynamic");
+    assert_eq!(api.get("/v1/drivers/ipmi").await.status, StatusCode::NOT_FOUND);
+
+    // Listing: filters, fields, sorting, and pages whose next link keeps the filters.
+    let r = api.get("/v1/nodes?resource_class=big&fields=name,resource_class").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let nodes = r.body["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    for n in nodes {
+        assert_eq!(n["resource_class"], "big");
+        let mut keys: Vec<&String> = n.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["links", "name", "resource_class"]);
+    }
+    let r = api.get("/v1/nodes?resource_class=big&limit=2&sort_key=uuid&sort_dir=desc").await;
+    let first: Vec<String> = r.body["nodes"].as_array().unwrap().iter().map(|n| n["uuid"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(first.len(), 2);
+    assert!(first[0] > first[1], "descending by uuid");
+    let next = r.body["next"].as_str().expect("a full page has a next link");
+    assert!(next.contains("resource_class=big"), "{next}");
+    let path = next.strip_prefix(&api.base).unwrap();
+    let r = api.get(path).await;
+    let rest: Vec<String> = r.body["nodes"].as_array().unwrap().iter().map(|n| n["uuid"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(rest.len(), 1, "{}", r.body);
+    assert!(rest[0] < first[1]);
+    let r = api.get("/v1/nodes/detail?driver=fake-hardware&provision_state=available").await;
+    assert_eq!(r.body["nodes"].as_array().unwrap().len(), 5);
+    assert!(r.body["nodes"][0]["driver_info"].is_object(), "detail");
+    assert_eq!(api.get("/v1/nodes?associated=true").await.body["nodes"], json!([]));
+    cluster.assert_no_locks().await;
+}
+}
