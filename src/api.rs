@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::{FromRequestParts, State},
+    extract::{FromRequestParts, Request, State},
     http::{header, request::Parts},
     middleware,
     routing::get,
@@ -60,10 +60,9 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::put(nodes::set_maintenance).delete(nodes::unset_maintenance),
         )
         .route("/{ident}/validate", get(nodes::validate));
-    Router::new()
+    let routes = Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))
-        .route("/v1/", get(v1))
         .nest("/v1/nodes", nodes)
         .route("/v1/drivers", get(drivers::list))
         .route("/v1/drivers/{name}", get(drivers::show))
@@ -72,7 +71,26 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(extract::version_and_request_id))
-        .with_state(state)
+        .with_state(state);
+    // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
+    // before routing.
+    Router::new().fallback_service(tower::ServiceExt::map_request(routes, strip_trailing_slash))
+}
+
+fn strip_trailing_slash(mut request: Request) -> Request {
+    let path = request.uri().path();
+    if path.len() > 1 && path.ends_with('/') {
+        let trimmed = path.trim_end_matches('/');
+        let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+        let rebuilt = match request.uri().query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed.to_owned(),
+        };
+        if let Ok(uri) = rebuilt.parse() {
+            *request.uri_mut() = uri;
+        }
+    }
+    request
 }
 
 async fn not_found() -> Error {

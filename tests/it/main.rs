@@ -11,6 +11,7 @@ mod util;
 mod amqp;
 mod amqp_reconnect;
 mod api;
+mod clients;
 mod deploy;
 mod embedded;
 mod failures;

@@ -5,7 +5,7 @@ pub mod cluster;
 pub mod services;
 
 pub use cluster::{Api, Cluster, ClusterOptions};
-pub use services::{Stack, TestDb, amqp_url};
+pub use services::{Stack, TestDb, amqp_url, clients_venv};
 
 /// Defines a test that runs once per stack, as `name::embedded` and `name::multi_host`: one
 /// suite, parameterised, not two copies.

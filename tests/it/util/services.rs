@@ -78,6 +78,31 @@ pub fn amqp_url() -> Option<String> {
     check("RabbitMQ", "FERRUM_TEST_AMQP_URL", &url, 5672, &UP)
 }
 
+/// The Python venv holding python-ironicclient and openstacksdk (`FERRUM_CLIENTS_VENV`, default
+/// /tmp/ferrum-clients-venv, which `.ci/run` prepares), or None, announced, when it is missing.
+pub fn clients_venv() -> Option<std::path::PathBuf> {
+    static ANNOUNCED: OnceLock<()> = OnceLock::new();
+    let venv = std::path::PathBuf::from(
+        std::env::var("FERRUM_CLIENTS_VENV")
+            .unwrap_or_else(|_| "/tmp/ferrum-clients-venv".to_owned()),
+    );
+    if venv.join("bin/baremetal").exists() && venv.join("bin/python").exists() {
+        return Some(venv);
+    }
+    let message = format!(
+        "no client venv at {} (python-ironicclient + openstacksdk; .ci/run makes it, or set FERRUM_CLIENTS_VENV); the client-compatibility suite was NOT run.",
+        venv.display()
+    );
+    if required() {
+        panic!("FERRUM_REQUIRE_SERVICES=1: {message}");
+    }
+    ANNOUNCED.get_or_init(|| {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "\n!!!!!!!! {message} !!!!!!!!\n");
+    });
+    None
+}
+
 pub fn random_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
 }

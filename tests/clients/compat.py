@@ -1,0 +1,187 @@
+"""Drives Ferrum with the real OpenStack clients: the `baremetal` CLI (python-ironicclient) and
+openstacksdk's baremetal proxy, with no auth. Each step asserts states and fields; the first
+failure raises with the step's name. Run by tests/it/clients.rs against a fresh all-in-one.
+
+    python compat.py http://127.0.0.1:6385
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+ENDPOINT = sys.argv[1]
+VENV_BIN = os.path.dirname(sys.executable)
+CLI = [os.path.join(VENV_BIN, "baremetal"), "--os-auth-type", "none", "--os-endpoint", ENDPOINT]
+
+
+def cli(*args, ok=True):
+    """Runs `baremetal <args>`; returns parsed JSON output when `-f json` is among the args."""
+    proc = subprocess.run(CLI + list(args), capture_output=True, text=True, timeout=120)
+    step = "baremetal " + " ".join(args)
+    if ok and proc.returncode != 0:
+        raise AssertionError(f"{step} failed ({proc.returncode}): {proc.stderr.strip()}")
+    if not ok:
+        if proc.returncode == 0:
+            raise AssertionError(f"{step} should have failed: {proc.stdout.strip()}")
+        return proc.stderr
+    print(f"ok: {step}", flush=True)
+    if "json" in args:
+        return json.loads(proc.stdout)
+    return proc.stdout
+
+
+def show(node):
+    return cli("node", "show", node, "-f", "json")
+
+
+def wait_for(node, state, timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        n = show(node)
+        if n["provision_state"] == state and n["reservation"] is None:
+            return n
+        if time.time() > deadline:
+            raise AssertionError(f"{node} never reached {state}: {n['provision_state']}")
+        time.sleep(0.1)
+
+
+def expect(actual, wanted, what):
+    if actual != wanted:
+        raise AssertionError(f"{what}: expected {wanted!r}, got {actual!r}")
+
+
+def cli_suite():
+    n = cli("node", "create", "--driver", "fake-hardware", "--name", "cli-1",
+            "--property", "cpus=8", "-f", "json")
+    expect(n["provision_state"], "enroll", "new node")
+    uuid = n["uuid"]
+
+    listed = cli("node", "list", "-f", "json")
+    expect([x["uuid"] for x in listed], [uuid], "node list")
+    listed = cli("node", "list", "--fields", "uuid", "name", "--provision-state", "enroll", "-f", "json")
+    expect(listed, [{"uuid": uuid, "name": "cli-1"}], "node list with fields and filter")
+    expect(cli("node", "list", "--provision-state", "active", "-f", "json"), [], "filter excludes")
+    expect(show("cli-1")["uuid"], uuid, "show by name")
+
+    cli("node", "set", "cli-1", "--property", "ram=1024", "--extra", "rack=r1",
+        "--instance-info", "image_source=http://images.example/img.qcow2")
+    n = show("cli-1")
+    expect(n["properties"], {"cpus": 8, "ram": 1024}, "properties set")
+    expect(n["extra"], {"rack": "r1"}, "extra set")
+    expect(n["instance_info"]["image_source"], "http://images.example/img.qcow2", "instance_info set")
+    cli("node", "unset", "cli-1", "--property", "ram", "--extra", "rack")
+    n = show("cli-1")
+    expect(n["properties"], {"cpus": 8}, "properties unset")
+    expect(n["extra"], {}, "extra unset")
+
+    cli("node", "manage", "cli-1", "--wait", "30")
+    expect(wait_for("cli-1", "manageable")["power_state"], "power off", "verified power state")
+    cli("node", "provide", "cli-1", "--wait", "30")
+    wait_for("cli-1", "available")
+    cli("node", "deploy", "cli-1", "--wait", "30")
+    n = wait_for("cli-1", "active")
+    expect(n["power_state"], "power on", "deployed node powered on")
+    expect(n["target_provision_state"], None, "no target once active")
+
+    cli("node", "power", "off", "cli-1")
+    expect(show("cli-1")["power_state"], "power off", "power off")
+    cli("node", "power", "on", "cli-1")
+    expect(show("cli-1")["power_state"], "power on", "power on")
+    cli("node", "reboot", "cli-1")
+    expect(show("cli-1")["power_state"], "power on", "reboot")
+
+    cli("node", "maintenance", "set", "cli-1", "--reason", "swap a disk")
+    n = show("cli-1")
+    expect((n["maintenance"], n["maintenance_reason"]), (True, "swap a disk"), "maintenance set")
+    cli("node", "maintenance", "unset", "cli-1")
+    n = show("cli-1")
+    expect((n["maintenance"], n["maintenance_reason"]), (False, None), "maintenance unset")
+
+    results = {r["Interface"]: r["Result"] for r in cli("node", "validate", "cli-1", "-f", "json")}
+    expect((results["power"], results["deploy"], results["management"]), (True, True, True), "validate")
+
+    cli("node", "rebuild", "cli-1", "--wait", "30")
+    wait_for("cli-1", "active")
+    cli("node", "undeploy", "cli-1", "--wait", "30")
+    n = wait_for("cli-1", "available")
+    expect(n["instance_info"], {}, "instance_info cleared by undeploy")
+
+    drivers = cli("driver", "list", "-f", "json")
+    expect([d["name"] for d in drivers], ["fake-hardware"], "driver list")
+    d = cli("driver", "show", "fake-hardware", "-f", "json")
+    expect(d["name"], "fake-hardware", "driver show")
+    expect(len(d["hosts"]) >= 1, True, "driver has hosts")
+
+    cli("node", "delete", "cli-1")
+    err = cli("node", "show", "cli-1", ok=False)
+    expect("could not be found" in err, True, "deleted node is gone")
+
+
+def failure_suite():
+    """Ironic bug 1405420, entirely through the CLI: a deploy that fails in the driver leaves
+    the node in `deploy failed`, unlocked, with last_error, and every follow-up works."""
+    cli("node", "create", "--driver", "fake-hardware", "--name", "bad-1",
+        "--deploy-interface", "direct")
+    cli("node", "set", "bad-1", "--instance-info", "image_source=file:///home/user/aaa")
+    cli("node", "manage", "bad-1", "--wait", "30")
+    cli("node", "provide", "bad-1", "--wait", "30")
+    cli("node", "deploy", "bad-1")
+    n = wait_for("bad-1", "deploy failed")
+    expect(n["target_provision_state"], "active", "failure keeps its target")
+    expect(n["last_error"].startswith(
+        "Failed to prepare to deploy: Image file:///home/user/aaa is unacceptable: "), True,
+        f"last_error {n['last_error']!r}")
+    cli("node", "set", "bad-1", "--extra", "ticket=OPS-1")
+    expect(show("bad-1")["extra"], {"ticket": "OPS-1"}, "PATCH in deploy failed")
+    err = cli("node", "provide", "bad-1", ok=False)
+    expect("deploy failed" in err and "provide" in err, True, f"provide refused: {err}")
+    cli("node", "deploy", "bad-1")
+    wait_for("bad-1", "deploy failed")
+    cli("node", "rebuild", "bad-1")
+    wait_for("bad-1", "deploy failed")
+    cli("node", "undeploy", "bad-1")
+    n = wait_for("bad-1", "available")
+    expect(n["last_error"], None, "undeploy clears last_error")
+    cli("node", "delete", "bad-1")
+
+
+def sdk_suite():
+    import openstack
+
+    conn = openstack.connection.Connection(
+        auth_type="none", baremetal_endpoint_override=ENDPOINT + "/", baremetal_api_version="1")
+    bm = conn.baremetal
+    n = bm.create_node(driver="fake-hardware", name="sdk-1", properties={"cpus": 2})
+    expect(n.provision_state, "enroll", "sdk create")
+    n = bm.set_node_provision_state(n, "manage", wait=True, timeout=30)
+    expect(n.provision_state, "manageable", "sdk manage")
+    n = bm.set_node_provision_state(n, "provide", wait=True, timeout=30)
+    expect(n.provision_state, "available", "sdk provide")
+    n = bm.update_node(n, extra={"owner": "team-a"})
+    expect(n.extra, {"owner": "team-a"}, "sdk update")
+    n = bm.set_node_provision_state(n, "active", wait=True, timeout=30)
+    expect(n.provision_state, "active", "sdk deploy")
+    bm.set_node_power_state(n, "power off", wait=True, timeout=30)
+    expect(bm.get_node("sdk-1").power_state, "power off", "sdk power off")
+    bm.set_node_maintenance(n, reason="sdk says so")
+    expect(bm.get_node("sdk-1").is_maintenance, True, "sdk maintenance set")
+    bm.unset_node_maintenance(n)
+    expect(bm.get_node("sdk-1").is_maintenance, False, "sdk maintenance unset")
+    bm.validate_node(n, required=("power", "deploy", "management"))
+    n = bm.set_node_provision_state(n, "rebuild", wait=True, timeout=30)
+    expect(n.provision_state, "active", "sdk rebuild")
+    n = bm.set_node_provision_state(n, "deleted", wait=True, timeout=30)
+    expect(n.provision_state, "available", "sdk undeploy")
+    expect([x.name for x in bm.nodes(provision_state="available")], ["sdk-1"], "sdk list filter")
+    expect([d.name for d in bm.drivers()], ["fake-hardware"], "sdk drivers")
+    bm.delete_node(n)
+    print("ok: openstacksdk baremetal proxy", flush=True)
+
+
+if __name__ == "__main__":
+    cli_suite()
+    failure_suite()
+    sdk_suite()
+    print("clients: all steps passed")
