@@ -62,7 +62,12 @@ pub enum RpcRequest {
     DoNodeTearDown {
         node: Box<Node>,
     },
-    /// manage, provide, abort.
+    /// Manual cleaning with steps (the `clean` verb).
+    DoNodeClean {
+        node: Box<Node>,
+        clean_steps: Vec<Value>,
+    },
+    /// manage, provide, inspect, adopt, abort.
     DoProvisioningAction {
         node: Box<Node>,
         action: String,
@@ -91,6 +96,7 @@ impl RpcRequest {
             RpcRequest::DestroyNode { .. } => "destroy_node",
             RpcRequest::DoNodeDeploy { .. } => "do_node_deploy",
             RpcRequest::DoNodeTearDown { .. } => "do_node_tear_down",
+            RpcRequest::DoNodeClean { .. } => "do_node_clean",
             RpcRequest::DoProvisioningAction { .. } => "do_provisioning_action",
             RpcRequest::ChangeNodePowerState { .. } => "change_node_power_state",
             RpcRequest::SetMaintenance { .. } => "set_maintenance",
@@ -111,6 +117,7 @@ impl RpcRequest {
             | RpcRequest::DestroyNode { node }
             | RpcRequest::DoNodeDeploy { node, .. }
             | RpcRequest::DoNodeTearDown { node }
+            | RpcRequest::DoNodeClean { node, .. }
             | RpcRequest::DoProvisioningAction { node, .. }
             | RpcRequest::ChangeNodePowerState { node, .. }
             | RpcRequest::SetMaintenance { node, .. }

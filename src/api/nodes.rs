@@ -471,6 +471,7 @@ pub async fn states(
 pub struct ProvisionBody {
     target: String,
     configdrive: Option<Value>,
+    clean_steps: Option<Vec<Value>>,
 }
 
 /// 202 Accepted with `Location: <url>/v1/nodes/<id as given>/states`.
@@ -495,9 +496,12 @@ pub async fn set_provision_state(
     let min = match target {
         "active" | "rebuild" | "deleted" => 1,
         "manage" | "provide" => 4,
+        "inspect" => 6,
         "abort" => 13,
+        "clean" => 15,
+        "adopt" => 17,
         "deploy" | "undeploy" => 73,
-        "inspect" | "clean" | "adopt" | "rescue" | "unrescue" | "unhold" | "service" => {
+        "rescue" | "unrescue" | "unhold" | "service" => {
             return Err(Error::InvalidParameterValue(format!(
                 "The provision state target \"{target}\" is not supported by Ferrum yet."
             )));
@@ -512,6 +516,16 @@ pub async fn set_provision_state(
     if body.configdrive.is_some() && !matches!(target, "active" | "deploy" | "rebuild") {
         return Err(Error::InvalidParameterValue(
             "configdrive can only be specified when deploying or rebuilding a node.".to_owned(),
+        ));
+    }
+    if body.clean_steps.is_some() && target != "clean" {
+        return Err(Error::InvalidParameterValue(
+            "\"clean_steps\" is only valid when setting target provision state to clean".to_owned(),
+        ));
+    }
+    if target == "clean" && body.clean_steps.is_none() {
+        return Err(Error::InvalidParameterValue(
+            "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
         ));
     }
     if body.configdrive.is_some() && target == "rebuild" {
@@ -531,6 +545,10 @@ pub async fn set_provision_state(
             configdrive: body.configdrive,
         },
         "deleted" | "undeploy" => RpcRequest::DoNodeTearDown { node },
+        "clean" => RpcRequest::DoNodeClean {
+            node,
+            clean_steps: body.clean_steps.unwrap_or_default(),
+        },
         action => RpcRequest::DoProvisioningAction {
             node,
             action: action.to_owned(),

@@ -92,6 +92,11 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::DoNodeTearDown { node } => provision::do_node_tear_down(&ctx, *node, deadline)
             .await
             .map(|()| RpcReply::Accepted),
+        RpcRequest::DoNodeClean { node, clean_steps } => {
+            provision::do_node_clean(&ctx, *node, clean_steps, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
         RpcRequest::DoProvisioningAction { node, action } => {
             provision::do_provisioning_action(&ctx, *node, &action, deadline)
                 .await

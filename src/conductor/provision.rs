@@ -32,8 +32,13 @@ use crate::{
 pub enum Work {
     Deploy,
     TearDown,
+    /// Automated cleaning (after provide or tear down): ends available.
     Clean,
+    /// Cleaning asked for with steps (`clean` verb): ends manageable.
+    ManualClean,
     Verify,
+    Inspect,
+    Adopt,
     Power {
         target: PowerState,
         reboot: bool,
@@ -44,12 +49,15 @@ pub enum Work {
 
 impl Work {
     /// The work that must follow a move into `to`, None when the move completes the operation.
-    fn after(to: ProvisionState) -> Result<Option<Work>> {
+    fn after(to: ProvisionState, event: Event) -> Result<Option<Work>> {
         match to {
             ProvisionState::Deploying => Ok(Some(Work::Deploy)),
             ProvisionState::Deleting => Ok(Some(Work::TearDown)),
+            ProvisionState::Cleaning if event == Event::Clean => Ok(Some(Work::ManualClean)),
             ProvisionState::Cleaning => Ok(Some(Work::Clean)),
             ProvisionState::Verifying => Ok(Some(Work::Verify)),
+            ProvisionState::Inspecting => Ok(Some(Work::Inspect)),
+            ProvisionState::Adopting => Ok(Some(Work::Adopt)),
             s if s.is_unstable() => Err(Error::InvalidParameterValue(format!(
                 "Moving a node to \"{s}\" is not supported by Ferrum yet."
             ))),
@@ -62,7 +70,10 @@ impl Work {
             Work::Deploy => deploy(task, driver).await,
             Work::TearDown => tear_down(task, driver).await,
             Work::Clean => clean(task).await,
+            Work::ManualClean => manual_clean(task).await,
             Work::Verify => verify(task, driver).await,
+            Work::Inspect => inspect(task).await,
+            Work::Adopt => adopt(task, driver).await,
             Work::Power {
                 target,
                 reboot,
@@ -77,10 +88,18 @@ impl Work {
         match self {
             Work::Deploy => "Deploy",
             Work::TearDown => "Tear down",
-            Work::Clean => "Cleaning",
+            Work::Clean | Work::ManualClean => "Cleaning",
             Work::Verify => "Verification",
+            Work::Inspect => "Inspection",
+            Work::Adopt => "Adoption",
             Work::Power { .. } => "Power change",
         }
+    }
+
+    /// The target a flow sets instead of the state's registered one: manual cleaning goes back to
+    /// manageable, not on to available.
+    fn target_override(self) -> Option<ProvisionState> {
+        matches!(self, Work::ManualClean).then_some(ProvisionState::Manageable)
     }
 
     /// Whether a failure moves the node along the table's `fail` edge (a power change never
@@ -110,7 +129,7 @@ pub(super) async fn start(
         let to = next_state(node, event, verb)?;
         let driver = ctx.drivers.for_node(node)?;
         let extra = check(node, &driver)?;
-        work = Work::after(to)?;
+        work = Work::after(to, event)?;
         if work.is_none() {
             return Ok((apply_event(node, event, false, extra)?, Hold::Release));
         }
@@ -122,10 +141,11 @@ pub(super) async fn start(
                     .map_err(|_| Error::NoFreeConductorWorker)?,
             );
         }
-        Ok((
-            apply_event(node, event, true, extra.last_error(None))?,
-            Hold::Keep,
-        ))
+        let mut changes = apply_event(node, event, true, extra.last_error(None))?;
+        if let Some(target) = work.and_then(Work::target_override) {
+            changes.target_provision_state = Some(Some(target.api_name().to_owned()));
+        }
+        Ok((changes, Hold::Keep))
     })
     .await?;
     log_change(before, &node, event);
@@ -227,7 +247,53 @@ pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>)
     .await
 }
 
-/// manage, provide and abort.
+/// Manual cleaning with `clean_steps`. The fake hardware's deploy interface offers the steps
+/// `erase_devices` and `erase_devices_metadata`, which do nothing; any other step is refused.
+pub async fn do_node_clean(
+    ctx: &Ctx,
+    node: Node,
+    clean_steps: Vec<Value>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    const STEPS: &[(&str, &str)] = &[
+        ("deploy", "erase_devices"),
+        ("deploy", "erase_devices_metadata"),
+    ];
+    if clean_steps.is_empty() {
+        return Err(Error::InvalidParameterValue(
+            "clean_steps must hold at least one step.".to_owned(),
+        ));
+    }
+    for step in &clean_steps {
+        let interface = step.get("interface").and_then(Value::as_str);
+        let name = step.get("step").and_then(Value::as_str);
+        match (interface, name) {
+            (Some(i), Some(n)) if STEPS.contains(&(i, n)) => {}
+            (Some(i), Some(n)) => {
+                return Err(Error::InvalidParameterValue(format!(
+                    "Node {}: the clean step {i}.{n} is not supported by its driver; supported: {}.",
+                    node.uuid,
+                    STEPS
+                        .iter()
+                        .map(|(i, n)| format!("{i}.{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            _ => {
+                return Err(Error::InvalidParameterValue(format!(
+                    "Each clean step needs \"interface\" and \"step\": {step}"
+                )));
+            }
+        }
+    }
+    start(ctx, node, deadline, "clean", Event::Clean, |_, _| {
+        Ok(NodeChanges::default())
+    })
+    .await
+}
+
+/// manage, provide, inspect, adopt and abort.
 pub async fn do_provisioning_action(
     ctx: &Ctx,
     node: Node,
@@ -238,6 +304,8 @@ pub async fn do_provisioning_action(
         "manage" => Event::Manage,
         "provide" => Event::Provide,
         "abort" => Event::Abort,
+        "inspect" => Event::Inspect,
+        "adopt" => Event::Adopt,
         other => {
             return Err(Error::InvalidParameterValue(format!(
                 "The provisioning action \"{other}\" is not supported."
@@ -324,6 +392,41 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
     task.process_event(Event::Done, false, NodeChanges::default().release())
         .await
         .map_err(|e| format!("Failed to finish cleaning: {e}"))
+}
+
+/// Manual cleaning: the steps were checked when the request was accepted, and the fake ones do
+/// nothing; then back to manageable.
+async fn manual_clean(task: &mut Task) -> std::result::Result<(), String> {
+    task.process_event(Event::Manage, false, NodeChanges::default().release())
+        .await
+        .map_err(|e| format!("Failed to finish cleaning: {e}"))
+}
+
+/// Inspection. The fake hardware has nothing to discover, so inspection completes at once.
+async fn inspect(task: &mut Task) -> std::result::Result<(), String> {
+    task.process_event(Event::Done, false, NodeChanges::default().release())
+        .await
+        .map_err(|e| format!("Failed to finish inspection: {e}"))
+}
+
+/// Adoption: take over a node already running its instance: check the interfaces, read the power
+/// state, and call it active without deploying.
+async fn adopt(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+    let uuid = task.node.uuid.clone();
+    driver
+        .power
+        .validate(&task.node)
+        .and_then(|()| driver.deploy.validate(&task.node))
+        .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
+    let power = driver
+        .power
+        .get_power_state(&task.node)
+        .await
+        .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
+    let changes = NodeChanges::default().power(Some(power.api_name().to_owned()), None);
+    task.process_event(Event::Done, false, changes.release())
+        .await
+        .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))
 }
 
 /// `manage` from enroll: check the power credentials and read the power state.

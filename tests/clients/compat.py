@@ -114,6 +114,18 @@ def cli_suite():
     expect(d["name"], "fake-hardware", "driver show")
     expect(len(d["hosts"]) >= 1, True, "driver has hosts")
 
+    cli("node", "manage", "cli-1", "--wait", "30")
+    wait_for("cli-1", "manageable")
+    cli("node", "inspect", "cli-1", "--wait", "30")
+    wait_for("cli-1", "manageable")
+    cli("node", "clean", "cli-1", "--wait", "30", "--clean-steps",
+        '[{"interface": "deploy", "step": "erase_devices_metadata"}]')
+    wait_for("cli-1", "manageable")
+    cli("node", "adopt", "cli-1", "--wait", "30")
+    wait_for("cli-1", "active")
+    cli("node", "undeploy", "cli-1", "--wait", "30")
+    wait_for("cli-1", "available")
+
     cli("node", "delete", "cli-1")
     err = cli("node", "show", "cli-1", ok=False)
     expect("could not be found" in err, True, "deleted node is gone")

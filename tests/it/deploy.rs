@@ -152,3 +152,53 @@ async fn wait_power(api: &crate::util::Api, ident: &str, want: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+on_both_stacks! {
+/// inspect (1.6), clean with steps (1.15) and adopt (1.17) on fake hardware.
+async fn inspect_clean_and_adopt(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api.create_node(json!({"name": "ica", "driver": "fake-hardware"})).await;
+    assert_eq!(node["provision_state"], "enroll");
+    api.accepted("ica", "manage").await;
+    api.wait_for("ica", "manageable").await;
+
+    api.accepted("ica", "inspect").await;
+    let node = api.wait_for("ica", "manageable").await;
+    assert_eq!(node["target_provision_state"], json!(null));
+
+    let clean = |steps: serde_json::Value| {
+        api.request(
+            reqwest::Method::PUT,
+            "/v1/nodes/ica/states/provision",
+            Some(json!({"target": "clean", "clean_steps": steps})),
+        )
+    };
+    let r = clean(json!([{"interface": "deploy", "step": "erase_devices_metadata"}])).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let node = api.wait_for("ica", "manageable").await;
+    assert_eq!(node["target_provision_state"], json!(null), "manual cleaning ends manageable");
+    let r = clean(json!([{"interface": "raid", "step": "create_configuration"}])).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("raid.create_configuration"), "{}", r.fault());
+    let r = clean(json!([])).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = api.provision("ica", "clean").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "clean needs steps: {}", r.body);
+
+    api.accepted("ica", "adopt").await;
+    let node = api.wait_for("ica", "active").await;
+    assert_eq!(node["target_provision_state"], json!(null));
+    assert_eq!(node["power_state"], "power off", "adoption read the power state");
+    let r = api.provision("ica", "inspect").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "not from active: {}", r.body);
+    cluster.assert_no_locks().await;
+}
+}
