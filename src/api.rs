@@ -70,6 +70,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/conductors/{host}", get(conductors::show))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(catch_panics))
         .layer(middleware::from_fn(extract::version_and_request_id))
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
@@ -91,6 +92,23 @@ fn strip_trailing_slash(mut request: Request) -> Request {
         }
     }
     request
+}
+
+/// A handler that panics answers 500 in the envelope; the process and its other requests go on.
+async fn catch_panics(request: Request, next: middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(next.run(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(panic) => Error::internal(format!(
+            "request handler panicked: {}",
+            crate::error::panic_message(&*panic)
+        ))
+        .into_response(),
+    }
 }
 
 async fn not_found() -> Error {

@@ -212,7 +212,16 @@ pub async fn recover_held_nodes(ctx: &Ctx, reason: &str) -> crate::error::Result
             changes = NodeChanges::default();
         }
         let uuid = node.uuid.clone();
-        match db::nodes::update_held(&ctx.db, node.id, &ctx.host, state, changes.release()).await {
+        match db::nodes::update_held(
+            &ctx.db,
+            node.id,
+            &ctx.host,
+            state,
+            node.version,
+            changes.release(),
+        )
+        .await
+        {
             Ok(()) => warn!(node.uuid = %uuid, "recovered node from {state}: {reason}"),
             Err(e) => warn!(node.uuid = %uuid, error = %e, "could not recover node"),
         }

@@ -117,6 +117,10 @@ impl Error {
         if let Error::Internal(_) = self {
             return "An internal error occurred; it has been logged.".to_owned();
         }
+        // Hosts, users and the driver's own words stay in the log.
+        if let Error::DatabaseUnavailable(_) = self {
+            return "The database is unavailable; please retry.".to_owned();
+        }
         self.to_string()
     }
 
@@ -138,6 +142,17 @@ impl From<diesel::result::Error> for Error {
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
     fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
         Error::DatabaseUnavailable(e.to_string())
+    }
+}
+
+/// The text a panic carried, if it was a string.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_owned()
     }
 }
 

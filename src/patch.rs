@@ -278,14 +278,18 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
         ));
     }
     set_if(&mut c.resource_class, rc, &node.resource_class);
-    let instance_uuid = opt_string("instance_uuid", take("instance_uuid"))?;
-    if let Some(u) = &instance_uuid
-        && uuid::Uuid::try_parse(u).is_err()
-    {
-        return Err(Error::InvalidParameterValue(format!(
-            "Expected a UUID for instance_uuid but received {u}."
-        )));
-    }
+    // Stored in one spelling, so that uniqueness and the instance_uuid filter see one value.
+    let instance_uuid = opt_string("instance_uuid", take("instance_uuid"))?
+        .map(|u| {
+            uuid::Uuid::try_parse(&u)
+                .map(|p| p.hyphenated().to_string())
+                .map_err(|_| {
+                    Error::InvalidParameterValue(format!(
+                        "Expected a UUID for instance_uuid but received {u}."
+                    ))
+                })
+        })
+        .transpose()?;
     set_if(&mut c.instance_uuid, instance_uuid, &node.instance_uuid);
     match take("maintenance") {
         Value::Bool(m) => {

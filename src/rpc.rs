@@ -31,9 +31,9 @@ pub struct Envelope {
     pub version: u16,
     /// The API's request id (`req-<uuid>`), carried into the conductor's logs.
     pub request_id: String,
-    /// Unix time in milliseconds after which the caller has stopped waiting; 0 for none.
-    /// A conductor drops a request it receives after this, rather than doing work nobody awaits.
-    pub deadline_ms: u64,
+    /// How long the caller waits, in milliseconds; 0 for no limit. Relative, so that clocks of
+    /// different hosts never meet; a request that waited too long in the queue expires there.
+    pub timeout_ms: u64,
     pub request: RpcRequest,
 }
 
@@ -178,13 +178,6 @@ pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
     rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
 }
 
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// The API's side of RPC: encodes, sends to the chosen conductor, maps failures to [`Error`].
 #[derive(Clone)]
 pub struct RpcClient {
@@ -207,7 +200,7 @@ impl RpcClient {
         let envelope = Envelope {
             version: WIRE_VERSION,
             request_id: request_id.to_owned(),
-            deadline_ms: unix_ms() + self.timeout.as_millis() as u64,
+            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
             request,
         };
         let body = encode(&envelope)?;
@@ -224,7 +217,10 @@ impl RpcClient {
                     after.as_secs_f64()
                 )),
                 TransportError::Unavailable(cause) => {
-                    Error::TemporaryFailure(format!("Message broker unavailable: {cause}"))
+                    tracing::warn!(%cause, "message broker unavailable");
+                    Error::TemporaryFailure(
+                        "The message broker is unavailable; please retry.".to_owned(),
+                    )
                 }
             })?;
         let result: RpcResult = decode(&reply)

@@ -28,6 +28,8 @@ impl IntoResponse for Error {
         let status = self.status();
         if status == 500 {
             error!(error = %self, "internal error");
+        } else if status == 503 {
+            tracing::warn!(error = %self, "service unavailable");
         }
         let body = envelope(status, &self.client_message());
         let mut response = (

@@ -121,6 +121,11 @@ pub async fn create(
     if let Some(name) = &body.name {
         patch::validate_name(name)?;
     }
+    if body.resource_class.as_deref().is_some_and(|r| r.len() > 80) {
+        return Err(Error::InvalidParameterValue(
+            "resource_class must be at most 80 characters".to_owned(),
+        ));
+    }
     let initial = if version.at_least(11) {
         ProvisionState::Enroll
     } else {

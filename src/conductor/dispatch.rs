@@ -8,9 +8,9 @@ use std::panic::AssertUnwindSafe;
 use futures::FutureExt;
 use tracing::{Instrument, info_span, warn};
 
-use super::{Ctx, node_ops, power, provision, task::deadline_from_unix_ms};
+use super::{Ctx, node_ops, power, provision, task::deadline_after};
 use crate::{
-    error::Error,
+    error::{Error, panic_message},
     rpc::{
         self, Envelope, RpcReply, RpcRequest, RpcResult, WIRE_VERSION, transport::RequestHandler,
     },
@@ -42,11 +42,6 @@ impl RequestHandler for Dispatcher {
                 "RPC envelope version {} is newer than this conductor's {WIRE_VERSION}",
                 envelope.version
             )))
-        } else if envelope.deadline_ms != 0 && rpc::unix_ms() > envelope.deadline_ms {
-            // The caller has given up; doing the work now would surprise it.
-            Err(Error::TemporaryFailure(format!(
-                "The {method} request expired before the conductor could take it; please retry."
-            )))
         } else {
             let ctx = self.ctx.clone();
             AssertUnwindSafe(dispatch(ctx, envelope))
@@ -71,7 +66,7 @@ impl RequestHandler for Dispatcher {
 }
 
 async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
-    let deadline = deadline_from_unix_ms(envelope.deadline_ms);
+    let deadline = deadline_after(envelope.timeout_ms);
     match envelope.request {
         RpcRequest::CreateNode { node } => node_ops::create(&ctx, *node)
             .await
@@ -119,16 +114,5 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::ValidateDriverInterfaces { node } => {
             node_ops::validate(&ctx, &node).map(RpcReply::Validation)
         }
-    }
-}
-
-/// The text a panic carried, if it was a string.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".to_owned()
     }
 }

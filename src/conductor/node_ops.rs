@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::{
     Ctx,
-    task::{Hold, change_node},
+    task::{Decision, Hold, change_node},
 };
 use crate::{
     db::{
@@ -125,7 +125,7 @@ pub async fn update(
                 instance: old.clone(),
             });
         }
-        Ok((changes, Hold::Release))
+        Ok(Decision::Write(changes, Hold::Release))
     })
     .await?;
     Ok(node)
@@ -150,7 +150,7 @@ pub async fn set_maintenance(
             }),
             ..NodeChanges::default()
         };
-        Ok((changes, Hold::Release))
+        Ok(Decision::Write(changes, Hold::Release))
     })
     .await
     .map(|_| ())
@@ -185,35 +185,24 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     Ok(out)
 }
 
-/// Deletes the node if its state allows it, conditional like [`update`].
+/// Deletes the node if its state allows it, in one statement conditional like [`update`]'s.
 pub async fn destroy(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
     let uuid = node.uuid.clone();
-    let mut node = node;
-    // The delete is its own statement; a node changed or locked since it was read is read again.
-    for _ in 0..8 {
-        let (current, _) = change_node(ctx, &uuid, Some(node), deadline, |node| {
-            if let (Some(instance), false) = (&node.instance_uuid, node.maintenance) {
-                return Err(Error::NodeAssociated {
-                    node: node.uuid.clone(),
-                    instance: instance.clone(),
-                });
-            }
-            if !node.maintenance && !node.provision_state.delete_allowed() {
-                return Err(Error::InvalidState(format!(
-                    "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
-                    node.uuid, node.provision_state
-                )));
-            }
-            // Nothing to write: this only proves the node is unlocked and deletable now.
-            Ok((NodeChanges::default(), Hold::Release))
-        })
-        .await?;
-        if db::nodes::delete_unlocked(&ctx.db, current.id, current.version).await? {
-            return Ok(());
+    change_node(ctx, &uuid, Some(node), deadline, |node| {
+        if let (Some(instance), false) = (&node.instance_uuid, node.maintenance) {
+            return Err(Error::NodeAssociated {
+                node: node.uuid.clone(),
+                instance: instance.clone(),
+            });
         }
-        node = db::nodes::get_by_uuid(&ctx.db, &uuid).await?;
-    }
-    Err(Error::Conflict(format!(
-        "Node {uuid} kept changing while it was being deleted; please retry."
-    )))
+        if !node.maintenance && !node.provision_state.delete_allowed() {
+            return Err(Error::InvalidState(format!(
+                "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
+                node.uuid, node.provision_state
+            )));
+        }
+        Ok(Decision::Delete)
+    })
+    .await
+    .map(|_| ())
 }

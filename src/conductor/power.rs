@@ -6,8 +6,8 @@ use tokio::{sync::OwnedSemaphorePermit, time::Instant};
 
 use super::{
     Ctx,
-    provision::{Work, spawn_worker},
-    task::{Hold, Task, change_node},
+    provision::{Work, hw, spawn_worker},
+    task::{Decision, Hold, Task, change_node},
 };
 use crate::{
     db::models::{Node, NodeChanges},
@@ -77,7 +77,7 @@ pub async fn change_node_power_state(
         }
         let mut changes = NodeChanges::default().last_error(None);
         changes.target_power_state = Some(Some(target.api_name().to_owned()));
-        Ok((changes, Hold::Keep))
+        Ok(Decision::Write(changes, Hold::Keep))
     })
     .await?;
     if let (Some(task), Some(permit)) = (task, permit) {
@@ -103,12 +103,13 @@ pub(super) async fn set_power(
     timeout: Duration,
 ) -> std::result::Result<(), String> {
     let done = if reboot {
-        driver.power.reboot(&task.node, timeout).await
+        hw(task, driver.power.reboot(&task.node, timeout)).await?
     } else {
-        driver
-            .power
-            .set_power_state(&task.node, target, timeout)
-            .await
+        hw(
+            task,
+            driver.power.set_power_state(&task.node, target, timeout),
+        )
+        .await?
     };
     done.map_err(|e| {
         format!(

@@ -15,15 +15,13 @@ use tokio::{sync::OwnedSemaphorePermit, time::Instant};
 use tracing::{Instrument, info_span};
 
 use super::{
-    Ctx,
-    dispatch::panic_message,
-    power,
-    task::{Hold, Task, apply_event, change_node, log_change, next_state},
+    Ctx, power,
+    task::{Decision, Hold, Task, apply_event, change_node, log_change, next_state},
 };
 use crate::{
     db::models::{Node, NodeChanges, json_text},
     drivers::{DeployOutcome, Driver, PowerState},
-    error::{Error, Result},
+    error::{Error, Result, panic_message},
     states::{Event, ProvisionState},
 };
 
@@ -131,7 +129,10 @@ pub(super) async fn start(
         let extra = check(node, &driver)?;
         work = Work::after(to, event)?;
         if work.is_none() {
-            return Ok((apply_event(node, event, false, extra)?, Hold::Release));
+            return Ok(Decision::Write(
+                apply_event(node, event, false, extra)?,
+                Hold::Release,
+            ));
         }
         if permit.is_none() {
             permit = Some(
@@ -145,7 +146,7 @@ pub(super) async fn start(
         if let Some(target) = work.and_then(Work::target_override) {
             changes.target_provision_state = Some(Some(target.api_name().to_owned()));
         }
-        Ok((changes, Hold::Keep))
+        Ok(Decision::Write(changes, Hold::Keep))
     })
     .await?;
     log_change(before, &node, event);
@@ -162,24 +163,30 @@ pub(super) fn spawn_worker(task: Task, driver: Driver, work: Work, permit: Owned
     let span = info_span!("work", node.uuid = %task.node.uuid, work = work.name());
     ctx.tracker
         .clone()
-        .spawn(run_worker(ctx, task, driver, work, permit).instrument(span));
+        .spawn(run_worker(task, driver, work, permit).instrument(span));
 }
 
-async fn run_worker(
-    ctx: Ctx,
-    mut task: Task,
-    driver: Driver,
-    work: Work,
-    _permit: OwnedSemaphorePermit,
-) {
-    let outcome = tokio::select! {
-        outcome = AssertUnwindSafe(work.run(&mut task, &driver)).catch_unwind() => outcome,
-        () = ctx.abort_work.cancelled() => Ok(Err(format!(
-            "{} was aborted: the conductor {} shut down before it finished.",
-            work.name(),
+/// Runs a driver call, unless the conductor's graceful-shutdown period ends first: then the work
+/// fails with that reason. Only driver calls are cut short, never a database write, so what the
+/// database says and what the task believes cannot part.
+pub(super) async fn hw<T>(
+    task: &Task,
+    call: impl std::future::Future<Output = T>,
+) -> std::result::Result<T, String> {
+    let ctx = task.ctx();
+    tokio::select! {
+        done = call => Ok(done),
+        () = ctx.abort_work.cancelled() => Err(format!(
+            "The work was aborted: the conductor {} shut down before the driver finished.",
             ctx.host
-        ))),
-    };
+        )),
+    }
+}
+
+async fn run_worker(mut task: Task, driver: Driver, work: Work, _permit: OwnedSemaphorePermit) {
+    let outcome = AssertUnwindSafe(work.run(&mut task, &driver))
+        .catch_unwind()
+        .await;
     let message = match outcome {
         Ok(Ok(())) => {
             // The flow's last write released the lock; this only acts if it did not.
@@ -333,26 +340,27 @@ pub async fn do_provisioning_action(
 
 /// prepare, deploy, then `done` (active, powered on) or `wait` (wait call-back), releasing the lock.
 async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-    driver
-        .deploy
-        .prepare(&task.node)
-        .await
+    hw(task, driver.deploy.prepare(&task.node))
+        .await?
         .map_err(|e| format!("Failed to prepare to deploy: {e}"))?;
-    let outcome = match driver.deploy.deploy(&task.node).await {
+    let outcome = match hw(task, driver.deploy.deploy(&task.node)).await? {
         Ok(outcome) => outcome,
         Err(e) => {
             // Best effort, as in Ironic: the deploy failure is what the operator needs to see.
-            let _ = driver.deploy.clean_up(&task.node).await;
+            let _ = hw(task, driver.deploy.clean_up(&task.node)).await;
             return Err(format!("Deploy step deploy.deploy failed: {e}."));
         }
     };
     let (event, changes) = match outcome {
         DeployOutcome::Done => {
-            driver
-                .power
-                .set_power_state(&task.node, PowerState::On, Duration::from_secs(60))
-                .await
-                .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
+            hw(
+                task,
+                driver
+                    .power
+                    .set_power_state(&task.node, PowerState::On, Duration::from_secs(60)),
+            )
+            .await?
+            .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
             (
                 Event::Done,
                 NodeChanges::default().power(Some(PowerState::On.api_name().to_owned()), None),
@@ -367,16 +375,17 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
 
 /// Tear down, power off, forget the instance, then automated cleaning.
 async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-    driver
-        .deploy
-        .tear_down(&task.node)
-        .await
+    hw(task, driver.deploy.tear_down(&task.node))
+        .await?
         .map_err(|e| format!("Failed to tear down: {e}"))?;
-    driver
-        .power
-        .set_power_state(&task.node, PowerState::Off, Duration::from_secs(60))
-        .await
-        .map_err(|e| format!("Failed to tear down: {e}"))?;
+    hw(
+        task,
+        driver
+            .power
+            .set_power_state(&task.node, PowerState::Off, Duration::from_secs(60)),
+    )
+    .await?
+    .map_err(|e| format!("Failed to tear down: {e}"))?;
     let mut changes =
         NodeChanges::default().power(Some(PowerState::Off.api_name().to_owned()), None);
     changes.instance_info = Some("{}".to_owned());
@@ -418,10 +427,8 @@ async fn adopt(task: &mut Task, driver: &Driver) -> std::result::Result<(), Stri
         .validate(&task.node)
         .and_then(|()| driver.deploy.validate(&task.node))
         .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
-    let power = driver
-        .power
-        .get_power_state(&task.node)
-        .await
+    let power = hw(task, driver.power.get_power_state(&task.node))
+        .await?
         .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
     let changes = NodeChanges::default().power(Some(power.api_name().to_owned()), None);
     task.process_event(Event::Done, false, changes.release())
@@ -436,10 +443,8 @@ async fn verify(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
         .power
         .validate(&task.node)
         .map_err(|e| format!("Failed to validate power driver interface for node {uuid}: {e}"))?;
-    let power = driver
-        .power
-        .get_power_state(&task.node)
-        .await
+    let power = hw(task, driver.power.get_power_state(&task.node))
+        .await?
         .map_err(|e| format!("Failed to get power state for node {uuid}: {e}"))?;
     let changes = NodeChanges::default().power(Some(power.api_name().to_owned()), None);
     task.process_event(Event::Done, false, changes.release())

@@ -35,6 +35,19 @@ pub enum Hold {
     Keep,
 }
 
+/// What [`change_node`] does with a node once it has decided.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per request and consumed at once; boxing would only add an allocation"
+)]
+pub enum Decision {
+    /// Write these changes; with `Hold::Keep`, take the lock in the same statement.
+    Write(NodeChanges, Hold),
+    /// Delete the node.
+    Delete,
+}
+
 /// How often a write may find the row changed under it (without a lock holder) before giving up:
 /// only a storm of concurrent writers to one node gets there.
 const MAX_RACES: u32 = 8;
@@ -49,7 +62,7 @@ pub async fn change_node(
     uuid: &str,
     hint: Option<Node>,
     deadline: Option<Instant>,
-    mut decide: impl FnMut(&Node) -> Result<(NodeChanges, Hold)>,
+    mut decide: impl FnMut(&Node) -> Result<Decision>,
 ) -> Result<(Node, Option<Task>)> {
     let mut node = match hint {
         // A lock seen by the caller may be gone by now: look again before waiting on it.
@@ -73,7 +86,22 @@ pub async fn change_node(
             node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
             continue;
         }
-        let (changes, hold) = decide(&node)?;
+        let (changes, hold) = match decide(&node)? {
+            Decision::Write(changes, hold) => (changes, hold),
+            Decision::Delete => {
+                if db::nodes::delete_unlocked(&ctx.db, node.id, node.version).await? {
+                    return Ok((node, None));
+                }
+                races += 1;
+                if races > MAX_RACES {
+                    return Err(Error::Conflict(format!(
+                        "Node {uuid} kept changing while it was being deleted; please retry."
+                    )));
+                }
+                node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+                continue;
+            }
+        };
         let mut changes = changes.touch();
         if hold == Hold::Keep {
             changes.reservation = Some(Some(ctx.host.clone()));
@@ -179,6 +207,7 @@ impl Task {
             self.node.id,
             &self.ctx.host,
             self.node.provision_state,
+            self.node.version,
             changes.clone(),
         )
         .await?;
@@ -199,7 +228,14 @@ impl Task {
         if !self.held {
             return;
         }
-        match db::nodes::release(&self.ctx.db, self.node.id, &self.ctx.host).await {
+        match db::nodes::release(
+            &self.ctx.db,
+            self.node.id,
+            &self.ctx.host,
+            self.node.version,
+        )
+        .await
+        {
             Ok(true) => {}
             Ok(false) => warn!(node.uuid = %self.node.uuid, "lock was already gone at release"),
             Err(e) => warn!(node.uuid = %self.node.uuid, error = %e, "failed to release lock"),
@@ -212,20 +248,37 @@ impl Task {
     /// released, all in one statement. Never leaves a node in a transient state when the table says
     /// where a failure goes (Ironic §12 #6).
     pub async fn fail(mut self, message: String, extra: NodeChanges, fail_edge: bool) {
-        let changes = extra.last_error(Some(message.clone())).release();
-        let written = if fail_edge && states::is_actionable(self.node.provision_state, Event::Fail)
-        {
-            self.process_event(Event::Fail, false, changes).await
-        } else {
-            self.write(changes).await
-        };
-        match written {
-            Ok(()) => warn!(node.uuid = %self.node.uuid, "{message}"),
-            Err(e) => {
-                warn!(node.uuid = %self.node.uuid, error = %e, "could not record failure: {message}");
-                self.release_now().await;
+        for attempt in 0..2 {
+            let changes = extra.clone().last_error(Some(message.clone())).release();
+            let written =
+                if fail_edge && states::is_actionable(self.node.provision_state, Event::Fail) {
+                    self.process_event(Event::Fail, false, changes).await
+                } else {
+                    self.write(changes).await
+                };
+            match written {
+                Ok(()) => {
+                    warn!(node.uuid = %self.node.uuid, "{message}");
+                    return;
+                }
+                Err(e) => {
+                    warn!(node.uuid = %self.node.uuid, error = %e, "could not record failure: {message}");
+                }
+            }
+            // The row may have moved under a write whose outcome we did not learn: if it is
+            // still ours, record the failure once more from what it is now.
+            match db::nodes::get_by_uuid(&self.ctx.db, &self.node.uuid).await {
+                Ok(fresh)
+                    if attempt == 0 && fresh.reservation.as_deref() == Some(&self.ctx.host) =>
+                {
+                    self.node = fresh;
+                }
+                _ => break,
             }
         }
+        // Still held but not writable: leave the lock for this conductor's restart recovery,
+        // which fails the node out of its transient state, rather than strand it unlocked.
+        self.held = false;
     }
 
     pub fn is_held(&self) -> bool {
@@ -241,20 +294,21 @@ impl Drop for Task {
         // Only reached when a panic unwound through a held task: release in the background.
         warn!(node.uuid = %self.node.uuid, "task dropped while holding its lock; releasing");
         let db = self.ctx.db.clone();
-        let (id, host) = (self.node.id, self.ctx.host.clone());
+        let (id, host, version) = (self.node.id, self.ctx.host.clone(), self.node.version);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = db::nodes::release(&db, id, &host).await;
+                let _ = db::nodes::release(&db, id, &host, version).await;
             });
         }
     }
 }
 
-/// How long until `deadline_ms` (unix ms), as an Instant; None for no deadline.
-pub fn deadline_from_unix_ms(deadline_ms: u64) -> Option<Instant> {
-    if deadline_ms == 0 {
+/// When the caller stops waiting, `timeout_ms` from now (a little earlier, for the reply's trip
+/// back); None for no limit.
+pub fn deadline_after(timeout_ms: u64) -> Option<Instant> {
+    if timeout_ms == 0 {
         return None;
     }
-    let left = deadline_ms.saturating_sub(crate::rpc::unix_ms());
-    Some(Instant::now() + Duration::from_millis(left))
+    let margin = (timeout_ms / 20).min(500);
+    Instant::now().checked_add(Duration::from_millis(timeout_ms - margin))
 }

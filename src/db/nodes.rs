@@ -239,12 +239,14 @@ pub async fn reserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
     Ok(changed == 1)
 }
 
-/// Releases the lock if `host` holds it. True when it did.
-pub async fn release(db: &Db, node_id: i32, host: &str) -> Result<bool> {
+/// Releases the lock if `host` holds it and the row is still at `version` (so a stale task cannot
+/// release a lock that a newer task of the same host took since). True when it did.
+pub async fn release(db: &Db, node_id: i32, host: &str, version: i64) -> Result<bool> {
     let changed = with_conn!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.eq(host))
+            .filter(nodes::version.eq(version))
     )
     .set(nodes::reservation.eq(None::<String>))
     .execute(conn)
@@ -252,13 +254,15 @@ pub async fn release(db: &Db, node_id: i32, host: &str) -> Result<bool> {
     Ok(changed == 1)
 }
 
-/// Writes `changes` to a node that `holder` has locked and that is still in `expected` state.
-/// Fails, writing nothing, when the lock is not held by `holder` or the state moved.
+/// Writes `changes` to a node that `holder` has locked, that is still in `expected` state and at
+/// `version` (the row the holder last wrote or read: a stale task of the same host cannot write
+/// over a newer one's). Fails, writing nothing, when any of these moved.
 pub async fn update_held(
     db: &Db,
     node_id: i32,
     holder: &str,
     expected: ProvisionState,
+    version: i64,
     changes: NodeChanges,
 ) -> Result<()> {
     let changes = stamped(changes);
@@ -267,6 +271,7 @@ pub async fn update_held(
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.eq(holder))
             .filter(nodes::provision_state.eq(expected.api_name()))
+            .filter(nodes::version.eq(version))
     )
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
@@ -347,7 +352,7 @@ async fn explain_lost_write(
             host: row.reservation.unwrap_or_else(|| "nobody".to_owned()),
         },
         Ok(Some(row)) => Error::Conflict(format!(
-            "Node {} is in state \"{}\", not \"{}\" as its lock holder {holder} expected.",
+            "Node {} (state \"{}\") changed since its lock holder {holder} last saw it in \"{}\".",
             row.uuid,
             row.provision_state,
             expected

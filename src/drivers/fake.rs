@@ -78,11 +78,12 @@ impl FakeDeploy {
             None => Ok(None),
             Some(v) => v
                 .as_f64()
+                .filter(|s| (0.0..=3600.0).contains(s))
                 .and_then(|s| Duration::try_from_secs_f64(s).ok())
                 .map(Some)
                 .ok_or_else(|| {
                     DriverError::InvalidParameterValue(format!(
-                        "driver_info/fake_deploy_delay must be a non-negative number of seconds, not {v}"
+                        "driver_info/fake_deploy_delay must be 0 to 3600 seconds, not {v}"
                     ))
                 }),
         }

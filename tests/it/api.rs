@@ -74,7 +74,10 @@ async fn bad_input_is_refused_in_the_envelope_and_changes_nothing(stack) {
     let json_ct = Some("application/json");
     let v = Some("1.31");
     let huge = format!("{{\"driver\": \"fake-hardware\", \"extra\": {{\"x\": \"{}\"}}}}", "a".repeat(3 << 20));
+    let long_class = format!(r#"{{"driver": "fake-hardware", "resource_class": "{}"}}"#, "r".repeat(81));
     let cases: Vec<Case<'_>> = vec![
+        (Method::POST, "/v1/nodes", json_ct, v, long_class.into_bytes(), 400, "resource_class"),
+        (Method::PATCH, "/v1/nodes/target", json_ct, v, br#"[{"op": "add", "path": "/instance_uuid", "value": "not-a-uuid"}]"#.to_vec(), 400, "Expected a UUID"),
         (Method::POST, "/v1/nodes", json_ct, v, b"{not json".to_vec(), 400, "Malformed JSON"),
         (Method::POST, "/v1/nodes", json_ct, v, b"".to_vec(), 400, "empty"),
         (Method::POST, "/v1/nodes", json_ct, v, br#"{"driver": "fake-hardware", "colour": "red"}"#.to_vec(), 400, "Unexpected arguments: colour"),

@@ -130,6 +130,15 @@ async fn power_changes_and_patch_round_trip(stack) {
     assert_eq!(r.body["extra"], json!({"rack": "r1"}));
     assert_eq!(r.body["properties"], json!({"cpus": 8}));
     assert_eq!(r.body["name"], "pw2");
+    // One spelling of an instance UUID, whatever the client sent.
+    let r = api
+        .patch(
+            "pw2",
+            json!([{"op": "add", "path": "/instance_uuid", "value": "5AFA7D38-6D3E-4B5C-9B8E-9D2E1A6C1F00"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["instance_uuid"], "5afa7d38-6d3e-4b5c-9b8e-9d2e1a6c1f00");
     assert_eq!(r.body["reservation"], json!(null));
     // The stored secret survived the patch even though responses mask it.
     let stored = ferrum::db::nodes::get_by_uuid(&cluster.db.db, node["uuid"].as_str().unwrap())

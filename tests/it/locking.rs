@@ -172,6 +172,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         node.id,
         "c-a",
         ProvisionState::Available,
+        node.version,
         deploying.clone(),
     )
     .await
@@ -190,6 +191,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         node.id,
         "c-b",
         ProvisionState::Available,
+        node.version,
         deploying.clone(),
     )
     .await
@@ -201,7 +203,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
             host: "c-a".into()
         }
     );
-    assert!(!db::nodes::release(db, node.id, "c-b").await.unwrap());
+    assert!(!db::nodes::release(db, node.id, "c-b", node.version).await.unwrap());
 
     // The holder with a stale view of the state cannot write either.
     let err = db::nodes::update_held(
@@ -209,6 +211,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         node.id,
         "c-a",
         ProvisionState::Manageable,
+        node.version,
         deploying.clone(),
     )
     .await
@@ -229,12 +232,27 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
             .unwrap()
     );
 
+    // Nor can the holder's stale task: a write names the version it last saw.
+    let err = db::nodes::update_held(
+        db,
+        node.id,
+        "c-a",
+        ProvisionState::Available,
+        node.version - 1,
+        deploying.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+    assert!(!db::nodes::release(db, node.id, "c-a", node.version - 1).await.unwrap());
+
     // The holder with the right state can, and may release in the same statement.
     db::nodes::update_held(
         db,
         node.id,
         "c-a",
         ProvisionState::Available,
+        node.version,
         deploying.release(),
     )
     .await
