@@ -110,6 +110,7 @@ pub async fn start(
         .context("registering the conductor")?;
     info!(conductor.host = %host, "Conductor {host} is serving");
     let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn(takeover_loop(ctx.clone(), shutdown.clone()));
     Ok(Serving {
         ctx,
         shutdown,
@@ -196,36 +197,93 @@ async fn heartbeat_loop(ctx: Ctx, shutdown: CancellationToken) {
 /// its `last_error`, its pending power change dropped, and its lock released.
 pub async fn recover_held_nodes(ctx: &Ctx, reason: &str) -> crate::error::Result<()> {
     for node in db::nodes::held_by(&ctx.db, &ctx.host).await? {
-        let state = node.provision_state;
-        let mut changes = NodeChanges::default().last_error(Some(reason.to_owned()));
-        if node.target_power_state.is_some() {
-            changes.target_power_state = Some(None);
-        }
-        if state.stuck_fail_event_applies() {
-            let to = crate::states::transition(state, Event::Fail).ok();
-            let target = to.and_then(|to| crate::states::target_after(to, false));
-            if let Some(to) = to {
-                changes = changes.provision(to, target);
-            }
-        } else if node.target_power_state.is_none() {
-            // Nothing was in progress: only the lock is left to release.
-            changes = NodeChanges::default();
-        }
-        let uuid = node.uuid.clone();
-        match db::nodes::update_held(
-            &ctx.db,
-            node.id,
-            &ctx.host,
-            state,
-            node.version,
-            changes.release(),
-        )
-        .await
-        {
-            Ok(()) => warn!(node.uuid = %uuid, "recovered node from {state}: {reason}"),
-            Err(e) => warn!(node.uuid = %uuid, error = %e, "could not recover node"),
-        }
+        recover_node(ctx, &node, &ctx.host, reason).await;
     }
     db::nodes::clear_reservations(&ctx.db, &ctx.host).await?;
+    Ok(())
+}
+
+/// Moves `node`, locked by `holder` (this host, or a dead one), out of a transient state along
+/// the table's `fail` edge with `reason` as its `last_error`, drops a pending power change, and
+/// releases the lock: one statement, conditional on the holder, state and version read.
+async fn recover_node(ctx: &Ctx, node: &crate::db::models::Node, holder: &str, reason: &str) {
+    let state = node.provision_state;
+    let mut changes = NodeChanges::default().last_error(Some(reason.to_owned()));
+    if node.target_power_state.is_some() {
+        changes.target_power_state = Some(None);
+    }
+    if state.stuck_fail_event_applies() {
+        match task::apply_event(node, Event::Fail, false, changes.clone()) {
+            Ok(failed) => changes = failed,
+            Err(e) => warn!(node.uuid = %node.uuid, error = %e, "no fail edge"),
+        }
+    } else if node.target_power_state.is_none() {
+        // Nothing was in progress: only the lock is left to release.
+        changes = NodeChanges::default();
+    }
+    let written = db::nodes::update_held(
+        &ctx.db,
+        node.id,
+        holder,
+        state,
+        node.version,
+        changes.release(),
+    )
+    .await;
+    match written {
+        Ok(()) => warn!(node.uuid = %node.uuid, "recovered node from {state}: {reason}"),
+        Err(e) => warn!(node.uuid = %node.uuid, error = %e, "could not recover node"),
+    }
+}
+
+/// Takes over the nodes that a dead conductor left locked: every `heartbeat_interval`, the locks
+/// held by hosts that are not alive, on nodes this conductor now owns on the hash ring, are
+/// recovered as that host's own restart would (Ironic's `_check_orphan_nodes`, for every
+/// transient state).
+async fn takeover_loop(ctx: Ctx, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = take_over_orphans(&ctx).await {
+            warn!(error = %e, "take-over check failed");
+        }
+    }
+}
+
+async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
+    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+    let alive_hosts: Vec<String> = alive.iter().map(|c| c.hostname.clone()).collect();
+    let orphans = db::nodes::locked_by_others(&ctx.db, &alive_hosts).await?;
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    for node in orphans {
+        let ring = crate::rpc::topology::HashRing::new(
+            alive
+                .iter()
+                .filter(|c| c.drivers.contains(&node.driver))
+                .map(|c| c.hostname.clone()),
+        );
+        if ring.owner(&node.uuid) != Some(ctx.host.as_str()) {
+            continue;
+        }
+        let Some(dead) = node.reservation.clone() else {
+            continue;
+        };
+        recover_node(
+            ctx,
+            &node,
+            &dead,
+            &format!(
+                "Operation was aborted due to conductor take over: {dead} stopped heartbeating."
+            ),
+        )
+        .await;
+    }
     Ok(())
 }

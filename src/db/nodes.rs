@@ -390,6 +390,17 @@ pub async fn held_by(db: &Db, host: &str) -> Result<Vec<Node>> {
     rows.into_iter().map(Node::try_from).collect()
 }
 
+/// Nodes locked by a host not in `alive` (a conductor that died holding them).
+pub async fn locked_by_others(db: &Db, alive: &[String]) -> Result<Vec<Node>> {
+    let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
+        .filter(nodes::reservation.is_not_null())
+        .filter(nodes::reservation.ne_all(alive))
+        .select(NodeRow::as_select())
+        .load(conn)
+        .await?);
+    rows.into_iter().map(Node::try_from).collect()
+}
+
 /// Releases every lock held under `host`: exact match, unlike Ironic's LIKE (§12 #11).
 pub async fn clear_reservations(db: &Db, host: &str) -> Result<usize> {
     Ok(with_conn!(db, |conn| diesel::update(

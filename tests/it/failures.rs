@@ -378,3 +378,66 @@ async fn a_restarted_conductor_recovers_nodes_it_held(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+/// Multi-host only: a conductor killed while it held a node's lock stops heartbeating; the
+/// conductor that now owns the node on the ring takes it over: the deploy is failed with a
+/// last_error that says so, the lock released, and the node serves requests again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_conductors_nodes_are_taken_over() {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        heartbeat_timeout: 3.0,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let node = cluster
+        .api
+        .available_node(json!({"name": "orphaned", "driver_info": {"fake_deploy_delay": 60}}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    cluster.api.accepted("orphaned", "active").await;
+    let owner = cluster.owner_of(&uuid);
+    let index = cluster.conductor_index(&owner);
+    cluster.kill(&format!("conductor{index}"));
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let node = loop {
+        let node = cluster.api.node("orphaned").await;
+        if node["provision_state"] == "deploy failed" {
+            break node;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never taken over: {node}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(node["reservation"], Value::Null);
+    let last_error = node["last_error"].as_str().unwrap();
+    assert!(
+        last_error.contains("take over") && last_error.contains(&owner),
+        "{last_error}"
+    );
+
+    // The survivor serves the node now.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = cluster
+            .api
+            .patch(
+                "orphaned",
+                json!([{"op": "remove", "path": "/driver_info/fake_deploy_delay"}]),
+            )
+            .await;
+        if r.status == StatusCode::OK {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", r.body);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    cluster.api.accepted("orphaned", "active").await;
+    cluster.api.wait_for("orphaned", "active").await;
+    cluster.assert_no_locks().await;
+}

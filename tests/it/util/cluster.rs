@@ -25,6 +25,8 @@ pub struct ClusterOptions {
     pub rpc_timeout: f64,
     pub workers: usize,
     pub graceful_shutdown_timeout: f64,
+    /// Seconds without a heartbeat after which a conductor counts as dead.
+    pub heartbeat_timeout: f64,
 }
 
 impl Default for ClusterOptions {
@@ -37,6 +39,7 @@ impl Default for ClusterOptions {
             rpc_timeout: 5.0,
             workers: 50,
             graceful_shutdown_timeout: 5.0,
+            heartbeat_timeout: 10.0,
         }
     }
 }
@@ -99,7 +102,10 @@ impl Cluster {
             ),
             ("FERRUM_RPC_TIMEOUT", options.rpc_timeout.to_string()),
             ("FERRUM_HEARTBEAT_INTERVAL", "1".to_owned()),
-            ("FERRUM_HEARTBEAT_TIMEOUT", "10".to_owned()),
+            (
+                "FERRUM_HEARTBEAT_TIMEOUT",
+                options.heartbeat_timeout.to_string(),
+            ),
             ("FERRUM_CONDUCTOR_WORKERS", options.workers.to_string()),
             (
                 "FERRUM_GRACEFUL_SHUTDOWN_TIMEOUT",
