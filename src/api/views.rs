@@ -31,7 +31,8 @@ const SECRET_KEY_PARTS: &[&str] = &[
     "credential",
 ];
 
-/// Masks the value of every key that names a secret, at any depth.
+/// Masks the value of every key that names a secret, at any depth (objects and arrays), and
+/// `password=...`-like text inside strings.
 pub fn mask_secrets(doc: &JsonObject) -> JsonObject {
     doc.iter()
         .map(|(k, v)| {
@@ -39,14 +40,60 @@ pub fn mask_secrets(doc: &JsonObject) -> JsonObject {
             let masked = if SECRET_KEY_PARTS.iter().any(|p| lower.contains(p)) {
                 Value::String(MASK.to_owned())
             } else {
-                match v {
-                    Value::Object(inner) => Value::Object(mask_secrets(inner)),
-                    other => other.clone(),
-                }
+                mask_value(v)
             };
             (k.clone(), masked)
         })
         .collect()
+}
+
+fn mask_value(v: &Value) -> Value {
+    match v {
+        Value::Object(inner) => Value::Object(mask_secrets(inner)),
+        Value::Array(items) => Value::Array(items.iter().map(mask_value).collect()),
+        Value::String(s) => Value::String(mask_secret_text(s)),
+        other => other.clone(),
+    }
+}
+
+/// Replaces the value after `<secret word>=` or `<secret word>: ` in free text.
+fn mask_secret_text(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    if !SECRET_KEY_PARTS.iter().any(|p| lower.contains(p)) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = SECRET_KEY_PARTS
+        .iter()
+        .filter_map(|p| rest.to_ascii_lowercase().find(p).map(|i| (i, p.len())))
+        .min()
+    {
+        let (start, len) = at;
+        let after_word = start + len;
+        let sep_len = rest[after_word..]
+            .chars()
+            .take_while(|c| matches!(c, '=' | ':' | ' ' | '"' | '\''))
+            .map(char::len_utf8)
+            .sum::<usize>();
+        out.push_str(&rest[..after_word + sep_len]);
+        let value_start = after_word + sep_len;
+        let value_len = if sep_len == 0 {
+            0
+        } else {
+            rest[value_start..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !matches!(c, '"' | '\'' | ',' | '&' | ';'))
+                .map(char::len_utf8)
+                .sum::<usize>()
+        };
+        if value_len > 0 {
+            out.push_str(MASK);
+        }
+        rest = &rest[value_start + value_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn masked_instance_info(doc: &JsonObject) -> JsonObject {
@@ -280,6 +327,14 @@ mod tests {
         assert_eq!(masked["ipmi_address"], "10.0.0.1");
         assert_eq!(masked["nested"]["Auth_Token"], "******");
         assert_eq!(masked["nested"]["user"], "admin");
+        let doc = json!({
+            "bmcs": [{"password": "x", "host": "h"}],
+            "cmdline": "console=ttyS0 password=hunter2 quiet",
+        });
+        let masked = mask_secrets(doc.as_object().unwrap());
+        assert_eq!(masked["bmcs"][0]["password"], "******");
+        assert_eq!(masked["bmcs"][0]["host"], "h");
+        assert_eq!(masked["cmdline"], "console=ttyS0 password=****** quiet");
     }
 
     #[test]
