@@ -78,13 +78,13 @@ async fn call(state: &ApiState, request_id: &RequestId, req: RpcRequest) -> Resu
     let host = state.router.host_for(uuid, driver).await?;
     match state.rpc.call(&host, &request_id.0, req.clone()).await {
         Err(Error::ConductorUnreachable { host: gone }) => {
-            state.router.invalidate();
+            // The request was never delivered, so it is safe to send again: to the conductor
+            // that takes the node over when the gone one leaves the ring.
             let (uuid, driver) = req.routing();
-            let next = state.router.host_for(uuid, driver).await?;
-            if next == gone {
-                return Err(Error::ConductorUnreachable { host: gone });
+            match state.router.host_instead_of(uuid, driver, &gone).await? {
+                Some(next) => state.rpc.call(&next, &request_id.0, req).await,
+                None => Err(Error::ConductorUnreachable { host: gone }),
             }
-            state.rpc.call(&next, &request_id.0, req).await
         }
         reply => reply,
     }

@@ -53,16 +53,30 @@ impl ConductorRouter {
         })
     }
 
+    /// Where a node's requests go while its conductor `gone` has vanished but still looks alive
+    /// (its heartbeat has not timed out yet): the host that will own the node once it has.
+    pub async fn host_instead_of(
+        &self,
+        uuid: &str,
+        driver: &str,
+        gone: &str,
+    ) -> Result<Option<String>> {
+        // Read afresh: the gone conductor may have left the rings already.
+        let rings = self.rebuild().await?;
+        if rings.is_empty() {
+            return Err(Error::TemporaryFailure(
+                "No conductor service is online; please retry.".to_owned(),
+            ));
+        }
+        Ok(rings
+            .get(driver)
+            .and_then(|r| r.owner_excluding(uuid, gone))
+            .map(str::to_owned))
+    }
+
     /// How long a conductor may go unheard before it counts as dead.
     pub fn heartbeat_timeout(&self) -> Duration {
         self.heartbeat_timeout
-    }
-
-    /// Forgets the cached rings (after a conductor turned out unreachable).
-    pub fn invalidate(&self) {
-        if let Ok(mut cache) = self.cache.write() {
-            *cache = None;
-        }
     }
 
     async fn lookup(&self, uuid: &str, driver: &str) -> Result<Option<String>> {

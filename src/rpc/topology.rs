@@ -37,6 +37,20 @@ impl HashRing {
         Some(&self.hosts[self.points[at].1])
     }
 
+    /// The host owning `key` once `excluded` is left out: the next host clockwise, which is where
+    /// the key moves when `excluded` leaves the ring.
+    pub fn owner_excluding(&self, key: &str, excluded: &str) -> Option<&str> {
+        if self.points.is_empty() {
+            return None;
+        }
+        let h = stable_hash(key.as_bytes());
+        let start = self.points.partition_point(|&(p, _)| p < h);
+        (0..self.points.len())
+            .map(|i| &self.hosts[self.points[(start + i) % self.points.len()].1])
+            .find(|host| host.as_str() != excluded)
+            .map(String::as_str)
+    }
+
     pub fn hosts(&self) -> &[String] {
         &self.hosts
     }
@@ -87,6 +101,17 @@ mod tests {
         // every node at once during a rolling upgrade.
         assert_eq!(stable_hash(b"ferrum"), 0x49d3ad5c2b18ba68);
         assert_ne!(stable_hash(b"c1-0"), stable_hash(b"c1-1"));
+    }
+
+    #[test]
+    fn excluding_a_host_gives_where_its_keys_go_when_it_leaves() {
+        let three = HashRing::new(["c1".to_owned(), "c2".to_owned(), "c3".to_owned()]);
+        let two = HashRing::new(["c1".to_owned(), "c2".to_owned()]);
+        for k in keys(500) {
+            assert_eq!(three.owner_excluding(&k, "c3"), two.owner(&k));
+        }
+        let one = HashRing::new(["c1".to_owned()]);
+        assert_eq!(one.owner_excluding("x", "c1"), None);
     }
 
     #[test]

@@ -239,9 +239,15 @@ async fn a_panicking_driver_fails_the_node_and_the_conductor_keeps_serving(stack
 
 /// Multi-host only: in the embedded stack the API and the conductor are one process, so there is
 /// no API left to answer when the conductor is killed (see the restart test for that stack).
+/// With no other conductor to fail over to, the API answers an error in the envelope at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_conductor_gives_an_error_in_the_envelope_and_leaves_no_lock() {
-    let Some(mut cluster) = Cluster::start(ClusterOptions::default()).await else {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
         return;
     };
     let node = cluster.api.available_node(json!({"name": "orphan"})).await;
@@ -397,10 +403,32 @@ async fn a_dead_conductors_nodes_are_taken_over() {
         .available_node(json!({"name": "orphaned", "driver_info": {"fake_deploy_delay": 60}}))
         .await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
-    cluster.api.accepted("orphaned", "active").await;
     let owner = cluster.owner_of(&uuid);
+    // A second, idle node of the same conductor.
+    let idle = loop {
+        let candidate = uuid::Uuid::new_v4().to_string();
+        if cluster.owner_of(&candidate) == owner {
+            break candidate;
+        }
+    };
+    cluster
+        .api
+        .available_node(json!({"uuid": idle, "name": "idle"}))
+        .await;
+    cluster.api.accepted("orphaned", "active").await;
     let index = cluster.conductor_index(&owner);
     cluster.kill(&format!("conductor{index}"));
+
+    // The idle node is served at once by the survivor, before the dead one's heartbeat expires:
+    // the request never reached the dead conductor, so the API sends it on.
+    let r = cluster
+        .api
+        .patch(
+            "idle",
+            json!([{"op": "add", "path": "/extra/moved", "value": true}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
 
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let node = loop {
