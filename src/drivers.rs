@@ -83,6 +83,9 @@ pub trait DeployInterface: Send + Sync + 'static {
 /// A hardware type: the interfaces it supports, the first of each being its default.
 pub struct HardwareType {
     pub name: &'static str,
+    /// The other interfaces (boot, console, inspect, network, raid, vendor): names only, the
+    /// first of each the default. Ferrum's are no-ops or not supported (`no-*`).
+    pub passive: &'static [(&'static str, &'static [&'static str])],
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
     pub deploy: Vec<Arc<dyn DeployInterface>>,
@@ -111,6 +114,9 @@ pub struct InterfaceNames {
     pub power: String,
     pub management: String,
 }
+
+/// The interface kinds a node names but whose work Ferrum's drivers do not do (yet).
+pub const PASSIVE_KINDS: [&str; 6] = ["boot", "console", "inspect", "network", "raid", "vendor"];
 
 /// The hardware types this conductor has enabled.
 pub struct Registry {
@@ -177,6 +183,34 @@ impl Registry {
                 |i| i.name(),
             )?,
         })
+    }
+
+    /// Resolves a passive interface (`kind` as in [`PASSIVE_KINDS`]) for `driver`: the default
+    /// when none is asked, an error naming it when it is not supported.
+    pub fn resolve_passive(
+        &self,
+        driver: &str,
+        kind: &str,
+        wanted: Option<&str>,
+    ) -> Result<String, Error> {
+        let hw = self.hardware_type(driver)?;
+        let names = hw
+            .passive
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, names)| *names)
+            .unwrap_or(&[]);
+        match wanted {
+            None => names
+                .first()
+                .map(|n| (*n).to_owned())
+                .ok_or_else(|| Error::internal(format!("{driver} has no {kind} interface"))),
+            Some(w) if names.contains(&w) => Ok(w.to_owned()),
+            Some(w) => Err(Error::InvalidParameterValue(format!(
+                "Could not find the following interface in the 'ironic.hardware.interfaces.{kind}' entrypoint: {w}. Valid interfaces are {}.",
+                names.join(", ")
+            ))),
+        }
     }
 
     /// The interfaces of `node`.

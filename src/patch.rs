@@ -29,19 +29,25 @@ pub struct PatchOp {
 
 /// Root fields a PATCH may change, of those Ferrum stores (Ironic's PATCH_ALLOWED_FIELDS ∩ ours).
 pub const PATCHABLE_FIELDS: &[&str] = &[
+    "boot_interface",
     "conductor_group",
+    "console_interface",
     "deploy_interface",
     "driver",
     "driver_info",
     "extra",
     "instance_info",
+    "inspect_interface",
     "instance_uuid",
     "maintenance",
     "management_interface",
     "name",
+    "network_interface",
     "power_interface",
     "properties",
+    "raid_interface",
     "resource_class",
+    "vendor_interface",
 ];
 
 impl PatchOp {
@@ -125,6 +131,12 @@ fn writable_view(node: &Node) -> Map<String, Value> {
     let s = |v: &str| Value::String(v.to_owned());
     let opt = |v: &Option<String>| v.as_deref().map(s).unwrap_or(Value::Null);
     m.insert("conductor_group".into(), s(&node.conductor_group));
+    m.insert("boot_interface".into(), s(&node.boot_interface));
+    m.insert("console_interface".into(), s(&node.console_interface));
+    m.insert("inspect_interface".into(), s(&node.inspect_interface));
+    m.insert("network_interface".into(), s(&node.network_interface));
+    m.insert("raid_interface".into(), s(&node.raid_interface));
+    m.insert("vendor_interface".into(), s(&node.vendor_interface));
     m.insert("deploy_interface".into(), s(&node.deploy_interface));
     m.insert("driver".into(), s(&node.driver));
     m.insert(
@@ -266,6 +278,36 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
             "conductor_group",
             &mut c.conductor_group,
             &node.conductor_group,
+        ),
+        (
+            "boot_interface",
+            &mut c.boot_interface,
+            &node.boot_interface,
+        ),
+        (
+            "console_interface",
+            &mut c.console_interface,
+            &node.console_interface,
+        ),
+        (
+            "inspect_interface",
+            &mut c.inspect_interface,
+            &node.inspect_interface,
+        ),
+        (
+            "network_interface",
+            &mut c.network_interface,
+            &node.network_interface,
+        ),
+        (
+            "raid_interface",
+            &mut c.raid_interface,
+            &node.raid_interface,
+        ),
+        (
+            "vendor_interface",
+            &mut c.vendor_interface,
+            &node.vendor_interface,
         ),
     ] {
         let v = string(field, take(field))?;

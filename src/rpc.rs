@@ -145,6 +145,9 @@ pub struct NodeCreate {
     pub extra: JsonObject,
     /// `enroll` from API 1.11 on, `available` before.
     pub initial_state: String,
+    /// boot, console, inspect, network, raid, vendor: the ones asked for (else defaults).
+    #[serde(default)]
+    pub passive_interfaces: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

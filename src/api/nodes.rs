@@ -48,6 +48,12 @@ pub struct NodeCreateBody {
     deploy_interface: Option<String>,
     power_interface: Option<String>,
     management_interface: Option<String>,
+    boot_interface: Option<String>,
+    console_interface: Option<String>,
+    inspect_interface: Option<String>,
+    network_interface: Option<String>,
+    raid_interface: Option<String>,
+    vendor_interface: Option<String>,
 }
 
 /// Refuses a field newer than the negotiated version (406), as Ironic does.
@@ -103,12 +109,30 @@ pub async fn create(
     if body.resource_class.is_some() {
         require_version(version, 21, "resource_class")?;
     }
+    if body.network_interface.is_some() {
+        require_version(version, 20, "network_interface")?;
+    }
+    let passive = [
+        ("boot", &body.boot_interface),
+        ("console", &body.console_interface),
+        ("inspect", &body.inspect_interface),
+        ("network", &body.network_interface),
+        ("raid", &body.raid_interface),
+        ("vendor", &body.vendor_interface),
+    ];
     if body.deploy_interface.is_some()
         || body.power_interface.is_some()
         || body.management_interface.is_some()
+        || passive
+            .iter()
+            .any(|(kind, v)| *kind != "network" && v.is_some())
     {
         require_version(version, 31, "Hardware interfaces")?;
     }
+    let passive_interfaces = passive
+        .iter()
+        .filter_map(|(kind, v)| v.as_ref().map(|v| ((*kind).to_owned(), v.clone())))
+        .collect();
     let uuid = match &body.uuid {
         Some(u) => valid_uuid("uuid", u)?,
         None => uuid::Uuid::new_v4().to_string(),
@@ -148,6 +172,7 @@ pub async fn create(
         instance_uuid,
         extra: body.extra,
         initial_state: initial.api_name().to_owned(),
+        passive_interfaces,
     };
     let reply = call(
         &state,
@@ -421,9 +446,15 @@ pub async fn update(
         match root {
             "name" => require_version(version, 5, "name")?,
             "resource_class" => require_version(version, 21, "resource_class")?,
-            "deploy_interface" | "power_interface" | "management_interface" => {
-                require_version(version, 31, root)?
-            }
+            "network_interface" => require_version(version, 20, root)?,
+            "deploy_interface"
+            | "power_interface"
+            | "management_interface"
+            | "boot_interface"
+            | "console_interface"
+            | "inspect_interface"
+            | "raid_interface"
+            | "vendor_interface" => require_version(version, 31, root)?,
             "conductor_group" => require_version(version, 46, root)?,
             _ => {}
         }

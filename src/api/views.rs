@@ -205,7 +205,7 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
         );
     }
     if version.at_least(20) {
-        m.insert("network_interface".into(), json!("noop"));
+        m.insert("network_interface".into(), json!(node.network_interface));
     }
     if version.at_least(21) {
         m.insert("resource_class".into(), json!(node.resource_class));
@@ -217,18 +217,17 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
         );
     }
     if version.at_least(31) {
-        // Interfaces Ferrum does not implement yet are reported as what they are: none.
-        m.insert("boot_interface".into(), json!("fake"));
-        m.insert("console_interface".into(), json!("no-console"));
+        m.insert("boot_interface".into(), json!(node.boot_interface));
+        m.insert("console_interface".into(), json!(node.console_interface));
         m.insert("deploy_interface".into(), json!(node.deploy_interface));
-        m.insert("inspect_interface".into(), json!("no-inspect"));
+        m.insert("inspect_interface".into(), json!(node.inspect_interface));
         m.insert(
             "management_interface".into(),
             json!(node.management_interface),
         );
         m.insert("power_interface".into(), json!(node.power_interface));
-        m.insert("raid_interface".into(), json!("no-raid"));
-        m.insert("vendor_interface".into(), json!("no-vendor"));
+        m.insert("raid_interface".into(), json!(node.raid_interface));
+        m.insert("vendor_interface".into(), json!(node.vendor_interface));
     }
     Value::Object(m)
 }

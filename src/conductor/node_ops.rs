@@ -48,7 +48,28 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
             management: n.management_interface.as_deref(),
         },
     )?;
+    let passive = |kind: &str| {
+        ctx.drivers.resolve_passive(
+            &n.driver,
+            kind,
+            n.passive_interfaces.get(kind).map(String::as_str),
+        )
+    };
+    let (boot, console, inspect, network, raid, vendor) = (
+        passive("boot")?,
+        passive("console")?,
+        passive("inspect")?,
+        passive("network")?,
+        passive("raid")?,
+        passive("vendor")?,
+    );
     let row = NewNodeRow {
+        boot_interface: boot,
+        console_interface: console,
+        inspect_interface: inspect,
+        network_interface: network,
+        raid_interface: raid,
+        vendor_interface: vendor,
         uuid: n.uuid,
         name: n.name,
         driver: n.driver,
@@ -91,10 +112,19 @@ pub async fn update(
             )));
         }
         let changes = patch::apply(node, ops)?;
+        let passive_changes = [
+            ("boot", &changes.boot_interface, &node.boot_interface),
+            ("console", &changes.console_interface, &node.console_interface),
+            ("inspect", &changes.inspect_interface, &node.inspect_interface),
+            ("network", &changes.network_interface, &node.network_interface),
+            ("raid", &changes.raid_interface, &node.raid_interface),
+            ("vendor", &changes.vendor_interface, &node.vendor_interface),
+        ];
         let hardware_changes = changes.driver.is_some()
             || changes.deploy_interface.is_some()
             || changes.power_interface.is_some()
-            || changes.management_interface.is_some();
+            || changes.management_interface.is_some()
+            || passive_changes.iter().any(|(_, new, _)| new.is_some());
         if hardware_changes {
             if !node.maintenance && !interface_change_allowed(node.provision_state) {
                 return Err(Error::InvalidState(format!(
@@ -108,8 +138,13 @@ pub async fn update(
                 pick(&changes.power_interface, &node.power_interface),
                 pick(&changes.management_interface, &node.management_interface),
             );
+            let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+            for (kind, new, old) in passive_changes {
+                ctx.drivers
+                    .resolve_passive(driver, kind, Some(new.as_deref().unwrap_or(old)))?;
+            }
             ctx.drivers.resolve(
-                changes.driver.as_deref().unwrap_or(&node.driver),
+                driver,
                 &InterfaceChoice {
                     deploy: Some(&deploy),
                     power: Some(&power),

@@ -47,6 +47,12 @@ pub struct NodeRow {
     pub created_at: NaiveDateTime,
     pub updated_at: Option<NaiveDateTime>,
     pub version: i64,
+    pub boot_interface: String,
+    pub console_interface: String,
+    pub inspect_interface: String,
+    pub network_interface: String,
+    pub raid_interface: String,
+    pub vendor_interface: String,
 }
 
 /// A node as Ferrum works with it: states typed, JSON parsed.
@@ -82,6 +88,12 @@ pub struct Node {
     pub created_at: NaiveDateTime,
     pub updated_at: Option<NaiveDateTime>,
     pub version: i64,
+    pub boot_interface: String,
+    pub console_interface: String,
+    pub inspect_interface: String,
+    pub network_interface: String,
+    pub raid_interface: String,
+    pub vendor_interface: String,
 }
 
 impl TryFrom<NodeRow> for Node {
@@ -132,6 +144,12 @@ impl TryFrom<NodeRow> for Node {
             created_at: r.created_at,
             updated_at: r.updated_at,
             version: r.version,
+            boot_interface: r.boot_interface,
+            console_interface: r.console_interface,
+            inspect_interface: r.inspect_interface,
+            network_interface: r.network_interface,
+            raid_interface: r.raid_interface,
+            vendor_interface: r.vendor_interface,
         })
     }
 }
@@ -158,6 +176,12 @@ pub struct NewNodeRow {
     pub power_state: Option<String>,
     pub maintenance: bool,
     pub created_at: NaiveDateTime,
+    pub boot_interface: String,
+    pub console_interface: String,
+    pub inspect_interface: String,
+    pub network_interface: String,
+    pub raid_interface: String,
+    pub vendor_interface: String,
 }
 
 /// A partial update of a node. `None` leaves a column alone; `Some(None)` writes NULL.
@@ -189,6 +213,12 @@ pub struct NodeChanges {
     pub reservation: Option<Option<String>>,
     pub conductor_affinity: Option<Option<String>>,
     pub updated_at: Option<Option<NaiveDateTime>>,
+    pub boot_interface: Option<String>,
+    pub console_interface: Option<String>,
+    pub inspect_interface: Option<String>,
+    pub network_interface: Option<String>,
+    pub raid_interface: Option<String>,
+    pub vendor_interface: Option<String>,
 }
 
 impl NodeChanges {
@@ -269,6 +299,12 @@ impl NodeChanges {
         set(&mut node.reservation, self.reservation);
         set(&mut node.conductor_affinity, self.conductor_affinity);
         set(&mut node.updated_at, self.updated_at);
+        set(&mut node.boot_interface, self.boot_interface);
+        set(&mut node.console_interface, self.console_interface);
+        set(&mut node.inspect_interface, self.inspect_interface);
+        set(&mut node.network_interface, self.network_interface);
+        set(&mut node.raid_interface, self.raid_interface);
+        set(&mut node.vendor_interface, self.vendor_interface);
         node.version += 1;
         Ok(())
     }
@@ -403,6 +439,12 @@ pub(crate) mod tests_support {
             created_at: chrono::DateTime::UNIX_EPOCH.naive_utc(),
             updated_at: None,
             version: 0,
+            boot_interface: "fake".into(),
+            console_interface: "no-console".into(),
+            inspect_interface: "no-inspect".into(),
+            network_interface: "noop".into(),
+            raid_interface: "no-raid".into(),
+            vendor_interface: "no-vendor".into(),
         }
     }
 }

@@ -31,6 +31,12 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
         version -> BigInt,
+        boot_interface -> Text,
+        console_interface -> Text,
+        inspect_interface -> Text,
+        network_interface -> Text,
+        raid_interface -> Text,
+        vendor_interface -> Text,
     }
 }
 

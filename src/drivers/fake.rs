@@ -18,6 +18,14 @@ use crate::db::models::Node;
 pub fn hardware_type() -> HardwareType {
     HardwareType {
         name: "fake-hardware",
+        passive: &[
+            ("boot", &["fake"]),
+            ("console", &["no-console", "fake"]),
+            ("inspect", &["no-inspect", "fake"]),
+            ("network", &["noop", "flat"]),
+            ("raid", &["no-raid", "fake"]),
+            ("vendor", &["no-vendor", "fake"]),
+        ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
         deploy: vec![Arc::new(FakeDeploy), Arc::new(DirectDeploy)],

@@ -194,6 +194,27 @@ async fn maintenance_validate_drivers_and_listing(stack) {
     assert_eq!(r.body["deploy"]["result"], false);
     assert!(r.body["deploy"]["reason"].as_str().unwrap().contains("image_source"));
 
+    // The other interfaces: defaults, set at create, patched in a state that allows it.
+    let node = api.node("n3").await;
+    assert_eq!(node["boot_interface"], "fake");
+    assert_eq!(node["console_interface"], "no-console");
+    assert_eq!(node["network_interface"], "noop");
+    let created = api
+        .create_node(json!({"name": "consoled", "driver": "fake-hardware", "console_interface": "fake", "network_interface": "flat"}))
+        .await;
+    assert_eq!(created["console_interface"], "fake");
+    assert_eq!(created["network_interface"], "flat");
+    let r = api
+        .patch("n3", json!([{"op": "replace", "path": "/raid_interface", "value": "fake"}]))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["raid_interface"], "fake");
+    let r = api
+        .patch("n3", json!([{"op": "replace", "path": "/vendor_interface", "value": "ipmitool"}]))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("ipmitool"), "{}", r.fault());
+
     // Drivers: what the alive conductors offer.
     let r = api.get("/v1/drivers").await;
     assert_eq!(r.status, StatusCode::OK);

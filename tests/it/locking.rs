@@ -161,6 +161,12 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         power_state: None,
         maintenance: false,
         created_at: db::now(),
+        boot_interface: "fake".into(),
+        console_interface: "no-console".into(),
+        inspect_interface: "no-inspect".into(),
+        network_interface: "noop".into(),
+        raid_interface: "no-raid".into(),
+        vendor_interface: "no-vendor".into(),
     };
     let node = db::nodes::insert(db, row).await.unwrap();
     let deploying =
