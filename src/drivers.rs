@@ -160,17 +160,7 @@ impl Registry {
             name: impl Fn(&T) -> &'static str,
         ) -> Result<String, Error> {
             let names: Vec<&str> = available.iter().map(|i| name(i)).collect();
-            match wanted {
-                None => names
-                    .first()
-                    .map(|n| (*n).to_owned())
-                    .ok_or_else(|| Error::internal(format!("{driver} has no {kind} interface"))),
-                Some(w) if names.contains(&w) => Ok(w.to_owned()),
-                Some(w) => Err(Error::InvalidParameterValue(format!(
-                    "Could not find the following interface in the 'ironic.hardware.interfaces.{kind}' entrypoint: {w}. Valid interfaces are {}.",
-                    names.join(", ")
-                ))),
-            }
+            choose(kind, driver, wanted, &names)
         }
         Ok(InterfaceNames {
             deploy: pick("deploy", driver, choice.deploy, &hw.deploy, |i| i.name())?,
@@ -200,17 +190,7 @@ impl Registry {
             .find(|(k, _)| *k == kind)
             .map(|(_, names)| *names)
             .unwrap_or(&[]);
-        match wanted {
-            None => names
-                .first()
-                .map(|n| (*n).to_owned())
-                .ok_or_else(|| Error::internal(format!("{driver} has no {kind} interface"))),
-            Some(w) if names.contains(&w) => Ok(w.to_owned()),
-            Some(w) => Err(Error::InvalidParameterValue(format!(
-                "Could not find the following interface in the 'ironic.hardware.interfaces.{kind}' entrypoint: {w}. Valid interfaces are {}.",
-                names.join(", ")
-            ))),
-        }
+        choose(kind, driver, wanted, names)
     }
 
     /// The interfaces of `node`.
@@ -242,5 +222,21 @@ impl Registry {
             )?,
             deploy: find("deploy", &node.deploy_interface, &hw.deploy, |i| i.name())?,
         })
+    }
+}
+
+/// The interface `wanted` among `names` (the first being the default), or the error Ironic
+/// gives for one the hardware type does not have.
+fn choose(kind: &str, driver: &str, wanted: Option<&str>, names: &[&str]) -> Result<String, Error> {
+    match wanted {
+        None => names
+            .first()
+            .map(|n| (*n).to_owned())
+            .ok_or_else(|| Error::internal(format!("{driver} has no {kind} interface"))),
+        Some(w) if names.contains(&w) => Ok(w.to_owned()),
+        Some(w) => Err(Error::InvalidParameterValue(format!(
+            "Could not find the following interface in the 'ironic.hardware.interfaces.{kind}' entrypoint: {w}. Valid interfaces are {}.",
+            names.join(", ")
+        ))),
     }
 }
