@@ -59,7 +59,11 @@ pub fn router(state: ApiState) -> Router {
             "/{ident}/maintenance",
             axum::routing::put(nodes::set_maintenance).delete(nodes::unset_maintenance),
         )
-        .route("/{ident}/validate", get(nodes::validate));
+        .route("/{ident}/validate", get(nodes::validate))
+        .route(
+            "/{ident}/states/console",
+            get(nodes::console).put(nodes::set_console),
+        );
     let routes = Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))

@@ -86,6 +86,11 @@ pub enum RpcRequest {
     ValidateDriverInterfaces {
         node: Box<Node>,
     },
+    /// PUT /v1/nodes/{id}/states/console.
+    SetConsoleMode {
+        node: Box<Node>,
+        enabled: bool,
+    },
 }
 
 impl RpcRequest {
@@ -101,6 +106,7 @@ impl RpcRequest {
             RpcRequest::ChangeNodePowerState { .. } => "change_node_power_state",
             RpcRequest::SetMaintenance { .. } => "set_maintenance",
             RpcRequest::ValidateDriverInterfaces { .. } => "validate_driver_interfaces",
+            RpcRequest::SetConsoleMode { .. } => "set_console_mode",
         }
     }
 
@@ -121,7 +127,8 @@ impl RpcRequest {
             | RpcRequest::DoProvisioningAction { node, .. }
             | RpcRequest::ChangeNodePowerState { node, .. }
             | RpcRequest::SetMaintenance { node, .. }
-            | RpcRequest::ValidateDriverInterfaces { node } => (&node.uuid, &node.driver),
+            | RpcRequest::ValidateDriverInterfaces { node }
+            | RpcRequest::SetConsoleMode { node, .. } => (&node.uuid, &node.driver),
         }
     }
 }

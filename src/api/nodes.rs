@@ -716,3 +716,49 @@ pub async fn validate(
     }
     Ok(Json(Value::Object(body)))
 }
+
+/// GET /v1/nodes/{id}/states/console.
+pub async fn console(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<Json<Value>> {
+    let node = find(&state, &ident, version).await?;
+    let info = if node.console_enabled {
+        json!({"type": "fake", "url": format!("fake://{}", node.uuid)})
+    } else {
+        Value::Null
+    };
+    Ok(Json(json!({
+        "console_enabled": node.console_enabled,
+        "console_info": info,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleBody {
+    enabled: bool,
+}
+
+/// PUT /v1/nodes/{id}/states/console: 202.
+pub async fn set_console(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiPath(ident): ApiPath<String>,
+    ApiJson(body): ApiJson<ConsoleBody>,
+) -> Result<Response> {
+    let node = find(&state, &ident, version).await?;
+    call(
+        &state,
+        &request_id,
+        RpcRequest::SetConsoleMode {
+            node: Box::new(node),
+            enabled: body.enabled,
+        },
+    )
+    .await?;
+    Ok(accepted(&base, &ident))
+}

@@ -142,7 +142,7 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
     m.insert("created_at".into(), json!(timestamp(&node.created_at)));
     m.insert("updated_at".into(), opt_timestamp(&node.updated_at));
     m.insert("chassis_uuid".into(), Value::Null);
-    m.insert("console_enabled".into(), json!(false));
+    m.insert("console_enabled".into(), json!(node.console_enabled));
     m.insert("driver".into(), json!(node.driver));
     m.insert(
         "driver_info".into(),
@@ -287,7 +287,7 @@ pub fn node_summary(node: &Node, version: ApiVersion, base: &str) -> Value {
 /// GET /v1/nodes/{id}/states.
 pub fn node_states(node: &Node, version: ApiVersion) -> Value {
     let mut m = Map::new();
-    m.insert("console_enabled".into(), json!(false));
+    m.insert("console_enabled".into(), json!(node.console_enabled));
     m.insert("last_error".into(), json!(node.last_error));
     m.insert("power_state".into(), json!(node.power_state));
     m.insert(

@@ -111,6 +111,11 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => node_ops::set_maintenance(&ctx, *node, maintenance, reason, deadline)
             .await
             .map(|()| RpcReply::Done),
+        RpcRequest::SetConsoleMode { node, enabled } => {
+            node_ops::set_console_mode(&ctx, *node, enabled, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
         RpcRequest::ValidateDriverInterfaces { node } => {
             node_ops::validate(&ctx, &node).map(RpcReply::Validation)
         }

@@ -191,6 +191,32 @@ pub async fn set_maintenance(
     .map(|_| ())
 }
 
+/// Turns the node's serial console on or off. The fake console has nothing to start; the
+/// `no-console` interface refuses, as Ironic's does.
+pub async fn set_console_mode(
+    ctx: &Ctx,
+    node: Node,
+    enabled: bool,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let uuid = node.uuid.clone();
+    change_node(ctx, &uuid, Some(node), deadline, |node| {
+        if node.console_interface == "no-console" {
+            return Err(Error::InvalidParameterValue(format!(
+                "Driver {} does not support console (disabled or not implemented): node {} uses the no-console interface.",
+                node.driver, node.uuid
+            )));
+        }
+        let changes = NodeChanges {
+            console_enabled: Some(enabled),
+            ..NodeChanges::default()
+        };
+        Ok(Decision::Write(changes, Hold::Release))
+    })
+    .await
+    .map(|_| ())
+}
+
 /// Checks each interface's configuration for the node, without touching hardware.
 pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     let driver = ctx.drivers.for_node(node)?;

@@ -53,6 +53,7 @@ pub struct NodeRow {
     pub network_interface: String,
     pub raid_interface: String,
     pub vendor_interface: String,
+    pub console_enabled: bool,
 }
 
 /// A node as Ferrum works with it: states typed, JSON parsed.
@@ -94,6 +95,7 @@ pub struct Node {
     pub network_interface: String,
     pub raid_interface: String,
     pub vendor_interface: String,
+    pub console_enabled: bool,
 }
 
 impl TryFrom<NodeRow> for Node {
@@ -150,6 +152,7 @@ impl TryFrom<NodeRow> for Node {
             network_interface: r.network_interface,
             raid_interface: r.raid_interface,
             vendor_interface: r.vendor_interface,
+            console_enabled: r.console_enabled,
         })
     }
 }
@@ -219,6 +222,7 @@ pub struct NodeChanges {
     pub network_interface: Option<String>,
     pub raid_interface: Option<String>,
     pub vendor_interface: Option<String>,
+    pub console_enabled: Option<bool>,
 }
 
 impl NodeChanges {
@@ -305,6 +309,7 @@ impl NodeChanges {
         set(&mut node.network_interface, self.network_interface);
         set(&mut node.raid_interface, self.raid_interface);
         set(&mut node.vendor_interface, self.vendor_interface);
+        set(&mut node.console_enabled, self.console_enabled);
         node.version += 1;
         Ok(())
     }
@@ -445,6 +450,7 @@ pub(crate) mod tests_support {
             network_interface: "noop".into(),
             raid_interface: "no-raid".into(),
             vendor_interface: "no-vendor".into(),
+            console_enabled: false,
         }
     }
 }

@@ -37,6 +37,7 @@ diesel::table! {
         network_interface -> Text,
         raid_interface -> Text,
         vendor_interface -> Text,
+        console_enabled -> Bool,
     }
 }
 

@@ -130,6 +130,19 @@ def cli_suite():
     err = cli("node", "show", "cli-1", ok=False)
     expect("could not be found" in err, True, "deleted node is gone")
 
+    cli("node", "create", "--driver", "fake-hardware", "--name", "cli-console",
+        "--console-interface", "fake", "--network-interface", "flat")
+    expect(show("cli-console")["network_interface"], "flat", "network interface at create")
+    cli("node", "console", "enable", "cli-console")
+    expect(cli("node", "console", "show", "cli-console", "-f", "json")["console_enabled"], True,
+           "console enabled")
+    cli("node", "console", "disable", "cli-console")
+    expect(cli("node", "console", "show", "cli-console", "-f", "json")["console_enabled"], False,
+           "console disabled")
+    cli("node", "delete", "cli-console")
+    err = cli("node", "show", "cli-console", ok=False)
+    expect("could not be found" in err, True, "deleted node is gone")
+
 
 def failure_suite():
     """Ironic bug 1405420, entirely through the CLI: a deploy that fails in the driver leaves

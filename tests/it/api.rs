@@ -215,6 +215,30 @@ async fn maintenance_validate_drivers_and_listing(stack) {
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     assert!(r.fault().contains("ipmitool"), "{}", r.fault());
 
+    // The console: the fake one turns on and off; no-console refuses.
+    let console = |ident: &'static str, enabled: bool| async move {
+        api.request(
+            Method::PUT,
+            &format!("/v1/nodes/{ident}/states/console"),
+            Some(json!({ "enabled": enabled })),
+        )
+        .await
+    };
+    let r = console("consoled", true).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let r = api.get("/v1/nodes/consoled/states/console").await;
+    assert_eq!(r.body["console_enabled"], true, "{}", r.body);
+    assert_eq!(r.body["console_info"]["type"], "fake");
+    assert_eq!(api.node("consoled").await["console_enabled"], true);
+    let r = console("consoled", false).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let r = api.get("/v1/nodes/consoled/states/console").await;
+    assert_eq!(r.body["console_enabled"], false);
+    assert_eq!(r.body["console_info"], Value::Null);
+    let r = console("n3", true).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("does not support console"), "{}", r.fault());
+
     // Drivers: what the alive conductors offer.
     let r = api.get("/v1/drivers").await;
     assert_eq!(r.status, StatusCode::OK);
