@@ -142,11 +142,7 @@ impl Db {
                     url,
                     manager_config,
                 );
-                let pool = MysqlPool::builder(manager)
-                    .max_size(pool_size)
-                    .runtime(deadpool::Runtime::Tokio1)
-                    .wait_timeout(Some(Duration::from_secs(10)))
-                    .create_timeout(Some(Duration::from_secs(5)))
+                let pool = with_limits(MysqlPool::builder(manager), pool_size)
                     .build()
                     .map_err(build_error)?;
                 Ok(Db {
@@ -190,11 +186,7 @@ impl Db {
                     path,
                     manager_config,
                 );
-                let pool = SqlitePool::builder(manager)
-                    .max_size(pool_size)
-                    .runtime(deadpool::Runtime::Tokio1)
-                    .wait_timeout(Some(Duration::from_secs(10)))
-                    .create_timeout(Some(Duration::from_secs(5)))
+                let pool = with_limits(SqlitePool::builder(manager), pool_size)
                     .build()
                     .map_err(build_error)?;
                 Ok(Db {
@@ -243,6 +235,19 @@ impl Db {
         };
         Ok(applied)
     }
+}
+
+/// The same size and timeouts for every backend's pool: a database that does not answer makes a
+/// request fail within seconds (503) instead of hanging.
+fn with_limits<M: deadpool::managed::Manager>(
+    builder: deadpool::managed::PoolBuilder<M>,
+    size: usize,
+) -> deadpool::managed::PoolBuilder<M> {
+    builder
+        .max_size(size)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(10)))
+        .create_timeout(Some(Duration::from_secs(5)))
 }
 
 /// A URL fit for a log line: the password replaced.

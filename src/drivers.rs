@@ -115,9 +115,6 @@ pub struct InterfaceNames {
     pub management: String,
 }
 
-/// The interface kinds a node names but whose work Ferrum's drivers do not do (yet).
-pub const PASSIVE_KINDS: [&str; 6] = ["boot", "console", "inspect", "network", "raid", "vendor"];
-
 /// The hardware types this conductor has enabled.
 pub struct Registry {
     types: BTreeMap<&'static str, HardwareType>,
@@ -175,7 +172,7 @@ impl Registry {
         })
     }
 
-    /// Resolves a passive interface (`kind` as in [`PASSIVE_KINDS`]) for `driver`: the default
+    /// Resolves a passive interface (`kind`: boot, console, inspect, network, raid, vendor) for `driver`: the default
     /// when none is asked, an error naming it when it is not supported.
     pub fn resolve_passive(
         &self,

@@ -280,10 +280,6 @@ impl Task {
         // which fails the node out of its transient state, rather than strand it unlocked.
         self.held = false;
     }
-
-    pub fn is_held(&self) -> bool {
-        self.held
-    }
 }
 
 impl Drop for Task {

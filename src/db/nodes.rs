@@ -5,7 +5,7 @@
 //! [`update_held`], which is conditional on the caller still holding the lock *and* on the
 //! provision state it read, so a conductor that lost its lock (or a stale reader) cannot win.
 
-use diesel::{dsl::count_star, prelude::*, result::DatabaseErrorKind};
+use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
 use super::{
@@ -187,13 +187,6 @@ pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Node>
         marker,
     )
     .await
-}
-
-pub async fn count(db: &Db) -> Result<i64> {
-    Ok(with_conn!(db, |conn| nodes::table
-        .select(count_star())
-        .first(conn)
-        .await?))
 }
 
 /// Inserts a node and reads it back. A duplicate UUID, name or instance UUID is a 409.

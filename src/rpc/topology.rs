@@ -50,14 +50,6 @@ impl HashRing {
             .find(|host| host.as_str() != excluded)
             .map(String::as_str)
     }
-
-    pub fn hosts(&self) -> &[String] {
-        &self.hosts
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty()
-    }
 }
 
 /// FNV-1a, then a 64-bit finalizer to spread FNV's weak low bits. Stable across processes,
