@@ -348,7 +348,8 @@ async fn a_full_worker_pool_is_503_and_leaves_the_node_as_it_was(stack) {
     api.available_node(json!({"name": "first", "driver_info": {"fake_deploy_delay": 3}}))
         .await;
     api.available_node(json!({"name": "second"})).await;
-    api.accepted("first", "active").await;
+    // Provisioning "second" ran cleaning on the only worker: wait until that slot is free.
+    api.accepted_when_a_worker_is_free("first", "active").await;
     let r = api.provision("second", "active").await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
     assert_eq!(
@@ -360,17 +361,7 @@ async fn a_full_worker_pool_is_503_and_leaves_the_node_as_it_was(stack) {
     assert_eq!(node["target_provision_state"], json!(null));
     assert_eq!(node["reservation"], json!(null));
     api.wait_for("first", "active").await;
-    // The worker frees its slot just after its last write: a client retries a 503, as with Ironic.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let r = api.provision("second", "active").await;
-        if r.status == StatusCode::ACCEPTED {
-            break;
-        }
-        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
-        assert!(std::time::Instant::now() < deadline, "the worker slot was never freed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    api.accepted_when_a_worker_is_free("second", "active").await;
     api.wait_for("second", "active").await;
     cluster.assert_no_locks().await;
 }

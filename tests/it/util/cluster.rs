@@ -455,6 +455,30 @@ impl Api {
         assert_eq!(r.status, StatusCode::ACCEPTED, "{target}: {}", r.body);
     }
 
+    /// Asks for `target` until it is accepted, retrying 503 NoFreeConductorWorker as a client
+    /// of Ironic does: a worker frees its slot just after its last write, so a node seen in its
+    /// new state may briefly still occupy one.
+    pub async fn accepted_when_a_worker_is_free(&self, ident: &str, target: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = self.provision(ident, target).await;
+            if r.status == StatusCode::ACCEPTED {
+                return;
+            }
+            assert_eq!(
+                r.status,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{target}: {}",
+                r.body
+            );
+            assert!(
+                Instant::now() < deadline,
+                "no worker slot was freed for {ident}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Polls until the node is in `state` with its lock released, then returns it.
     pub async fn wait_for(&self, ident: &str, state: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -479,9 +503,9 @@ impl Api {
         let node = self.create_node(body).await;
         let uuid = node["uuid"].as_str().expect("uuid").to_owned();
         assert_eq!(node["provision_state"], "enroll");
-        self.accepted(&uuid, "manage").await;
+        self.accepted_when_a_worker_is_free(&uuid, "manage").await;
         self.wait_for(&uuid, "manageable").await;
-        self.accepted(&uuid, "provide").await;
+        self.accepted_when_a_worker_is_free(&uuid, "provide").await;
         self.wait_for(&uuid, "available").await
     }
 }
