@@ -5,12 +5,14 @@
 //! those raised before a handler (unknown URL, wrong method, bad version, bad JSON), is rendered in
 //! Ironic's envelope by `error_body`.
 
+pub mod bios;
 pub mod conductors;
 pub mod drivers;
 pub mod error_body;
 pub mod extract;
 pub mod nodes;
 pub mod routing;
+pub mod traits;
 pub mod views;
 
 use std::sync::Arc;
@@ -63,7 +65,19 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/states/console",
             get(nodes::console).put(nodes::set_console),
-        );
+        )
+        .route(
+            "/{ident}/traits",
+            get(traits::list)
+                .put(traits::replace)
+                .delete(traits::remove_all),
+        )
+        .route(
+            "/{ident}/traits/{name}",
+            axum::routing::put(traits::add).delete(traits::remove),
+        )
+        .route("/{ident}/bios", get(bios::list))
+        .route("/{ident}/bios/{name}", get(bios::show));
     let routes = Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))
@@ -158,14 +172,20 @@ async fn root(BaseUrl(base): BaseUrl) -> Json<Value> {
     }))
 }
 
-async fn v1(BaseUrl(base): BaseUrl, State(_): State<ApiState>) -> Json<Value> {
+/// GET /v1: the resources Ferrum serves at the negotiated version (no chassis, ports,
+/// portgroups or volume yet, so they are not announced).
+async fn v1(
+    BaseUrl(base): BaseUrl,
+    version: extract::ApiVersion,
+    State(_): State<ApiState>,
+) -> Json<Value> {
     let res = |name: &str| {
         json!([
             {"href": format!("{base}/v1/{name}/"), "rel": "self"},
             {"href": format!("{base}/{name}/"), "rel": "bookmark"},
         ])
     };
-    Json(json!({
+    let mut doc = json!({
         "id": "v1",
         "links": [
             {"href": format!("{base}/v1/"), "rel": "self"},
@@ -175,6 +195,11 @@ async fn v1(BaseUrl(base): BaseUrl, State(_): State<ApiState>) -> Json<Value> {
         "media_types": {"base": "application/json",
                         "type": "application/vnd.openstack.ironic.v1+json"},
         "nodes": res("nodes"),
+        "drivers": res("drivers"),
         "version": version_doc(&base),
-    }))
+    });
+    if version.at_least(49) {
+        doc["conductors"] = res("conductors");
+    }
+    Json(doc)
 }

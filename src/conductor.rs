@@ -31,6 +31,8 @@ use crate::{
 pub struct Context {
     pub db: Db,
     pub host: String,
+    /// The conductor group, lower-cased as nodes store theirs.
+    pub group: String,
     pub drivers: Registry,
     pub config: ConductorConfig,
     /// One permit per running piece of provisioning work.
@@ -49,6 +51,7 @@ impl Context {
         Arc::new(Context {
             db,
             host: config.host.clone(),
+            group: config.conductor_group.to_ascii_lowercase(),
             drivers: Registry::builtin(),
             workers: Arc::new(Semaphore::new(config.workers)),
             tracker: TaskTracker::new(),
@@ -105,7 +108,7 @@ pub async fn start(
     let serving = tokio::spawn(listener.run());
 
     // Register only once the queue exists, so that the API never routes to a queue that is not there.
-    db::conductors::register(&ctx.db, &host, &ctx.drivers.names(), "")
+    db::conductors::register(&ctx.db, &host, &ctx.drivers.names(), &ctx.group)
         .await
         .context("registering the conductor")?;
     info!(conductor.host = %host, "Conductor {host} is serving");
@@ -182,7 +185,8 @@ async fn heartbeat_loop(ctx: Ctx, shutdown: CancellationToken) {
             Ok(false) => {
                 warn!("conductor row vanished; registering again");
                 if let Err(e) =
-                    db::conductors::register(&ctx.db, &ctx.host, &ctx.drivers.names(), "").await
+                    db::conductors::register(&ctx.db, &ctx.host, &ctx.drivers.names(), &ctx.group)
+                        .await
                 {
                     warn!(error = %e, "re-registration failed");
                 }
@@ -266,7 +270,9 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
         let ring = crate::rpc::topology::HashRing::new(
             alive
                 .iter()
-                .filter(|c| c.drivers.contains(&node.driver))
+                .filter(|c| {
+                    c.conductor_group == node.conductor_group && c.drivers.contains(&node.driver)
+                })
                 .map(|c| c.hostname.clone()),
         );
         if ring.owner(&node.uuid) != Some(ctx.host.as_str()) {

@@ -50,6 +50,11 @@ pub struct ApiConfig {
 pub struct ConductorConfig {
     /// The name this conductor registers, routes by and writes into `nodes.reservation`.
     pub host: String,
+    /// The conductor group this conductor serves: it gets only nodes of the same
+    /// `conductor_group` (API 1.46). Stored lower-cased; `""` is the default group.
+    pub conductor_group: String,
+    /// Clean nodes on provide and tear-down unless a node's `automated_clean` says otherwise.
+    pub automated_clean: bool,
     /// Provisioning work running at once; beyond it requests get NoFreeConductorWorker (503).
     pub workers: usize,
     /// RPC requests handled at once (they are short: lock, check, write, reply).
@@ -106,6 +111,8 @@ impl Default for ConductorConfig {
     fn default() -> Self {
         ConductorConfig {
             host: default_host_name(),
+            conductor_group: String::new(),
+            automated_clean: true,
             workers: 300,
             rpc_in_flight: 64,
             lock_retry_attempts: 3,
@@ -149,6 +156,8 @@ pub struct ConfigArgs {
     pub api_bind: Option<SocketAddr>,
     #[arg(long, env = "FERRUM_CONDUCTOR_HOST")]
     pub conductor_host: Option<String>,
+    #[arg(long, env = "FERRUM_CONDUCTOR_GROUP")]
+    pub conductor_group: Option<String>,
     #[arg(long, env = "FERRUM_CONDUCTOR_WORKERS", value_parser = clap::value_parser!(u32).range(1..))]
     pub conductor_workers: Option<u32>,
     #[arg(long, env = "FERRUM_LOCK_RETRY_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..))]
@@ -232,6 +241,7 @@ impl Config {
         set(&mut self.transport.rpc_timeout, &a.rpc_timeout);
         set(&mut self.api.bind, &a.api_bind);
         set(&mut self.conductor.host, &a.conductor_host);
+        set(&mut self.conductor.conductor_group, &a.conductor_group);
         set(
             &mut self.conductor.workers,
             &a.conductor_workers.map(|w| w as usize),
@@ -286,6 +296,12 @@ impl Config {
         let host = &self.conductor.host;
         if host.is_empty() || host.len() > 255 || host.contains(char::is_whitespace) {
             return invalid("conductor.host", "must be 1-255 characters without spaces");
+        }
+        if crate::patch::normalize_conductor_group(&self.conductor.conductor_group).is_err() {
+            return invalid(
+                "conductor.conductor_group",
+                "may contain only letters, digits, '_', '-' and '.', at most 255 characters",
+            );
         }
         if self.conductor.workers == 0 {
             return invalid("conductor.workers", "must be at least 1");

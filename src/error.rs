@@ -31,13 +31,26 @@ pub enum Error {
     NodeInMaintenance { op: String, node: String },
     #[error("Couldn't apply patch '{patch}'. Reason: {reason}")]
     PatchError { patch: String, reason: String },
+    #[error("Expected a conductor group but received {0}.")]
+    InvalidConductorGroup(String),
+    /// The node's interface of this kind is a `no-*` one.
+    #[error("Driver {driver} does not support {extension} (disabled or not implemented).")]
+    UnsupportedDriverExtension { driver: String, extension: String },
     /// No conductor offers the requested driver: a request that can never succeed as sent.
     #[error("No valid host was found. Reason: {0}")]
     NoValidHost(String),
 
+    // 403.
+    #[error("Node {node} is protected and cannot be undeployed, rebuilt or deleted")]
+    NodeProtected { node: String },
+
     // 404 family.
     #[error("Node {node} could not be found.")]
     NodeNotFound { node: String },
+    #[error("Node {node} doesn't have a trait '{name}'")]
+    NodeTraitNotFound { node: String, name: String },
+    #[error("Node {node} doesn't have a BIOS setting '{name}'")]
+    BiosSettingNotFound { node: String, name: String },
     #[error("Conductor {0} could not be found.")]
     ConductorNotFound(String),
     #[error("{0}")]
@@ -94,8 +107,15 @@ impl Error {
             | Error::InvalidStateRequested { .. }
             | Error::NodeInMaintenance { .. }
             | Error::PatchError { .. }
+            | Error::InvalidConductorGroup(_)
+            | Error::UnsupportedDriverExtension { .. }
             | Error::NoValidHost(_) => 400,
-            Error::NodeNotFound { .. } | Error::ConductorNotFound(_) | Error::NotFound(_) => 404,
+            Error::NodeProtected { .. } => 403,
+            Error::NodeNotFound { .. }
+            | Error::NodeTraitNotFound { .. }
+            | Error::BiosSettingNotFound { .. }
+            | Error::ConductorNotFound(_)
+            | Error::NotFound(_) => 404,
             Error::MethodNotAllowed(_) => 405,
             Error::NotAcceptable(_) => 406,
             Error::NodeLocked { .. }
@@ -186,6 +206,15 @@ mod tests {
             (Error::NotAcceptable("x".into()), 406),
             (Error::MethodNotAllowed("x".into()), 405),
             (Error::internal("boom"), 500),
+            (Error::NodeProtected { node: "n".into() }, 403),
+            (
+                Error::NodeTraitNotFound {
+                    node: "n".into(),
+                    name: "CUSTOM_X".into(),
+                },
+                404,
+            ),
+            (Error::InvalidConductorGroup("a b".into()), 400),
         ];
         for (err, status) in cases {
             assert_eq!(err.status(), status, "{err:?}");

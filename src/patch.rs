@@ -29,6 +29,8 @@ pub struct PatchOp {
 
 /// Root fields a PATCH may change, of those Ferrum stores (Ironic's PATCH_ALLOWED_FIELDS ∩ ours).
 pub const PATCHABLE_FIELDS: &[&str] = &[
+    "automated_clean",
+    "bios_interface",
     "boot_interface",
     "conductor_group",
     "console_interface",
@@ -45,8 +47,12 @@ pub const PATCHABLE_FIELDS: &[&str] = &[
     "network_interface",
     "power_interface",
     "properties",
+    "protected",
+    "protected_reason",
     "raid_interface",
+    "rescue_interface",
     "resource_class",
+    "storage_interface",
     "vendor_interface",
 ];
 
@@ -131,12 +137,15 @@ fn writable_view(node: &Node) -> Map<String, Value> {
     let s = |v: &str| Value::String(v.to_owned());
     let opt = |v: &Option<String>| v.as_deref().map(s).unwrap_or(Value::Null);
     m.insert("conductor_group".into(), s(&node.conductor_group));
-    m.insert("boot_interface".into(), s(&node.boot_interface));
-    m.insert("console_interface".into(), s(&node.console_interface));
-    m.insert("inspect_interface".into(), s(&node.inspect_interface));
-    m.insert("network_interface".into(), s(&node.network_interface));
-    m.insert("raid_interface".into(), s(&node.raid_interface));
-    m.insert("vendor_interface".into(), s(&node.vendor_interface));
+    for (kind, name) in node.passive_interfaces() {
+        m.insert(format!("{kind}_interface"), s(name));
+    }
+    m.insert(
+        "automated_clean".into(),
+        node.automated_clean.map(Value::Bool).unwrap_or(Value::Null),
+    );
+    m.insert("protected".into(), Value::Bool(node.protected));
+    m.insert("protected_reason".into(), opt(&node.protected_reason));
     m.insert("deploy_interface".into(), s(&node.deploy_interface));
     m.insert("driver".into(), s(&node.driver));
     m.insert(
@@ -175,9 +184,10 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
                     "driver_info" | "extra" | "instance_info" | "properties" => {
                         Value::Object(Map::new())
                     }
-                    "maintenance" => Value::Bool(false),
+                    "maintenance" | "protected" => Value::Bool(false),
                     "conductor_group" => Value::String(String::new()),
-                    "name" | "instance_uuid" | "resource_class" => Value::Null,
+                    "name" | "instance_uuid" | "resource_class" | "automated_clean"
+                    | "protected_reason" => Value::Null,
                     other => return Err(format!("/{other} is mandatory and cannot be removed")),
                 };
                 doc.insert(last.clone(), reset);
@@ -275,11 +285,6 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
             &node.management_interface,
         ),
         (
-            "conductor_group",
-            &mut c.conductor_group,
-            &node.conductor_group,
-        ),
-        (
             "boot_interface",
             &mut c.boot_interface,
             &node.boot_interface,
@@ -309,10 +314,60 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
             &mut c.vendor_interface,
             &node.vendor_interface,
         ),
+        (
+            "storage_interface",
+            &mut c.storage_interface,
+            &node.storage_interface,
+        ),
+        (
+            "rescue_interface",
+            &mut c.rescue_interface,
+            &node.rescue_interface,
+        ),
+        (
+            "bios_interface",
+            &mut c.bios_interface,
+            &node.bios_interface,
+        ),
     ] {
         let v = string(field, take(field))?;
         set_if(slot, v, old);
     }
+    let group = normalize_conductor_group(&string("conductor_group", take("conductor_group"))?)?;
+    set_if(&mut c.conductor_group, group, &node.conductor_group);
+    let automated_clean = match take("automated_clean") {
+        Value::Null => None,
+        Value::Bool(b) => Some(b),
+        other => return Err(wrong("automated_clean", "a boolean or null", &other)),
+    };
+    set_if(
+        &mut c.automated_clean,
+        automated_clean,
+        &node.automated_clean,
+    );
+    let protected = match take("protected") {
+        Value::Bool(b) => b,
+        other => return Err(wrong("protected", "a boolean", &other)),
+    };
+    let mut protected_reason = opt_string("protected_reason", take("protected_reason"))?;
+    if !protected && node.protected {
+        // Unprotecting a node forgets why it was protected.
+        protected_reason = None;
+    }
+    if !protected
+        && protected_reason != node.protected_reason
+        && protected_reason.as_deref().is_some_and(|r| !r.is_empty())
+    {
+        return Err(Error::InvalidParameterValue(
+            "The protected_reason field can only be set when protected is True".to_owned(),
+        ));
+    }
+    set_if(&mut c.protected, protected, &node.protected);
+    set_if(
+        &mut c.protected_reason,
+        protected_reason,
+        &node.protected_reason,
+    );
     let rc = opt_string("resource_class", take("resource_class"))?;
     if rc.as_deref().is_some_and(|r| r.len() > 80) {
         return Err(Error::InvalidParameterValue(
@@ -339,6 +394,7 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
                 c.maintenance = Some(m);
                 if !m {
                     c.maintenance_reason = Some(None);
+                    c.fault = Some(None);
                 }
             }
         }
@@ -361,6 +417,18 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
     );
     set_json(&mut c.extra, object("extra", take("extra"))?, &node.extra);
     Ok(c)
+}
+
+/// A conductor group as stored: lower-cased, of `[a-zA-Z0-9_.-]`, at most 255 characters.
+pub fn normalize_conductor_group(group: &str) -> Result<String, Error> {
+    let ok = group.len() <= 255
+        && group
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !ok {
+        return Err(Error::InvalidConductorGroup(group.to_owned()));
+    }
+    Ok(group.to_ascii_lowercase())
 }
 
 /// Node names: RFC 3986 unreserved characters, at most 255, not UUID-shaped, not a reserved word.

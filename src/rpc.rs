@@ -50,6 +50,10 @@ pub enum RpcRequest {
     UpdateNode {
         node: Box<Node>,
         patch: Vec<PatchOp>,
+        /// `?reset_interfaces=true` (1.45): interfaces the patch does not set go back to the new
+        /// driver's defaults.
+        #[serde(default)]
+        reset_interfaces: bool,
     },
     DestroyNode {
         node: Box<Node>,
@@ -66,6 +70,24 @@ pub enum RpcRequest {
     DoNodeClean {
         node: Box<Node>,
         clean_steps: Vec<Value>,
+    },
+    DoNodeRescue {
+        node: Box<Node>,
+        rescue_password: String,
+    },
+    DoNodeUnrescue {
+        node: Box<Node>,
+    },
+    /// Adds `traits` to the node's, or with `replace` makes them the node's only ones.
+    AddNodeTraits {
+        node: Box<Node>,
+        traits: Vec<String>,
+        replace: bool,
+    },
+    /// Removes `traits` from the node, or all of them when None.
+    RemoveNodeTraits {
+        node: Box<Node>,
+        traits: Option<Vec<String>>,
     },
     /// manage, provide, inspect, adopt, abort.
     DoProvisioningAction {
@@ -102,6 +124,10 @@ impl RpcRequest {
             RpcRequest::DoNodeDeploy { .. } => "do_node_deploy",
             RpcRequest::DoNodeTearDown { .. } => "do_node_tear_down",
             RpcRequest::DoNodeClean { .. } => "do_node_clean",
+            RpcRequest::AddNodeTraits { .. } => "add_node_traits",
+            RpcRequest::RemoveNodeTraits { .. } => "remove_node_traits",
+            RpcRequest::DoNodeRescue { .. } => "do_node_rescue",
+            RpcRequest::DoNodeUnrescue { .. } => "do_node_unrescue",
             RpcRequest::DoProvisioningAction { .. } => "do_provisioning_action",
             RpcRequest::ChangeNodePowerState { .. } => "change_node_power_state",
             RpcRequest::SetMaintenance { .. } => "set_maintenance",
@@ -112,24 +138,56 @@ impl RpcRequest {
 
     /// The UUID of the node the request is about.
     pub fn node_uuid(&self) -> &str {
-        self.routing().0
+        self.routing().uuid
     }
 
-    /// (node UUID, driver): what picks the conductor on the hash ring.
-    pub fn routing(&self) -> (&str, &str) {
+    /// What picks the conductor on the hash ring.
+    pub fn routing(&self) -> Route<'_> {
         match self {
-            RpcRequest::CreateNode { node } => (&node.uuid, &node.driver),
+            RpcRequest::CreateNode { node } => Route {
+                uuid: &node.uuid,
+                driver: &node.driver,
+                group: &node.conductor_group,
+            },
             RpcRequest::UpdateNode { node, .. }
             | RpcRequest::DestroyNode { node }
             | RpcRequest::DoNodeDeploy { node, .. }
             | RpcRequest::DoNodeTearDown { node }
             | RpcRequest::DoNodeClean { node, .. }
+            | RpcRequest::AddNodeTraits { node, .. }
+            | RpcRequest::RemoveNodeTraits { node, .. }
+            | RpcRequest::DoNodeRescue { node, .. }
+            | RpcRequest::DoNodeUnrescue { node }
             | RpcRequest::DoProvisioningAction { node, .. }
             | RpcRequest::ChangeNodePowerState { node, .. }
             | RpcRequest::SetMaintenance { node, .. }
             | RpcRequest::ValidateDriverInterfaces { node }
-            | RpcRequest::SetConsoleMode { node, .. } => (&node.uuid, &node.driver),
+            | RpcRequest::SetConsoleMode { node, .. } => Route::of(node),
         }
+    }
+}
+
+/// A node's place on the hash rings: the ring of its conductor group and driver, and the point
+/// of its UUID on it.
+#[derive(Debug, Clone, Copy)]
+pub struct Route<'a> {
+    pub uuid: &'a str,
+    pub driver: &'a str,
+    pub group: &'a str,
+}
+
+impl<'a> Route<'a> {
+    pub fn of(node: &'a Node) -> Self {
+        Route {
+            uuid: &node.uuid,
+            driver: &node.driver,
+            group: &node.conductor_group,
+        }
+    }
+
+    /// The key of the ring this node is on.
+    pub fn ring(&self) -> String {
+        topology::ring_key(self.group, self.driver)
     }
 }
 
@@ -150,9 +208,10 @@ pub struct NodeCreate {
     pub instance_info: JsonObject,
     pub instance_uuid: Option<String>,
     pub extra: JsonObject,
+    pub automated_clean: Option<bool>,
     /// `enroll` from API 1.11 on, `available` before.
     pub initial_state: String,
-    /// boot, console, inspect, network, raid, vendor: the ones asked for (else defaults).
+    /// The passive interfaces asked for by kind (bios, boot, ...); the others get defaults.
     #[serde(default)]
     pub passive_interfaces: std::collections::BTreeMap<String, String>,
 }

@@ -16,17 +16,6 @@ use crate::{
 
 const MIN_VERSION: u32 = 49;
 
-fn require(version: ApiVersion) -> Result<()> {
-    if version.at_least(MIN_VERSION) {
-        Ok(())
-    } else {
-        // Below its version the resource does not exist, as in Ironic.
-        Err(Error::NotFound(
-            "The resource could not be found.".to_owned(),
-        ))
-    }
-}
-
 fn view(state: &ApiState, base: &str, c: &Conductor, detail: bool) -> Value {
     let heartbeat_timeout = chrono::Duration::from_std(state.router.heartbeat_timeout())
         .unwrap_or(chrono::Duration::MAX);
@@ -58,7 +47,7 @@ pub async fn list(
     BaseUrl(base): BaseUrl,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    require(version)?;
+    version.require_resource(MIN_VERSION)?;
     let limit = match q.limit {
         Some(l) if l <= 0 => {
             return Err(Error::InvalidParameterValue(format!(
@@ -93,7 +82,7 @@ pub async fn show(
     BaseUrl(base): BaseUrl,
     ApiPath(host): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    require(version)?;
+    version.require_resource(MIN_VERSION)?;
     let conductor = db::conductors::get(&state.db, &host).await?;
     Ok(Json(view(&state, &base, &conductor, true)))
 }

@@ -14,7 +14,7 @@ use crate::error::Error;
 
 pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
-pub const MAX_VERSION: ApiVersion = ApiVersion(31);
+pub const MAX_VERSION: ApiVersion = ApiVersion(49);
 
 /// A negotiated API microversion `1.N`, stored as N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -29,6 +29,18 @@ impl std::fmt::Display for ApiVersion {
 impl ApiVersion {
     pub fn at_least(self, minor: u32) -> bool {
         self.0 >= minor
+    }
+
+    /// For a resource that exists from 1.`minor` on: below it, Ironic answers 404 as for any
+    /// unknown URL.
+    pub fn require_resource(self, minor: u32) -> Result<(), Error> {
+        if self.at_least(minor) {
+            Ok(())
+        } else {
+            Err(Error::NotFound(
+                "The resource could not be found.".to_owned(),
+            ))
+        }
     }
 
     /// Reads `OpenStack-API-Version: baremetal 1.N` (preferred) or the legacy

@@ -24,7 +24,7 @@ use crate::{
     },
     error::{Error, Result},
     patch::{self, PatchOp},
-    rpc::{NodeCreate, RpcReply, RpcRequest},
+    rpc::{NodeCreate, Route, RpcReply, RpcRequest},
     states::ProvisionState,
 };
 
@@ -54,10 +54,26 @@ pub struct NodeCreateBody {
     network_interface: Option<String>,
     raid_interface: Option<String>,
     vendor_interface: Option<String>,
+    storage_interface: Option<String>,
+    rescue_interface: Option<String>,
+    bios_interface: Option<String>,
+    conductor_group: Option<String>,
+    automated_clean: Option<bool>,
+}
+
+/// The API version that introduced the `<kind>_interface` field.
+fn interface_version(kind: &str) -> u32 {
+    match kind {
+        "network" => 20,
+        "storage" => 33,
+        "rescue" => 38,
+        "bios" => 40,
+        _ => 31,
+    }
 }
 
 /// Refuses a field newer than the negotiated version (406), as Ironic does.
-fn require_version(version: ApiVersion, minor: u32, what: &str) -> Result<()> {
+pub(super) fn require_version(version: ApiVersion, minor: u32, what: &str) -> Result<()> {
     if version.at_least(minor) {
         Ok(())
     } else {
@@ -79,15 +95,17 @@ fn valid_uuid(field: &str, value: &str) -> Result<String> {
 
 /// Sends `req` to the conductor of its node. If that conductor turns out to be gone (its queue
 /// is), the ring is read afresh and, when it now names another conductor, the call goes there once.
-async fn call(state: &ApiState, request_id: &RequestId, req: RpcRequest) -> Result<RpcReply> {
-    let (uuid, driver) = req.routing();
-    let host = state.router.host_for(uuid, driver).await?;
+pub(super) async fn call(
+    state: &ApiState,
+    request_id: &RequestId,
+    req: RpcRequest,
+) -> Result<RpcReply> {
+    let host = state.router.host_for(&req.routing()).await?;
     match state.rpc.call(&host, &request_id.0, req.clone()).await {
         Err(Error::ConductorUnreachable { host: gone }) => {
             // The request was never delivered, so it is safe to send again: to the conductor
             // that takes the node over when the gone one leaves the ring.
-            let (uuid, driver) = req.routing();
-            match state.router.host_instead_of(uuid, driver, &gone).await? {
+            match state.router.host_instead_of(&req.routing(), &gone).await? {
                 Some(next) => state.rpc.call(&next, &request_id.0, req).await,
                 None => Err(Error::ConductorUnreachable { host: gone }),
             }
@@ -113,22 +131,43 @@ pub async fn create(
         require_version(version, 20, "network_interface")?;
     }
     let passive = [
+        ("bios", &body.bios_interface),
         ("boot", &body.boot_interface),
         ("console", &body.console_interface),
         ("inspect", &body.inspect_interface),
         ("network", &body.network_interface),
         ("raid", &body.raid_interface),
+        ("rescue", &body.rescue_interface),
+        ("storage", &body.storage_interface),
         ("vendor", &body.vendor_interface),
     ];
+    for (kind, v) in &passive {
+        if v.is_some() {
+            require_version(
+                version,
+                interface_version(kind),
+                &format!("{kind}_interface"),
+            )?;
+        }
+    }
     if body.deploy_interface.is_some()
         || body.power_interface.is_some()
         || body.management_interface.is_some()
-        || passive
-            .iter()
-            .any(|(kind, v)| *kind != "network" && v.is_some())
     {
         require_version(version, 31, "Hardware interfaces")?;
     }
+    if body.conductor_group.is_some() {
+        require_version(version, 46, "conductor_group")?;
+    }
+    if body.automated_clean.is_some() {
+        require_version(version, 47, "automated_clean")?;
+    }
+    let conductor_group = body
+        .conductor_group
+        .as_deref()
+        .map(patch::normalize_conductor_group)
+        .transpose()?
+        .unwrap_or_default();
     let passive_interfaces = passive
         .iter()
         .filter_map(|(kind, v)| v.as_ref().map(|v| ((*kind).to_owned(), v.clone())))
@@ -155,8 +194,6 @@ pub async fn create(
     } else {
         ProvisionState::Available
     };
-    // An unknown driver is the client's mistake (400), not an outage.
-    state.router.host_for_new(&uuid, &body.driver).await?;
     let create = NodeCreate {
         uuid,
         name: body.name,
@@ -165,7 +202,8 @@ pub async fn create(
         power_interface: body.power_interface,
         management_interface: body.management_interface,
         resource_class: body.resource_class,
-        conductor_group: String::new(),
+        conductor_group,
+        automated_clean: body.automated_clean,
         driver_info: body.driver_info,
         properties: body.properties,
         instance_info: body.instance_info,
@@ -188,7 +226,7 @@ pub async fn create(
     let location = format!("{base}/v1/nodes/{}", node.uuid);
     let mut response = (
         StatusCode::CREATED,
-        Json(views::node_detail(&node, version, &base)),
+        Json(detail(&state, &node, version, &base).await?),
     )
         .into_response();
     if let Ok(v) = HeaderValue::from_str(&location) {
@@ -212,7 +250,17 @@ pub struct ListQuery {
     instance_uuid: Option<String>,
     resource_class: Option<String>,
     conductor_group: Option<String>,
+    fault: Option<String>,
+    conductor: Option<String>,
 }
+
+/// Ironic's `faults.VALID_FAULTS`.
+pub const VALID_FAULTS: &[&str] = &[
+    "power failure",
+    "clean failure",
+    "rescue abort failure",
+    "service failure",
+];
 
 const MAX_LIMIT: i64 = 1000;
 
@@ -240,6 +288,8 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
         ("associated", &q.associated),
         ("resource_class", &q.resource_class),
         ("conductor_group", &q.conductor_group),
+        ("fault", &q.fault),
+        ("conductor", &q.conductor),
     ];
     let mut url = format!("{base}/v1/{path}?");
     for (k, v) in params {
@@ -356,6 +406,19 @@ async fn list_page(
         require_version(version, 46, "The conductor_group filter")?;
         filter.conductor_group = Some(g.clone());
     }
+    if let Some(f) = &q.fault {
+        require_version(version, 42, "The fault filter")?;
+        if !VALID_FAULTS.contains(&f.as_str()) {
+            return Err(Error::InvalidParameterValue(format!(
+                "Unrecognized fault \"{f}\" is specified, allowed faults are {}",
+                VALID_FAULTS.join(", ")
+            )));
+        }
+        filter.fault = Some(f.clone());
+    }
+    if q.conductor.is_some() {
+        require_version(version, 49, "The conductor filter")?;
+    }
     let nodes = db::nodes::list_filtered(
         &state.db,
         &filter,
@@ -365,11 +428,29 @@ async fn list_page(
         q.marker.as_deref(),
     )
     .await?;
+    let wants_conductor = q.conductor.is_some()
+        || match &fields {
+            Some(fields) => fields.iter().any(|f| f == "conductor"),
+            None => detail,
+        };
     let mut items = Vec::with_capacity(nodes.len());
     for n in &nodes {
+        let conductor = if wants_conductor {
+            conductor_shown(state, n, version).await?
+        } else {
+            None
+        };
+        // As in Ironic, the conductor filter applies to the page read, so a page may come out
+        // short while `next` still leads on.
+        if let Some(wanted) = &q.conductor
+            && conductor.as_deref() != Some(wanted.as_str())
+        {
+            continue;
+        }
+        let conductor = conductor.as_deref();
         items.push(match &fields {
-            Some(fields) => views::node_fields(n, version, base, fields)?,
-            None if detail => views::node_detail(n, version, base),
+            Some(fields) => views::node_fields(n, version, base, conductor, fields)?,
+            None if detail => views::node_detail(n, version, base, conductor),
             None => views::node_summary(n, version, base),
         });
     }
@@ -406,7 +487,30 @@ pub async fn list_detail(
         .map(Json)
 }
 
-async fn find(state: &ApiState, ident: &str, version: ApiVersion) -> Result<Node> {
+/// The full node at `version`, with its conductor.
+async fn detail(state: &ApiState, node: &Node, version: ApiVersion, base: &str) -> Result<Value> {
+    let conductor = conductor_shown(state, node, version).await?;
+    Ok(views::node_detail(
+        node,
+        version,
+        base,
+        conductor.as_deref(),
+    ))
+}
+
+/// The node's conductor for the `conductor` field (1.49); not computed for older versions.
+async fn conductor_shown(
+    state: &ApiState,
+    node: &Node,
+    version: ApiVersion,
+) -> Result<Option<String>> {
+    if !version.at_least(49) {
+        return Ok(None);
+    }
+    state.router.conductor_of(&Route::of(node)).await
+}
+
+pub(super) async fn find(state: &ApiState, ident: &str, version: ApiVersion) -> Result<Node> {
     let ident = NodeIdent::parse(ident);
     if matches!(ident, NodeIdent::Name(_)) && !version.at_least(5) {
         // Before names existed, anything that is not a UUID is simply not a node.
@@ -424,7 +528,12 @@ pub async fn show(
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
     let node = find(&state, &ident, version).await?;
-    Ok(Json(views::node_detail(&node, version, &base)))
+    detail(&state, &node, version, &base).await.map(Json)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PatchQuery {
+    reset_interfaces: Option<String>,
 }
 
 pub async fn update(
@@ -433,9 +542,23 @@ pub async fn update(
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
     ApiPath(ident): ApiPath<String>,
+    ApiQuery(query): ApiQuery<PatchQuery>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
     patch::validate(&ops)?;
+    let reset_interfaces = match &query.reset_interfaces {
+        Some(r) => {
+            require_version(version, 45, "The reset_interfaces parameter")?;
+            parse_bool("reset_interfaces", r)?
+        }
+        None => false,
+    };
+    if reset_interfaces && !ops.iter().any(|op| op.path == "/driver") {
+        return Err(Error::InvalidParameterValue(
+            "The reset_interfaces parameter can only be used when changing the node's driver."
+                .to_owned(),
+        ));
+    }
     for op in &ops {
         let root = op
             .path
@@ -446,33 +569,60 @@ pub async fn update(
         match root {
             "name" => require_version(version, 5, "name")?,
             "resource_class" => require_version(version, 21, "resource_class")?,
-            "network_interface" => require_version(version, 20, root)?,
-            "deploy_interface"
-            | "power_interface"
-            | "management_interface"
-            | "boot_interface"
-            | "console_interface"
-            | "inspect_interface"
-            | "raid_interface"
-            | "vendor_interface" => require_version(version, 31, root)?,
+            "deploy_interface" | "power_interface" | "management_interface" => {
+                require_version(version, 31, root)?
+            }
+            other if other.ends_with("_interface") => require_version(
+                version,
+                interface_version(other.trim_end_matches("_interface")),
+                root,
+            )?,
             "conductor_group" => require_version(version, 46, root)?,
+            "automated_clean" => require_version(version, 47, root)?,
+            "protected" | "protected_reason" => require_version(version, 48, root)?,
             _ => {}
         }
     }
     let node = find(&state, &ident, version).await?;
+    if version.at_least(39) && node.provision_state == ProvisionState::Inspecting {
+        return Err(Error::InvalidState(format!(
+            "Cannot update node \"{}\" while it is in state \"inspecting\".",
+            node.uuid
+        )));
+    }
+    let moves = ops
+        .iter()
+        .any(|op| op.path == "/driver" || op.path == "/conductor_group");
+    if moves {
+        // Like Ironic, refuse a driver or group no conductor serves (400 NoValidHost) rather
+        // than strand the node where no request can reach it.
+        let changes = patch::apply(&node, &ops)?;
+        let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+        let group = changes
+            .conductor_group
+            .as_deref()
+            .unwrap_or(&node.conductor_group);
+        let route = Route {
+            uuid: &node.uuid,
+            driver,
+            group,
+        };
+        state.router.host_for(&route).await?;
+    }
     let reply = call(
         &state,
         &request_id,
         RpcRequest::UpdateNode {
             node: Box::new(node),
             patch: ops,
+            reset_interfaces,
         },
     )
     .await?;
     let RpcReply::Node(node) = reply else {
         return Err(Error::internal("update_node answered without a node"));
     };
-    Ok(Json(views::node_detail(&node, version, &base)))
+    detail(&state, &node, version, &base).await.map(Json)
 }
 
 pub async fn delete(
@@ -508,6 +658,7 @@ pub struct ProvisionBody {
     target: String,
     configdrive: Option<Value>,
     clean_steps: Option<Vec<Value>>,
+    rescue_password: Option<String>,
 }
 
 /// 202 Accepted with `Location: <url>/v1/nodes/<id as given>/states`.
@@ -536,8 +687,9 @@ pub async fn set_provision_state(
         "abort" => 13,
         "clean" => 15,
         "adopt" => 17,
+        "rescue" | "unrescue" => 38,
         "deploy" | "undeploy" => 73,
-        "rescue" | "unrescue" | "unhold" | "service" => {
+        "unhold" | "service" => {
             return Err(Error::InvalidParameterValue(format!(
                 "The provision state target \"{target}\" is not supported by Ferrum yet."
             )));
@@ -564,6 +716,15 @@ pub async fn set_provision_state(
             "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
         ));
     }
+    if body.rescue_password.is_some() {
+        require_version(version, 38, "rescue_password")?;
+        if target != "rescue" {
+            return Err(Error::InvalidParameterValue(
+                "\"rescue_password\" is only valid when setting target provision state to rescue"
+                    .to_owned(),
+            ));
+        }
+    }
     if body.configdrive.is_some() && target == "rebuild" {
         require_version(version, 35, "configdrive on rebuild")?;
     }
@@ -581,6 +742,19 @@ pub async fn set_provision_state(
             configdrive: body.configdrive,
         },
         "deleted" | "undeploy" => RpcRequest::DoNodeTearDown { node },
+        "rescue" => {
+            let password = body.rescue_password.unwrap_or_default();
+            if password.trim().is_empty() {
+                return Err(Error::InvalidParameterValue(
+                    "A non-empty \"rescue_password\" is required when setting target provision state to rescue".to_owned(),
+                ));
+            }
+            RpcRequest::DoNodeRescue {
+                node,
+                rescue_password: password,
+            }
+        }
+        "unrescue" => RpcRequest::DoNodeUnrescue { node },
         "clean" => RpcRequest::DoNodeClean {
             node,
             clean_steps: body.clean_steps.unwrap_or_default(),

@@ -1,5 +1,5 @@
-//! Which conductor a request goes to: the hash ring of the node's driver over the alive
-//! conductors, cached for `hash_ring_reset_interval` and rebuilt at once on a miss.
+//! Which conductor a request goes to: the hash ring of the node's conductor group and driver
+//! over the alive conductors, cached for `hash_ring_reset_interval` and rebuilt at once on a miss.
 
 use std::{
     collections::HashMap,
@@ -12,8 +12,19 @@ use tokio::time::Instant;
 use crate::{
     db::{self, Db},
     error::{Error, Result},
-    rpc::topology::HashRing,
+    rpc::{
+        Route,
+        topology::{HashRing, ring_key},
+    },
 };
+
+/// Ironic's NoValidHost for a node whose group has no conductor with its driver.
+pub fn no_valid_host(route: &Route<'_>) -> Error {
+    Error::NoValidHost(format!(
+        "No conductor service registered which supports driver {} for conductor group \"{}\". Ensure the driver is valid and enabled.",
+        route.driver, route.group
+    ))
+}
 
 type Rings = Arc<HashMap<String, HashRing>>;
 
@@ -34,33 +45,17 @@ impl ConductorRouter {
         }
     }
 
-    /// The conductor for a node with `uuid` and `driver`. No conductor online at all, or none
-    /// for this driver: 503 (a temporary condition for an existing node).
-    pub async fn host_for(&self, uuid: &str, driver: &str) -> Result<String> {
-        self.lookup(uuid, driver).await?.ok_or_else(|| {
-            Error::TemporaryFailure(format!(
-                "No conductor service is online for driver {driver}; please retry."
-            ))
-        })
-    }
-
-    /// The conductor to create a node on. An unknown driver is the client's mistake: 400.
-    pub async fn host_for_new(&self, uuid: &str, driver: &str) -> Result<String> {
-        self.lookup(uuid, driver).await?.ok_or_else(|| {
-            Error::NoValidHost(format!(
-                "No conductor service registered which supports driver {driver} for conductor group \"\"."
-            ))
-        })
+    /// The conductor for a node. None online at all: 503 (a temporary condition); conductors
+    /// online but none in the node's group with its driver: Ironic's 400 NoValidHost.
+    pub async fn host_for(&self, route: &Route<'_>) -> Result<String> {
+        self.lookup(route)
+            .await?
+            .ok_or_else(|| no_valid_host(route))
     }
 
     /// Where a node's requests go while its conductor `gone` has vanished but still looks alive
     /// (its heartbeat has not timed out yet): the host that will own the node once it has.
-    pub async fn host_instead_of(
-        &self,
-        uuid: &str,
-        driver: &str,
-        gone: &str,
-    ) -> Result<Option<String>> {
+    pub async fn host_instead_of(&self, route: &Route<'_>, gone: &str) -> Result<Option<String>> {
         // Read afresh: the gone conductor may have left the rings already.
         let rings = self.rebuild().await?;
         if rings.is_empty() {
@@ -69,8 +64,22 @@ impl ConductorRouter {
             ));
         }
         Ok(rings
-            .get(driver)
-            .and_then(|r| r.owner_excluding(uuid, gone))
+            .get(&route.ring())
+            .and_then(|r| r.owner_excluding(route.uuid, gone))
+            .map(str::to_owned))
+    }
+
+    /// The node's conductor as the API shows it (`conductor`, 1.49): the owner on the current
+    /// rings, None when no conductor serves it. Never rebuilds on a miss, so listing orphaned
+    /// nodes costs no query per node.
+    pub async fn conductor_of(&self, route: &Route<'_>) -> Result<Option<String>> {
+        let rings = match self.cached() {
+            Some(rings) => rings,
+            None => self.rebuild().await?,
+        };
+        Ok(rings
+            .get(&route.ring())
+            .and_then(|r| r.owner(route.uuid))
             .map(str::to_owned))
     }
 
@@ -79,11 +88,12 @@ impl ConductorRouter {
         self.heartbeat_timeout
     }
 
-    async fn lookup(&self, uuid: &str, driver: &str) -> Result<Option<String>> {
+    async fn lookup(&self, route: &Route<'_>) -> Result<Option<String>> {
+        let key = route.ring();
         let owner = |rings: &Rings| {
             rings
-                .get(driver)
-                .and_then(|r| r.owner(uuid))
+                .get(&key)
+                .and_then(|r| r.owner(route.uuid))
                 .map(str::to_owned)
         };
         if let Some(rings) = self.cached()
@@ -108,19 +118,19 @@ impl ConductorRouter {
 
     async fn rebuild(&self) -> Result<Rings> {
         let alive = db::conductors::list_alive(&self.db, self.heartbeat_timeout).await?;
-        let mut hosts_by_driver: HashMap<String, Vec<String>> = HashMap::new();
+        let mut hosts_by_ring: HashMap<String, Vec<String>> = HashMap::new();
         for c in alive {
-            for d in c.drivers {
-                hosts_by_driver
-                    .entry(d)
+            for d in &c.drivers {
+                hosts_by_ring
+                    .entry(ring_key(&c.conductor_group, d))
                     .or_default()
                     .push(c.hostname.clone());
             }
         }
         let rings: Rings = Arc::new(
-            hosts_by_driver
+            hosts_by_ring
                 .into_iter()
-                .map(|(d, hosts)| (d, HashRing::new(hosts)))
+                .map(|(key, hosts)| (key, HashRing::new(hosts)))
                 .collect(),
         );
         if let Ok(mut cache) = self.cache.write() {

@@ -119,10 +119,14 @@ fn opt_timestamp(t: &Option<NaiveDateTime>) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// A provision state as the version shows it: `available` is null before 1.2.
+/// A provision state as the version shows it: `available` is null before 1.2, `inspect wait`
+/// is `inspecting` before 1.39.
 fn state_value(state: Option<ProvisionState>, version: ApiVersion) -> Value {
     match state {
         Some(ProvisionState::Available) if !version.at_least(2) => Value::Null,
+        Some(ProvisionState::InspectWait) if !version.at_least(39) => {
+            Value::String(ProvisionState::Inspecting.api_name().to_owned())
+        }
         Some(s) => Value::String(s.api_name().to_owned()),
         None => Value::Null,
     }
@@ -135,8 +139,9 @@ pub fn links(base: &str, resource: &str, id: &str) -> Value {
     ])
 }
 
-/// The full node, as GET /v1/nodes/{id} shows it at `version`.
-pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
+/// The full node, as GET /v1/nodes/{id} shows it at `version`. `conductor` is the node's
+/// conductor on the hash ring (shown from 1.49).
+pub fn node_detail(node: &Node, version: ApiVersion, base: &str, conductor: Option<&str>) -> Value {
     let mut m = Map::new();
     m.insert("uuid".into(), json!(node.uuid));
     m.insert("created_at".into(), json!(timestamp(&node.created_at)));
@@ -229,6 +234,40 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str) -> Value {
         m.insert("raid_interface".into(), json!(node.raid_interface));
         m.insert("vendor_interface".into(), json!(node.vendor_interface));
     }
+    if version.at_least(33) {
+        m.insert("storage_interface".into(), json!(node.storage_interface));
+    }
+    if version.at_least(37) {
+        m.insert("traits".into(), json!(node.traits));
+    }
+    if version.at_least(38) {
+        m.insert("rescue_interface".into(), json!(node.rescue_interface));
+    }
+    if version.at_least(40) {
+        m.insert("bios_interface".into(), json!(node.bios_interface));
+    }
+    if version.at_least(42) {
+        m.insert("fault".into(), json!(node.fault));
+    }
+    if version.at_least(44) {
+        m.insert(
+            "deploy_step".into(),
+            Value::Object(node.deploy_step.clone()),
+        );
+    }
+    if version.at_least(46) {
+        m.insert("conductor_group".into(), json!(node.conductor_group));
+    }
+    if version.at_least(47) {
+        m.insert("automated_clean".into(), json!(node.automated_clean));
+    }
+    if version.at_least(48) {
+        m.insert("protected".into(), json!(node.protected));
+        m.insert("protected_reason".into(), json!(node.protected_reason));
+    }
+    if version.at_least(49) {
+        m.insert("conductor".into(), json!(conductor));
+    }
     Value::Object(m)
 }
 
@@ -238,16 +277,17 @@ pub fn node_fields(
     node: &Node,
     version: ApiVersion,
     base: &str,
+    conductor: Option<&str>,
     fields: &[String],
 ) -> Result<Value, Error> {
-    let full = node_detail(node, version, base);
+    let full = node_detail(node, version, base, conductor);
     let mut m = Map::new();
     for f in fields {
         match full.get(f.as_str()) {
             Some(v) => {
                 m.insert(f.clone(), v.clone());
             }
-            None if node_detail(node, MAX_VERSION, base)
+            None if node_detail(node, MAX_VERSION, base, conductor)
                 .get(f.as_str())
                 .is_some() =>
             {
@@ -339,10 +379,10 @@ mod tests {
     #[test]
     fn fields_follow_the_version() {
         let node = crate::db::models::tests_support::node();
-        let old = node_detail(&node, ApiVersion(1), "http://h");
+        let old = node_detail(&node, ApiVersion(1), "http://h", None);
         assert!(old.get("name").is_none());
         assert!(old.get("deploy_interface").is_none());
-        let new = node_detail(&node, ApiVersion(31), "http://h");
+        let new = node_detail(&node, ApiVersion(31), "http://h", None);
         assert_eq!(new["name"], "n1");
         assert_eq!(new["deploy_interface"], "fake");
         assert_eq!(new["target_provision_state"], "active");

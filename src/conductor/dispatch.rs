@@ -71,7 +71,11 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::CreateNode { node } => node_ops::create(&ctx, *node)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),
-        RpcRequest::UpdateNode { node, patch } => node_ops::update(&ctx, *node, &patch, deadline)
+        RpcRequest::UpdateNode {
+            node,
+            patch,
+            reset_interfaces,
+        } => node_ops::update(&ctx, *node, &patch, reset_interfaces, deadline)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),
         RpcRequest::DestroyNode { node } => node_ops::destroy(&ctx, *node, deadline)
@@ -92,6 +96,27 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
                 .await
                 .map(|()| RpcReply::Accepted)
         }
+        RpcRequest::AddNodeTraits {
+            node,
+            traits,
+            replace,
+        } => node_ops::add_traits(&ctx, *node, traits, replace, deadline)
+            .await
+            .map(|()| RpcReply::Done),
+        RpcRequest::RemoveNodeTraits { node, traits } => {
+            node_ops::remove_traits(&ctx, *node, traits, deadline)
+                .await
+                .map(|()| RpcReply::Done)
+        }
+        RpcRequest::DoNodeRescue {
+            node,
+            rescue_password,
+        } => provision::do_node_rescue(&ctx, *node, rescue_password, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
+        RpcRequest::DoNodeUnrescue { node } => provision::do_node_unrescue(&ctx, *node, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
         RpcRequest::DoProvisioningAction { node, action } => {
             provision::do_provisioning_action(&ctx, *node, &action, deadline)
                 .await

@@ -10,7 +10,7 @@ use super::{
 use crate::{
     db::{
         self,
-        models::{NewNodeRow, Node, NodeChanges, json_text},
+        models::{NewNodeRow, Node, NodeChanges, json_text, traits_text},
     },
     drivers::InterfaceChoice,
     error::{Error, Result},
@@ -55,21 +55,19 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
             n.passive_interfaces.get(kind).map(String::as_str),
         )
     };
-    let (boot, console, inspect, network, raid, vendor) = (
-        passive("boot")?,
-        passive("console")?,
-        passive("inspect")?,
-        passive("network")?,
-        passive("raid")?,
-        passive("vendor")?,
-    );
     let row = NewNodeRow {
-        boot_interface: boot,
-        console_interface: console,
-        inspect_interface: inspect,
-        network_interface: network,
-        raid_interface: raid,
-        vendor_interface: vendor,
+        bios_interface: passive("bios")?,
+        boot_interface: passive("boot")?,
+        console_interface: passive("console")?,
+        inspect_interface: passive("inspect")?,
+        network_interface: passive("network")?,
+        raid_interface: passive("raid")?,
+        rescue_interface: passive("rescue")?,
+        storage_interface: passive("storage")?,
+        vendor_interface: passive("vendor")?,
+        traits: "[]".to_owned(),
+        deploy_step: "{}".to_owned(),
+        automated_clean: n.automated_clean,
         uuid: n.uuid,
         name: n.name,
         driver: n.driver,
@@ -99,6 +97,7 @@ pub async fn update(
     ctx: &Ctx,
     node: Node,
     ops: &[PatchOp],
+    reset_interfaces: bool,
     deadline: Option<Instant>,
 ) -> Result<Node> {
     let uuid = node.uuid.clone();
@@ -111,20 +110,51 @@ pub async fn update(
                 node.uuid
             )));
         }
-        let changes = patch::apply(node, ops)?;
-        let passive_changes = [
-            ("boot", &changes.boot_interface, &node.boot_interface),
-            ("console", &changes.console_interface, &node.console_interface),
-            ("inspect", &changes.inspect_interface, &node.inspect_interface),
-            ("network", &changes.network_interface, &node.network_interface),
-            ("raid", &changes.raid_interface, &node.raid_interface),
-            ("vendor", &changes.vendor_interface, &node.vendor_interface),
-        ];
+        let mut changes = patch::apply(node, ops)?;
+        if changes.protected == Some(true)
+            && !matches!(
+                node.provision_state,
+                ProvisionState::Active | ProvisionState::Rescue
+            )
+        {
+            return Err(Error::InvalidState(format!(
+                "Node {} can only be made protected in provision states 'active' or 'rescue', the current state is '{}'",
+                node.uuid, node.provision_state
+            )));
+        }
+        if reset_interfaces {
+            // The API has checked that the patch sets the driver (perhaps to the same one).
+            // Every interface the patch does not set goes back to the driver's default.
+            let driver = changes.driver.clone().unwrap_or_else(|| node.driver.clone());
+            let patched = |kind: &str| {
+                let field = format!("/{kind}_interface");
+                ops.iter().any(|op| op.path == field)
+            };
+            let defaults = ctx.drivers.resolve(&driver, &InterfaceChoice::default())?;
+            for (kind, name) in [
+                ("deploy", defaults.deploy),
+                ("power", defaults.power),
+                ("management", defaults.management),
+            ] {
+                if !patched(kind) {
+                    changes.set_interface(kind, name);
+                }
+            }
+            for (kind, _) in node.passive_interfaces() {
+                if !patched(kind) {
+                    changes.set_interface(kind, ctx.drivers.resolve_passive(&driver, kind, None)?);
+                }
+            }
+            // Writing an interface that is already the node's is a no-op, but it must pass the
+            // state gate below like any interface change.
+            changes.driver.get_or_insert(driver);
+        }
+        let passive_changes = changes.passive_interfaces();
         let hardware_changes = changes.driver.is_some()
             || changes.deploy_interface.is_some()
             || changes.power_interface.is_some()
             || changes.management_interface.is_some()
-            || passive_changes.iter().any(|(_, new, _)| new.is_some());
+            || passive_changes.iter().any(|(_, new)| new.is_some());
         if hardware_changes {
             if !node.maintenance && !interface_change_allowed(node.provision_state) {
                 return Err(Error::InvalidState(format!(
@@ -139,9 +169,9 @@ pub async fn update(
                 pick(&changes.management_interface, &node.management_interface),
             );
             let driver = changes.driver.as_deref().unwrap_or(&node.driver);
-            for (kind, new, old) in passive_changes {
+            for ((kind, new), (_, old)) in passive_changes.iter().zip(node.passive_interfaces()) {
                 ctx.drivers
-                    .resolve_passive(driver, kind, Some(new.as_deref().unwrap_or(old)))?;
+                    .resolve_passive(driver, kind, Some(new.unwrap_or(old)))?;
             }
             ctx.drivers.resolve(
                 driver,
@@ -183,6 +213,81 @@ pub async fn set_maintenance(
             } else {
                 None
             }),
+            // Leaving maintenance clears the fault that may have put the node there.
+            fault: (!maintenance).then_some(None),
+            ..NodeChanges::default()
+        };
+        Ok(Decision::Write(changes, Hold::Release))
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Ironic's `MAX_TRAITS_PER_NODE`.
+const MAX_TRAITS_PER_NODE: usize = 50;
+
+/// Adds traits (or replaces them all), conditional like [`update`]; Ironic takes the node's lock
+/// for this, in any state.
+pub async fn add_traits(
+    ctx: &Ctx,
+    node: Node,
+    traits: Vec<String>,
+    replace: bool,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let uuid = node.uuid.clone();
+    change_node(ctx, &uuid, Some(node), deadline, |node| {
+        let mut all = if replace { Vec::new() } else { node.traits.clone() };
+        for t in &traits {
+            if !all.contains(t) {
+                all.push(t.clone());
+            }
+        }
+        if all.len() > MAX_TRAITS_PER_NODE {
+            return Err(Error::InvalidParameterValue(format!(
+                "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
+                node.uuid,
+                all.len()
+            )));
+        }
+        all.sort();
+        let changes = NodeChanges {
+            traits: Some(traits_text(&all)),
+            ..NodeChanges::default()
+        };
+        Ok(Decision::Write(changes, Hold::Release))
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Removes the given traits (all when None); one the node lacks is NodeTraitNotFound.
+pub async fn remove_traits(
+    ctx: &Ctx,
+    node: Node,
+    traits: Option<Vec<String>>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let uuid = node.uuid.clone();
+    change_node(ctx, &uuid, Some(node), deadline, |node| {
+        let kept = match &traits {
+            None => Vec::new(),
+            Some(gone) => {
+                if let Some(missing) = gone.iter().find(|t| !node.traits.contains(t)) {
+                    return Err(Error::NodeTraitNotFound {
+                        node: node.uuid.clone(),
+                        name: missing.clone(),
+                    });
+                }
+                node.traits
+                    .iter()
+                    .filter(|t| !gone.contains(t))
+                    .cloned()
+                    .collect()
+            }
+        };
+        let changes = NodeChanges {
+            traits: Some(traits_text(&kept)),
             ..NodeChanges::default()
         };
         Ok(Decision::Write(changes, Hold::Release))
@@ -234,13 +339,15 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
         entry("management", verdict(driver.management.validate(node))),
         entry("power", verdict(driver.power.validate(node))),
     ];
-    // Interfaces with nothing to configure on fake hardware.
-    for name in ["boot", "network", "storage"] {
-        out.push(entry(name, (Some(true), None)));
-    }
-    // Interfaces Ferrum does not implement: Ironic's answer for an unsupported interface.
-    for name in ["bios", "console", "inspect", "raid", "rescue"] {
-        out.push(entry(name, (None, Some("not supported".to_owned()))));
+    // The others have nothing to configure on fake hardware; a `no-*` one is Ironic's
+    // "not supported".
+    for (kind, name) in node.passive_interfaces() {
+        let verdict = if name.starts_with("no-") {
+            (None, Some("not supported".to_owned()))
+        } else {
+            (Some(true), None)
+        };
+        out.push(entry(kind, verdict));
     }
     out.sort();
     Ok(out)
@@ -254,6 +361,11 @@ pub async fn destroy(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result
             return Err(Error::NodeAssociated {
                 node: node.uuid.clone(),
                 instance: instance.clone(),
+            });
+        }
+        if node.protected {
+            return Err(Error::NodeProtected {
+                node: node.uuid.clone(),
             });
         }
         if !node.maintenance && !node.provision_state.delete_allowed() {

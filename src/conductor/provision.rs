@@ -37,6 +37,8 @@ pub enum Work {
     Verify,
     Inspect,
     Adopt,
+    Rescue,
+    Unrescue,
     Power {
         target: PowerState,
         reboot: bool,
@@ -56,6 +58,8 @@ impl Work {
             ProvisionState::Verifying => Ok(Some(Work::Verify)),
             ProvisionState::Inspecting => Ok(Some(Work::Inspect)),
             ProvisionState::Adopting => Ok(Some(Work::Adopt)),
+            ProvisionState::Rescuing => Ok(Some(Work::Rescue)),
+            ProvisionState::Unrescuing => Ok(Some(Work::Unrescue)),
             s if s.is_unstable() => Err(Error::InvalidParameterValue(format!(
                 "Moving a node to \"{s}\" is not supported by Ferrum yet."
             ))),
@@ -72,6 +76,8 @@ impl Work {
             Work::Verify => verify(task, driver).await,
             Work::Inspect => inspect(task).await,
             Work::Adopt => adopt(task, driver).await,
+            Work::Rescue => rescue(task).await,
+            Work::Unrescue => unrescue(task).await,
             Work::Power {
                 target,
                 reboot,
@@ -90,6 +96,8 @@ impl Work {
             Work::Verify => "Verification",
             Work::Inspect => "Inspection",
             Work::Adopt => "Adoption",
+            Work::Rescue => "Rescue",
+            Work::Unrescue => "Unrescue",
             Work::Power { .. } => "Power change",
         }
     }
@@ -204,6 +212,13 @@ async fn run_worker(mut task: Task, driver: Driver, work: Work, _permit: OwnedSe
     if !work.fails_provision() {
         extra.target_power_state = Some(None);
     }
+    match work {
+        // A failed deploy has no current step any more.
+        Work::Deploy => extra.deploy_step = Some("{}".to_owned()),
+        // Nobody may log into a rescue ramdisk that did not come up.
+        Work::Rescue => extra.instance_info = Some(json_text(&without_rescue_password(&task.node))),
+        _ => {}
+    }
     task.fail(message, extra, work.fails_provision()).await;
 }
 
@@ -220,6 +235,11 @@ pub async fn do_node_deploy(
         ("active", Event::Deploy)
     };
     start(ctx, node, deadline, verb, event, |node, driver| {
+        if rebuild && node.protected {
+            return Err(Error::NodeProtected {
+                node: node.uuid.clone(),
+            });
+        }
         if node.maintenance {
             return Err(Error::NodeInMaintenance {
                 op: "provisioning".to_owned(),
@@ -236,7 +256,10 @@ pub async fn do_node_deploy(
                     node.uuid
                 ))
             })?;
-        let mut extra = NodeChanges::default();
+        let mut extra = NodeChanges {
+            deploy_step: Some(json_text(&deploy_step())),
+            ..NodeChanges::default()
+        };
         if let Some(configdrive) = &configdrive {
             let mut instance_info = node.instance_info.clone();
             instance_info.insert("configdrive".to_owned(), configdrive.clone());
@@ -247,11 +270,96 @@ pub async fn do_node_deploy(
     .await
 }
 
+/// The step the fake deploy runs, as `deploy_step` shows it while the node deploys.
+fn deploy_step() -> serde_json::Map<String, Value> {
+    let step = serde_json::json!({
+        "interface": "deploy",
+        "step": "deploy",
+        "priority": 100,
+        "args": {},
+    });
+    step.as_object().cloned().unwrap_or_default()
+}
+
 pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
-    start(ctx, node, deadline, "deleted", Event::Delete, |_, _| {
+    start(ctx, node, deadline, "deleted", Event::Delete, |node, _| {
+        if node.protected {
+            return Err(Error::NodeProtected {
+                node: node.uuid.clone(),
+            });
+        }
         Ok(NodeChanges::default())
     })
     .await
+}
+
+/// `rescue`: boot the rescue ramdisk with `rescue_password` for the operator's login. The
+/// password is kept in `instance_info` (masked in every response) until unrescue.
+pub async fn do_node_rescue(
+    ctx: &Ctx,
+    node: Node,
+    rescue_password: String,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    start(ctx, node, deadline, "rescue", Event::Rescue, |node, _| {
+        if node.maintenance {
+            return Err(Error::NodeInMaintenance {
+                op: "rescuing".to_owned(),
+                node: node.uuid.clone(),
+            });
+        }
+        require_rescue_interface(node)?;
+        let mut instance_info = node.instance_info.clone();
+        instance_info.insert(
+            "rescue_password".to_owned(),
+            Value::String(rescue_password.clone()),
+        );
+        Ok(NodeChanges {
+            instance_info: Some(json_text(&instance_info)),
+            ..NodeChanges::default()
+        })
+    })
+    .await
+}
+
+/// `unrescue`: boot the instance again.
+pub async fn do_node_unrescue(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
+    start(
+        ctx,
+        node,
+        deadline,
+        "unrescue",
+        Event::Unrescue,
+        |node, _| {
+            if node.maintenance {
+                return Err(Error::NodeInMaintenance {
+                    op: "unrescuing".to_owned(),
+                    node: node.uuid.clone(),
+                });
+            }
+            require_rescue_interface(node)?;
+            Ok(NodeChanges::default())
+        },
+    )
+    .await
+}
+
+/// A `no-rescue` node cannot be rescued: Ironic's UnsupportedDriverExtension.
+fn require_rescue_interface(node: &Node) -> Result<()> {
+    if node.rescue_interface.starts_with("no-") {
+        return Err(Error::UnsupportedDriverExtension {
+            driver: node.driver.clone(),
+            extension: "rescue".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn without_rescue_password(node: &Node) -> serde_json::Map<String, Value> {
+    let mut instance_info = node.instance_info.clone();
+    instance_info.remove("rescue_password");
+    instance_info.remove("hashed_rescue_password");
+    instance_info
 }
 
 /// Manual cleaning with `clean_steps`. The fake hardware's deploy interface offers the steps
@@ -361,10 +469,10 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             )
             .await?
             .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
-            (
-                Event::Done,
-                NodeChanges::default().power(Some(PowerState::On.api_name().to_owned()), None),
-            )
+            let mut changes =
+                NodeChanges::default().power(Some(PowerState::On.api_name().to_owned()), None);
+            changes.deploy_step = Some("{}".to_owned());
+            (Event::Done, changes)
         }
         DeployOutcome::Wait => (Event::Wait, NodeChanges::default()),
     };
@@ -396,8 +504,16 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     clean(task).await
 }
 
-/// Automated cleaning. The fake hardware has no clean steps, so cleaning completes at once.
+/// Automated cleaning, unless the node's `automated_clean` (else the conductor's setting) turns
+/// it off. The fake hardware has no clean steps, so either way cleaning completes at once.
 async fn clean(task: &mut Task) -> std::result::Result<(), String> {
+    let enabled = task
+        .node
+        .automated_clean
+        .unwrap_or(task.ctx().config.automated_clean);
+    if !enabled {
+        tracing::info!(node.uuid = %task.node.uuid, "Automated cleaning is disabled; skipping it");
+    }
     task.process_event(Event::Done, false, NodeChanges::default().release())
         .await
         .map_err(|e| format!("Failed to finish cleaning: {e}"))
@@ -409,6 +525,24 @@ async fn manual_clean(task: &mut Task) -> std::result::Result<(), String> {
     task.process_event(Event::Manage, false, NodeChanges::default().release())
         .await
         .map_err(|e| format!("Failed to finish cleaning: {e}"))
+}
+
+/// Rescue on the fake rescue interface: the "ramdisk" is up at once.
+async fn rescue(task: &mut Task) -> std::result::Result<(), String> {
+    task.process_event(Event::Done, false, NodeChanges::default().release())
+        .await
+        .map_err(|e| format!("Failed to rescue: {e}"))
+}
+
+/// Unrescue on the fake rescue interface: back to the instance, forgetting the rescue password.
+async fn unrescue(task: &mut Task) -> std::result::Result<(), String> {
+    let changes = NodeChanges {
+        instance_info: Some(json_text(&without_rescue_password(&task.node))),
+        ..NodeChanges::default()
+    };
+    task.process_event(Event::Done, false, changes.release())
+        .await
+        .map_err(|e| format!("Failed to unrescue: {e}"))
 }
 
 /// Inspection. The fake hardware has nothing to discover, so inspection completes at once.

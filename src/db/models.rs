@@ -54,6 +54,15 @@ pub struct NodeRow {
     pub raid_interface: String,
     pub vendor_interface: String,
     pub console_enabled: bool,
+    pub storage_interface: String,
+    pub rescue_interface: String,
+    pub bios_interface: String,
+    pub traits: String,
+    pub fault: Option<String>,
+    pub deploy_step: String,
+    pub automated_clean: Option<bool>,
+    pub protected: bool,
+    pub protected_reason: Option<String>,
 }
 
 /// A node as Ferrum works with it: states typed, JSON parsed.
@@ -96,6 +105,33 @@ pub struct Node {
     pub raid_interface: String,
     pub vendor_interface: String,
     pub console_enabled: bool,
+    pub storage_interface: String,
+    pub rescue_interface: String,
+    pub bios_interface: String,
+    pub traits: Vec<String>,
+    pub fault: Option<String>,
+    pub deploy_step: JsonObject,
+    pub automated_clean: Option<bool>,
+    pub protected: bool,
+    pub protected_reason: Option<String>,
+}
+
+impl Node {
+    /// The node's interfaces besides deploy, power and management, by kind (see
+    /// `HardwareType::passive`).
+    pub fn passive_interfaces(&self) -> [(&'static str, &str); 9] {
+        [
+            ("bios", &self.bios_interface),
+            ("boot", &self.boot_interface),
+            ("console", &self.console_interface),
+            ("inspect", &self.inspect_interface),
+            ("network", &self.network_interface),
+            ("raid", &self.raid_interface),
+            ("rescue", &self.rescue_interface),
+            ("storage", &self.storage_interface),
+            ("vendor", &self.vendor_interface),
+        ]
+    }
 }
 
 impl TryFrom<NodeRow> for Node {
@@ -117,6 +153,8 @@ impl TryFrom<NodeRow> for Node {
         let state = |text: &str| -> Result<ProvisionState> {
             text.parse().map_err(|e| corrupt("provision_state", &e))
         };
+        let deploy_step = json("deploy_step", &r.deploy_step)?;
+        let traits = traits_from_text(&r.traits).map_err(|e| corrupt("traits", &e))?;
         Ok(Node {
             driver_info: json("driver_info", &r.driver_info)?,
             driver_internal_info: json("driver_internal_info", &r.driver_internal_info)?,
@@ -153,6 +191,15 @@ impl TryFrom<NodeRow> for Node {
             raid_interface: r.raid_interface,
             vendor_interface: r.vendor_interface,
             console_enabled: r.console_enabled,
+            traits,
+            deploy_step,
+            storage_interface: r.storage_interface,
+            rescue_interface: r.rescue_interface,
+            bios_interface: r.bios_interface,
+            fault: r.fault,
+            automated_clean: r.automated_clean,
+            protected: r.protected,
+            protected_reason: r.protected_reason,
         })
     }
 }
@@ -185,6 +232,12 @@ pub struct NewNodeRow {
     pub network_interface: String,
     pub raid_interface: String,
     pub vendor_interface: String,
+    pub storage_interface: String,
+    pub rescue_interface: String,
+    pub bios_interface: String,
+    pub traits: String,
+    pub deploy_step: String,
+    pub automated_clean: Option<bool>,
 }
 
 /// A partial update of a node. `None` leaves a column alone; `Some(None)` writes NULL.
@@ -223,6 +276,15 @@ pub struct NodeChanges {
     pub raid_interface: Option<String>,
     pub vendor_interface: Option<String>,
     pub console_enabled: Option<bool>,
+    pub storage_interface: Option<String>,
+    pub rescue_interface: Option<String>,
+    pub bios_interface: Option<String>,
+    pub traits: Option<String>,
+    pub fault: Option<Option<String>>,
+    pub deploy_step: Option<String>,
+    pub automated_clean: Option<Option<bool>>,
+    pub protected: Option<bool>,
+    pub protected_reason: Option<Option<String>>,
 }
 
 impl NodeChanges {
@@ -243,6 +305,41 @@ impl NodeChanges {
         self.power_state = Some(state);
         self.target_power_state = Some(target);
         self
+    }
+
+    /// The passive interfaces these changes set, by kind, as [`Node::passive_interfaces`] names them.
+    pub fn passive_interfaces(&self) -> [(&'static str, Option<&str>); 9] {
+        [
+            ("bios", self.bios_interface.as_deref()),
+            ("boot", self.boot_interface.as_deref()),
+            ("console", self.console_interface.as_deref()),
+            ("inspect", self.inspect_interface.as_deref()),
+            ("network", self.network_interface.as_deref()),
+            ("raid", self.raid_interface.as_deref()),
+            ("rescue", self.rescue_interface.as_deref()),
+            ("storage", self.storage_interface.as_deref()),
+            ("vendor", self.vendor_interface.as_deref()),
+        ]
+    }
+
+    /// Sets the `<kind>_interface` column (any interface kind, active or passive).
+    pub fn set_interface(&mut self, kind: &str, name: String) {
+        let slot = match kind {
+            "deploy" => &mut self.deploy_interface,
+            "power" => &mut self.power_interface,
+            "management" => &mut self.management_interface,
+            "bios" => &mut self.bios_interface,
+            "boot" => &mut self.boot_interface,
+            "console" => &mut self.console_interface,
+            "inspect" => &mut self.inspect_interface,
+            "network" => &mut self.network_interface,
+            "raid" => &mut self.raid_interface,
+            "rescue" => &mut self.rescue_interface,
+            "storage" => &mut self.storage_interface,
+            "vendor" => &mut self.vendor_interface,
+            _ => return,
+        };
+        *slot = Some(name);
     }
 
     pub fn release(mut self) -> Self {
@@ -310,6 +407,17 @@ impl NodeChanges {
         set(&mut node.raid_interface, self.raid_interface);
         set(&mut node.vendor_interface, self.vendor_interface);
         set(&mut node.console_enabled, self.console_enabled);
+        set(&mut node.storage_interface, self.storage_interface);
+        set(&mut node.rescue_interface, self.rescue_interface);
+        set(&mut node.bios_interface, self.bios_interface);
+        if let Some(text) = self.traits {
+            node.traits = traits_from_text(&text).map_err(Error::internal)?;
+        }
+        set(&mut node.fault, self.fault);
+        set_json(&mut node.deploy_step, self.deploy_step)?;
+        set(&mut node.automated_clean, self.automated_clean);
+        set(&mut node.protected, self.protected);
+        set(&mut node.protected_reason, self.protected_reason);
         node.version += 1;
         Ok(())
     }
@@ -326,6 +434,19 @@ pub fn truncate_error(mut message: String) -> String {
         message.truncate(cut);
     }
     message
+}
+
+/// Traits are stored as a JSON array of strings; an empty column is no traits.
+pub fn traits_from_text(text: &str) -> serde_json::Result<Vec<String>> {
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(text)
+}
+
+pub fn traits_text(traits: &[String]) -> String {
+    // Serializing strings cannot fail.
+    serde_json::to_string(traits).unwrap_or_else(|_| "[]".to_owned())
 }
 
 pub fn json_text(doc: &JsonObject) -> String {
@@ -451,6 +572,15 @@ pub(crate) mod tests_support {
             raid_interface: "no-raid".into(),
             vendor_interface: "no-vendor".into(),
             console_enabled: false,
+            storage_interface: "noop".into(),
+            rescue_interface: "no-rescue".into(),
+            bios_interface: "no-bios".into(),
+            traits: Vec::new(),
+            fault: None,
+            deploy_step: JsonObject::new(),
+            automated_clean: None,
+            protected: false,
+            protected_reason: None,
         }
     }
 }

@@ -75,6 +75,7 @@ pub struct NodeFilter {
     pub instance_uuid: Option<String>,
     pub resource_class: Option<String>,
     pub conductor_group: Option<String>,
+    pub fault: Option<String>,
 }
 
 /// The orders a listing can take: by a non-null column, then by id.
@@ -150,6 +151,9 @@ pub async fn list_filtered(
         }
         if let Some(v) = &filter.resource_class {
             q = q.filter(nodes::resource_class.eq(v.clone()));
+        }
+        if let Some(v) = &filter.fault {
+            q = q.filter(nodes::fault.eq(v));
         }
         if let Some(v) = &filter.conductor_group {
             q = q.filter(nodes::conductor_group.eq(v.to_lowercase()));

@@ -38,6 +38,15 @@ diesel::table! {
         raid_interface -> Text,
         vendor_interface -> Text,
         console_enabled -> Bool,
+        storage_interface -> Text,
+        rescue_interface -> Text,
+        bios_interface -> Text,
+        traits -> Text,
+        fault -> Nullable<Text>,
+        deploy_step -> Text,
+        automated_clean -> Nullable<Bool>,
+        protected -> Bool,
+        protected_reason -> Nullable<Text>,
     }
 }
 

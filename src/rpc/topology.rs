@@ -2,6 +2,12 @@
 //! node's driver, keyed by the node's UUID. Adding or losing a conductor moves only the nodes of
 //! the ring segments it owned, so the other conductors' work is not disturbed.
 
+/// The name of the ring of conductors in `group` that offer `driver` (Ironic's
+/// `"<group>:<driver>"`): a node is served only by conductors of its own group.
+pub fn ring_key(group: &str, driver: &str) -> String {
+    format!("{group}:{driver}")
+}
+
 /// Points per host on the ring (Ironic: 2^hash_partition_exponent = 32).
 const POINTS_PER_HOST: u32 = 32;
 

@@ -167,6 +167,12 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         network_interface: "noop".into(),
         raid_interface: "no-raid".into(),
         vendor_interface: "no-vendor".into(),
+        storage_interface: "noop".into(),
+        rescue_interface: "no-rescue".into(),
+        bios_interface: "no-bios".into(),
+        traits: "[]".into(),
+        deploy_step: "{}".into(),
+        automated_clean: None,
     };
     let node = db::nodes::insert(db, row).await.unwrap();
     let deploying =

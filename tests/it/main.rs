@@ -16,3 +16,4 @@ mod deploy;
 mod embedded;
 mod failures;
 mod locking;
+mod node_features;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::services::{Stack, TestDb, amqp_url, random_suffix};
 
-pub const VERSION: &str = "1.31";
+pub const VERSION: &str = "1.49";
 
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -27,6 +27,8 @@ pub struct ClusterOptions {
     pub graceful_shutdown_timeout: f64,
     /// Seconds without a heartbeat after which a conductor counts as dead.
     pub heartbeat_timeout: f64,
+    /// The conductor group of conductor i (`""` where the list is short).
+    pub conductor_groups: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -40,6 +42,7 @@ impl Default for ClusterOptions {
             workers: 50,
             graceful_shutdown_timeout: 5.0,
             heartbeat_timeout: 10.0,
+            conductor_groups: Vec::new(),
         }
     }
 }
@@ -55,6 +58,7 @@ pub struct Cluster {
     pub db: TestDb,
     pub api: Api,
     pub conductor_hosts: Vec<String>,
+    conductor_groups: Vec<String>,
     procs: Vec<Proc>,
     env: Vec<(String, String)>,
     dir: PathBuf,
@@ -121,6 +125,7 @@ impl Cluster {
             db,
             api: Api::new(format!("http://127.0.0.1:{port}")),
             conductor_hosts: (1..=conductors).map(|i| format!("c{i}-{id}")).collect(),
+            conductor_groups: options.conductor_groups.clone(),
             procs: Vec::new(),
             env,
             dir,
@@ -191,7 +196,15 @@ impl Cluster {
             Stack::MultiHost => &["conductor"],
         };
         let name = self.conductor_process(i);
-        self.spawn(&name, args, &[("FERRUM_CONDUCTOR_HOST", host)]);
+        let group = self.conductor_groups.get(i).cloned().unwrap_or_default();
+        self.spawn(
+            &name,
+            args,
+            &[
+                ("FERRUM_CONDUCTOR_HOST", host),
+                ("FERRUM_CONDUCTOR_GROUP", group),
+            ],
+        );
     }
 
     /// Starts a process again after it was killed or stopped, and waits until it has registered
@@ -302,6 +315,15 @@ impl Cluster {
         assert!(held.is_empty(), "locks still held: {held:?}");
     }
 
+    /// Everything process `name` has logged so far.
+    pub fn log_of(&self, name: &str) -> String {
+        self.procs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| std::fs::read_to_string(&p.log).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
     pub fn dump_logs(&self) {
         for p in &self.procs {
             let text = std::fs::read_to_string(&p.log).unwrap_or_default();
@@ -331,7 +353,7 @@ impl Drop for Cluster {
     }
 }
 
-/// An HTTP client speaking to the API at version 1.31.
+/// An HTTP client speaking to the API at version 1.49 (or another, with `request_at`).
 pub struct Api {
     pub base: String,
     client: reqwest::Client,
@@ -368,10 +390,20 @@ impl Api {
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        self.request_at(VERSION, method, path, body).await
+    }
+
+    pub async fn request_at(
+        &self,
+        version: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Reply {
         let mut req = self
             .client
             .request(method, format!("{}{path}", self.base))
-            .header("X-OpenStack-Ironic-API-Version", VERSION);
+            .header("X-OpenStack-Ironic-API-Version", version);
         if let Some(body) = body {
             req = req.json(&body);
         }
@@ -421,9 +453,13 @@ impl Api {
     }
 
     pub async fn create_node(&self, body: Value) -> Value {
-        let r = self.request(Method::POST, "/v1/nodes", Some(body)).await;
+        let r = self.create_node_reply(body).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         r.body
+    }
+
+    pub async fn create_node_reply(&self, body: Value) -> Reply {
+        self.request(Method::POST, "/v1/nodes", Some(body)).await
     }
 
     pub async fn patch(&self, ident: &str, ops: Value) -> Reply {

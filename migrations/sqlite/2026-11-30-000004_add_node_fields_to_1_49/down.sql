@@ -1,0 +1,10 @@
+DROP INDEX nodes_fault_idx;
+ALTER TABLE nodes DROP COLUMN protected_reason;
+ALTER TABLE nodes DROP COLUMN protected;
+ALTER TABLE nodes DROP COLUMN automated_clean;
+ALTER TABLE nodes DROP COLUMN deploy_step;
+ALTER TABLE nodes DROP COLUMN fault;
+ALTER TABLE nodes DROP COLUMN traits;
+ALTER TABLE nodes DROP COLUMN bios_interface;
+ALTER TABLE nodes DROP COLUMN rescue_interface;
+ALTER TABLE nodes DROP COLUMN storage_interface;
