@@ -335,20 +335,14 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
     }
     let group = normalize_conductor_group(&string("conductor_group", take("conductor_group"))?)?;
     set_if(&mut c.conductor_group, group, &node.conductor_group);
-    let automated_clean = match take("automated_clean") {
-        Value::Null => None,
-        Value::Bool(b) => Some(b),
-        other => return Err(wrong("automated_clean", "a boolean or null", &other)),
-    };
+    let automated_clean = boolean("automated_clean", take("automated_clean"))?;
     set_if(
         &mut c.automated_clean,
         automated_clean,
         &node.automated_clean,
     );
-    let protected = match take("protected") {
-        Value::Bool(b) => b,
-        other => return Err(wrong("protected", "a boolean", &other)),
-    };
+    // null (as after `remove`) is false, as in Ironic.
+    let protected = boolean("protected", take("protected"))?.unwrap_or(false);
     let mut protected_reason = opt_string("protected_reason", take("protected_reason"))?;
     if !protected && node.protected {
         // Unprotecting a node forgets why it was protected.
@@ -388,8 +382,8 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
         })
         .transpose()?;
     set_if(&mut c.instance_uuid, instance_uuid, &node.instance_uuid);
-    match take("maintenance") {
-        Value::Bool(m) => {
+    match boolean("maintenance", take("maintenance"))? {
+        Some(m) => {
             if m != node.maintenance {
                 c.maintenance = Some(m);
                 if !m {
@@ -398,7 +392,7 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
                 }
             }
         }
-        other => return Err(wrong("maintenance", "a boolean", &other)),
+        None => return Err(wrong("maintenance", "a boolean", &Value::Null)),
     }
     set_json(
         &mut c.driver_info,
@@ -417,6 +411,26 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
     );
     set_json(&mut c.extra, object("extra", take("extra"))?, &node.extra);
     Ok(c)
+}
+
+/// A boolean as Ironic's PATCH takes it: JSON true/false, or a string oslo's strict
+/// `bool_from_string` reads (the `baremetal` CLI sends `"True"`); null is None.
+fn boolean(field: &str, v: Value) -> Result<Option<bool>, Error> {
+    let parsed = match &v {
+        Value::Null => return Ok(None),
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "1" | "t" | "true" | "on" | "y" | "yes" => Some(true),
+            "0" | "f" | "false" | "off" | "n" | "no" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    };
+    parsed.map(Some).ok_or_else(|| {
+        Error::InvalidParameterValue(format!(
+            "Invalid value for {field}: expected a boolean, got {v}"
+        ))
+    })
 }
 
 /// A conductor group as stored: lower-cased, of `[a-zA-Z0-9_.-]`, at most 255 characters.
@@ -515,13 +529,42 @@ mod tests {
         );
         let err = apply(
             &node(),
-            &ops(json!([{"op": "replace", "path": "/maintenance", "value": "yes"}])),
+            &ops(json!([{"op": "replace", "path": "/maintenance", "value": "perhaps"}])),
         )
         .unwrap_err();
         assert!(err.to_string().contains("maintenance"), "{err}");
         assert!(
             serde_json::from_value::<Vec<PatchOp>>(json!([{"op": "move", "path": "/extra"}]))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn booleans_may_be_strings_as_the_cli_sends_them() {
+        let c = apply(
+            &node(),
+            &ops(
+                json!([{"op": "replace", "path": "/maintenance", "value": "True"},
+                        {"op": "replace", "path": "/automated_clean", "value": "off"}]),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.maintenance, c.automated_clean),
+            (Some(true), Some(Some(false)))
+        );
+        let c = apply(
+            &node(),
+            &ops(json!([{"op": "remove", "path": "/automated_clean"}])),
+        )
+        .unwrap();
+        assert_eq!(c.automated_clean, None, "already null");
+        assert!(
+            apply(
+                &node(),
+                &ops(json!([{"op": "replace", "path": "/protected", "value": 1}]))
+            )
+            .is_err()
         );
     }
 
