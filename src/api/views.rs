@@ -193,8 +193,14 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str, conductor: Opti
         m.insert("name".into(), json!(node.name));
     }
     if version.at_least(6) {
-        m.insert("inspection_started_at".into(), Value::Null);
-        m.insert("inspection_finished_at".into(), Value::Null);
+        m.insert(
+            "inspection_started_at".into(),
+            opt_timestamp(&node.inspection_started_at),
+        );
+        m.insert(
+            "inspection_finished_at".into(),
+            opt_timestamp(&node.inspection_finished_at),
+        );
     }
     if version.at_least(7) {
         m.insert("clean_step".into(), json!({}));

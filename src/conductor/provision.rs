@@ -429,6 +429,10 @@ pub async fn do_provisioning_action(
     };
     start(ctx, node, deadline, action, event, |node, _| {
         let mut extra = NodeChanges::default();
+        if event == Event::Inspect {
+            extra.inspection_started_at = Some(Some(crate::db::now()));
+            extra.inspection_finished_at = Some(None);
+        }
         if event == Event::Abort {
             let what = match node.provision_state {
                 ProvisionState::DeployWait | ProvisionState::DeployHold => "deploy",
@@ -547,7 +551,11 @@ async fn unrescue(task: &mut Task) -> std::result::Result<(), String> {
 
 /// Inspection. The fake hardware has nothing to discover, so inspection completes at once.
 async fn inspect(task: &mut Task) -> std::result::Result<(), String> {
-    task.process_event(Event::Done, false, NodeChanges::default().release())
+    let changes = NodeChanges {
+        inspection_finished_at: Some(Some(crate::db::now())),
+        ..NodeChanges::default()
+    };
+    task.process_event(Event::Done, false, changes.release())
         .await
         .map_err(|e| format!("Failed to finish inspection: {e}"))
 }

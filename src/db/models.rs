@@ -63,6 +63,8 @@ pub struct NodeRow {
     pub automated_clean: Option<bool>,
     pub protected: bool,
     pub protected_reason: Option<String>,
+    pub inspection_started_at: Option<NaiveDateTime>,
+    pub inspection_finished_at: Option<NaiveDateTime>,
 }
 
 /// A node as Ferrum works with it: states typed, JSON parsed.
@@ -114,6 +116,8 @@ pub struct Node {
     pub automated_clean: Option<bool>,
     pub protected: bool,
     pub protected_reason: Option<String>,
+    pub inspection_started_at: Option<NaiveDateTime>,
+    pub inspection_finished_at: Option<NaiveDateTime>,
 }
 
 impl Node {
@@ -200,6 +204,8 @@ impl TryFrom<NodeRow> for Node {
             automated_clean: r.automated_clean,
             protected: r.protected,
             protected_reason: r.protected_reason,
+            inspection_started_at: r.inspection_started_at,
+            inspection_finished_at: r.inspection_finished_at,
         })
     }
 }
@@ -285,6 +291,8 @@ pub struct NodeChanges {
     pub automated_clean: Option<Option<bool>>,
     pub protected: Option<bool>,
     pub protected_reason: Option<Option<String>>,
+    pub inspection_started_at: Option<Option<NaiveDateTime>>,
+    pub inspection_finished_at: Option<Option<NaiveDateTime>>,
 }
 
 impl NodeChanges {
@@ -418,6 +426,11 @@ impl NodeChanges {
         set(&mut node.automated_clean, self.automated_clean);
         set(&mut node.protected, self.protected);
         set(&mut node.protected_reason, self.protected_reason);
+        set(&mut node.inspection_started_at, self.inspection_started_at);
+        set(
+            &mut node.inspection_finished_at,
+            self.inspection_finished_at,
+        );
         node.version += 1;
         Ok(())
     }
@@ -581,6 +594,8 @@ pub(crate) mod tests_support {
             automated_clean: None,
             protected: false,
             protected_reason: None,
+            inspection_started_at: None,
+            inspection_finished_at: None,
         }
     }
 }

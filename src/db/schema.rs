@@ -47,6 +47,8 @@ diesel::table! {
         automated_clean -> Nullable<Bool>,
         protected -> Bool,
         protected_reason -> Nullable<Text>,
+        inspection_started_at -> Nullable<Timestamp>,
+        inspection_finished_at -> Nullable<Timestamp>,
     }
 }
 

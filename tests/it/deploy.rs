@@ -179,9 +179,15 @@ async fn inspect_clean_and_adopt(stack) {
     api.accepted("ica", "manage").await;
     api.wait_for("ica", "manageable").await;
 
+    assert_eq!(node["inspection_started_at"], json!(null));
     api.accepted("ica", "inspect").await;
     let node = api.wait_for("ica", "manageable").await;
     assert_eq!(node["target_provision_state"], json!(null));
+    let (started, finished) = (
+        node["inspection_started_at"].as_str().expect("inspection started"),
+        node["inspection_finished_at"].as_str().expect("inspection finished"),
+    );
+    assert!(started <= finished, "{started} > {finished}");
 
     let clean = |steps: serde_json::Value| {
         api.request(
