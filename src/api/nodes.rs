@@ -362,7 +362,8 @@ async fn list_page(
         None => db::nodes::SortKey::Id,
         Some(k) => db::nodes::SortKey::parse(k).ok_or_else(|| {
             Error::InvalidParameterValue(format!(
-                "The sort_key value \"{k}\" is an invalid field for sorting; use one of id, uuid, created_at, provision_state, driver."
+                "The sort_key value \"{k}\" is an invalid field for sorting; use one of {}.",
+                db::nodes::SortKey::NAMES.join(", ")
             ))
         })?,
     };

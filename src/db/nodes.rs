@@ -78,7 +78,8 @@ pub struct NodeFilter {
     pub fault: Option<String>,
 }
 
-/// The orders a listing can take: by a non-null column, then by id.
+/// The orders a listing can take: by a column, then by id. Nulls sort first, as both
+/// backends order them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortKey {
     Id,
@@ -86,9 +87,32 @@ pub enum SortKey {
     CreatedAt,
     ProvisionState,
     Driver,
+    ConductorGroup,
+    Name,
+    UpdatedAt,
+    ProvisionUpdatedAt,
+    PowerState,
+    InstanceUuid,
+    ResourceClass,
 }
 
 impl SortKey {
+    /// Every key a listing may sort by (JSON columns and traits cannot be sorted, as in Ironic).
+    pub const NAMES: &[&str] = &[
+        "id",
+        "uuid",
+        "created_at",
+        "updated_at",
+        "provision_state",
+        "provision_updated_at",
+        "power_state",
+        "driver",
+        "name",
+        "instance_uuid",
+        "resource_class",
+        "conductor_group",
+    ];
+
     pub fn parse(key: &str) -> Option<SortKey> {
         Some(match key {
             "id" => SortKey::Id,
@@ -96,6 +120,13 @@ impl SortKey {
             "created_at" => SortKey::CreatedAt,
             "provision_state" => SortKey::ProvisionState,
             "driver" => SortKey::Driver,
+            "conductor_group" => SortKey::ConductorGroup,
+            "name" => SortKey::Name,
+            "updated_at" => SortKey::UpdatedAt,
+            "provision_updated_at" => SortKey::ProvisionUpdatedAt,
+            "power_state" => SortKey::PowerState,
+            "instance_uuid" => SortKey::InstanceUuid,
+            "resource_class" => SortKey::ResourceClass,
             _ => return None,
         })
     }
@@ -126,6 +157,32 @@ pub async fn list_filtered(
                     .order(($col.asc(), nodes::id.asc())),
                 (true, Some((v, id))) => q
                     .filter($col.lt(v.clone()).or($col.eq(v).and(nodes::id.lt(id))))
+                    .order(($col.desc(), nodes::id.desc())),
+            }
+        }};
+    }
+    // The same for a nullable column: nulls come first ascending and last descending.
+    macro_rules! ordered_nullable {
+        ($q:expr, $col:expr, $marker_value:expr) => {{
+            let q = $q;
+            match (descending, $marker_value) {
+                (false, None) => q.order(($col.asc(), nodes::id.asc())),
+                (true, None) => q.order(($col.desc(), nodes::id.desc())),
+                (false, Some((None, id))) => q
+                    .filter($col.is_not_null().or($col.is_null().and(nodes::id.gt(id))))
+                    .order(($col.asc(), nodes::id.asc())),
+                (false, Some((Some(v), id))) => q
+                    .filter($col.gt(v.clone()).or($col.eq(v).and(nodes::id.gt(id))))
+                    .order(($col.asc(), nodes::id.asc())),
+                (true, Some((None, id))) => q
+                    .filter($col.is_null().and(nodes::id.lt(id)))
+                    .order(($col.desc(), nodes::id.desc())),
+                (true, Some((Some(v), id))) => q
+                    .filter(
+                        $col.lt(v.clone())
+                            .or($col.eq(v).and(nodes::id.lt(id)))
+                            .or($col.is_null()),
+                    )
                     .order(($col.desc(), nodes::id.desc())),
             }
         }};
@@ -174,6 +231,35 @@ pub async fn list_filtered(
                 m.map(|m| (m.provision_state.api_name().to_owned(), m.id))
             ),
             SortKey::Driver => ordered!(q, nodes::driver, m.map(|m| (m.driver.clone(), m.id))),
+            SortKey::ConductorGroup => ordered!(
+                q,
+                nodes::conductor_group,
+                m.map(|m| (m.conductor_group.clone(), m.id))
+            ),
+            SortKey::Name => ordered_nullable!(q, nodes::name, m.map(|m| (m.name.clone(), m.id))),
+            SortKey::UpdatedAt => {
+                ordered_nullable!(q, nodes::updated_at, m.map(|m| (m.updated_at, m.id)))
+            }
+            SortKey::ProvisionUpdatedAt => ordered_nullable!(
+                q,
+                nodes::provision_updated_at,
+                m.map(|m| (m.provision_updated_at, m.id))
+            ),
+            SortKey::PowerState => ordered_nullable!(
+                q,
+                nodes::power_state,
+                m.map(|m| (m.power_state.clone(), m.id))
+            ),
+            SortKey::InstanceUuid => ordered_nullable!(
+                q,
+                nodes::instance_uuid,
+                m.map(|m| (m.instance_uuid.clone(), m.id))
+            ),
+            SortKey::ResourceClass => ordered_nullable!(
+                q,
+                nodes::resource_class,
+                m.map(|m| (m.resource_class.clone(), m.id))
+            ),
         };
         q.limit(limit).load(conn).await?
     });

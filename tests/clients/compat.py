@@ -64,6 +64,8 @@ def cli_suite():
     expect(listed, [{"uuid": uuid, "name": "cli-1"}], "node list with fields and filter")
     expect(cli("node", "list", "--provision-state", "active", "-f", "json"), [], "filter excludes")
     expect(show("cli-1")["uuid"], uuid, "show by name")
+    expect([x["uuid"] for x in cli("node", "list", "--sort", "name:desc", "--limit", "1", "-f", "json")],
+           [uuid], "node list sorted by name")
 
     cli("node", "set", "cli-1", "--property", "ram=1024", "--extra", "rack=r1",
         "--instance-info", "image_source=http://images.example/img.qcow2")

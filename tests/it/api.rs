@@ -275,6 +275,36 @@ async fn maintenance_validate_drivers_and_listing(stack) {
     assert!(rest[0] < first[1]);
     let r = api.get("/v1/nodes/detail?driver=fake-hardware&provision_state=available").await;
     assert_eq!(r.body["nodes"].as_array().unwrap().len(), 5);
+
+    // Paging by a nullable column (two nodes have no name) visits every node once, in order.
+    for _ in 0..2 {
+        api.create_node(json!({"driver": "fake-hardware"})).await;
+    }
+    let all = api.get("/v1/nodes").await.body["nodes"].as_array().unwrap().len();
+    for dir in ["asc", "desc"] {
+        let mut seen: Vec<(Value, String)> = Vec::new();
+        let mut path = format!("/v1/nodes?sort_key=name&sort_dir={dir}&limit=2");
+        loop {
+            let r = api.get(&path).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            for n in r.body["nodes"].as_array().unwrap() {
+                seen.push((n["name"].clone(), n["uuid"].as_str().unwrap().to_owned()));
+            }
+            match r.body["next"].as_str() {
+                Some(next) => path = next.strip_prefix(&api.base).unwrap().to_owned(),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), all, "{dir}: {seen:?}");
+        let names: Vec<Option<&str>> = seen.iter().map(|(n, _)| n.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        if dir == "desc" {
+            sorted.reverse();
+        }
+        assert_eq!(names, sorted, "{dir}");
+        assert_eq!(names.iter().filter(|n| n.is_none()).count(), 2, "{dir}");
+    }
     assert!(r.body["nodes"][0]["driver_info"].is_object(), "detail");
     assert_eq!(api.get("/v1/nodes?associated=true").await.body["nodes"], json!([]));
     cluster.assert_no_locks().await;
