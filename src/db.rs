@@ -79,17 +79,69 @@ macro_rules! with_conn {
     ($db:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
             $crate::db::Pool::Mysql(pool) => {
-                let mut pooled = pool.get().await?;
-                let $conn: &mut diesel_async::AsyncMysqlConnection = &mut pooled;
-                $body
+                let mut checkout = $crate::db::Checkout::new(pool.get().await?);
+                let $conn: &mut diesel_async::AsyncMysqlConnection = &mut checkout;
+                let result = $body;
+                checkout.finished();
+                result
             }
             $crate::db::Pool::Sqlite(pool) => {
-                let mut pooled = pool.get().await?;
-                let $conn: &mut $crate::db::SqliteConn = &mut pooled;
-                $body
+                let mut checkout = $crate::db::Checkout::new(pool.get().await?);
+                let $conn: &mut $crate::db::SqliteConn = &mut checkout;
+                let result = $body;
+                checkout.finished();
+                result
             }
         }
     };
+}
+
+/// A pooled connection that goes back to the pool only when the query body using it finished.
+/// If the body's future is dropped mid-query (the client hung up, a deadline passed) or it
+/// returned early with an error (`?`), the connection may hold half a reply: it is closed
+/// instead of handed to the next request, which would read that half as its own answer.
+/// (Fast recycling checks nothing else, and a verifying check would cost a statement per use.)
+pub(crate) struct Checkout<M: deadpool::managed::Manager> {
+    conn: Option<deadpool::managed::Object<M>>,
+    finished: bool,
+}
+
+impl<M: deadpool::managed::Manager> Checkout<M> {
+    pub(crate) fn new(conn: deadpool::managed::Object<M>) -> Self {
+        Checkout {
+            conn: Some(conn),
+            finished: false,
+        }
+    }
+
+    pub(crate) fn finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl<M: deadpool::managed::Manager> std::ops::Deref for Checkout<M> {
+    type Target = M::Type;
+
+    fn deref(&self) -> &M::Type {
+        // Present until drop.
+        self.conn.as_ref().expect("checked-out connection")
+    }
+}
+
+impl<M: deadpool::managed::Manager> std::ops::DerefMut for Checkout<M> {
+    fn deref_mut(&mut self) -> &mut M::Type {
+        self.conn.as_mut().expect("checked-out connection")
+    }
+}
+
+impl<M: deadpool::managed::Manager> Drop for Checkout<M> {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(conn) = self.conn.take()
+        {
+            drop(deadpool::managed::Object::take(conn));
+        }
+    }
 }
 pub(crate) use with_conn;
 
@@ -136,7 +188,7 @@ impl Db {
             Some(Backend::Mysql) => {
                 let mut manager_config = ManagerConfig::default();
                 // The default (`Verified`) runs a query on every checkout: one more statement per
-                // request. diesel-async still discards connections it has seen break.
+                // request. `Checkout` closes instead any connection a query did not finish on.
                 manager_config.recycling_method = RecyclingMethod::Fast;
                 let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(
                     url,

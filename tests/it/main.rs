@@ -12,6 +12,7 @@ mod amqp;
 mod amqp_reconnect;
 mod api;
 mod clients;
+mod db;
 mod deploy;
 mod embedded;
 mod failures;
