@@ -6,6 +6,10 @@ use ferrum::{
     service, telemetry,
 };
 
+/// mimalloc rather than glibc malloc: see Cargo.toml.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "ferrum",
