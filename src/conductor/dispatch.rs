@@ -12,7 +12,8 @@ use super::{Ctx, node_ops, power, provision, task::deadline_after};
 use crate::{
     error::{Error, panic_message},
     rpc::{
-        self, Envelope, RpcReply, RpcRequest, RpcResult, WIRE_VERSION, transport::RequestHandler,
+        self, Envelope, RpcReply, RpcRequest, RpcResult, WIRE_VERSION,
+        transport::{Rejection, RequestHandler},
     },
 };
 
@@ -28,8 +29,22 @@ impl Dispatcher {
 
 #[async_trait::async_trait]
 impl RequestHandler for Dispatcher {
-    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
-        let envelope: Envelope = rpc::decode(&body)?;
+    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, Rejection> {
+        let envelope: Envelope = match rpc::decode(&body) {
+            Ok(envelope) => envelope,
+            Err(reason) => {
+                // Most likely an API newer than this conductor (a rolling upgrade): tell it now
+                // rather than let it wait out its timeout.
+                let answer: RpcResult = Err(Error::internal(format!(
+                    "conductor {} cannot decode the request (is it older than the API?): {reason}",
+                    self.ctx.host
+                )));
+                return Err(Rejection {
+                    reason,
+                    reply: rpc::encode(&answer).ok(),
+                });
+            }
+        };
         let method = envelope.request.method();
         let span = info_span!(
             "rpc",
@@ -61,7 +76,7 @@ impl RequestHandler for Dispatcher {
                 warn!(error = %e, "{method} failed");
             }
         }
-        rpc::encode(&result).map_err(|e| e.to_string())
+        rpc::encode(&result).map_err(|e| Rejection::silent(e.to_string()))
     }
 }
 

@@ -675,8 +675,13 @@ async fn handle(
     } = delivery;
     let reply = match AssertUnwindSafe(handler.handle(data)).catch_unwind().await {
         Ok(Ok(reply)) => reply,
-        Ok(Err(reason)) => {
-            warn!(%reason, "Rejecting a request that cannot be handled");
+        Ok(Err(rejection)) => {
+            warn!(reason = %rejection.reason, "Rejecting a request that cannot be handled");
+            if let (Some(reply), Some(reply_to)) = (rejection.reply, properties.reply_to())
+                && check_size(reply.len()).is_ok()
+            {
+                send_reply(&channel, &properties, reply_to, &reply).await;
+            }
             reject(&acker).await;
             return;
         }
@@ -695,26 +700,36 @@ async fn handle(
             reject(&acker).await;
             return;
         }
-        let mut reply_properties = BasicProperties::default();
-        if let Some(correlation_id) = properties.correlation_id() {
-            reply_properties = reply_properties.with_correlation_id(correlation_id.clone());
-        }
-        // Not mandatory: a caller that gave up has taken its reply queue with it.
-        let sent = channel
-            .basic_publish(
-                ShortString::default(),
-                reply_to.clone(),
-                BasicPublishOptions::default(),
-                &reply,
-                reply_properties,
-            )
-            .await;
-        if let Err(err) = sent {
-            warn!(error = %err, "Cannot send the reply; the caller will time out");
-        }
+        send_reply(&channel, &properties, reply_to, &reply).await;
     }
     if let Err(err) = acker.ack(BasicAckOptions::default()).await {
         warn!(error = %err, "Cannot ack the request");
+    }
+}
+
+/// Publishes `reply` to the caller's reply queue, with the request's correlation id.
+async fn send_reply(
+    channel: &Channel,
+    request: &BasicProperties,
+    reply_to: &ShortString,
+    reply: &[u8],
+) {
+    let mut reply_properties = BasicProperties::default();
+    if let Some(correlation_id) = request.correlation_id() {
+        reply_properties = reply_properties.with_correlation_id(correlation_id.clone());
+    }
+    // Not mandatory: a caller that gave up has taken its reply queue with it.
+    let sent = channel
+        .basic_publish(
+            ShortString::default(),
+            reply_to.clone(),
+            BasicPublishOptions::default(),
+            reply,
+            reply_properties,
+        )
+        .await;
+    if let Err(err) = sent {
+        warn!(error = %err, "Cannot send the reply; the caller will time out");
     }
 }
 

@@ -60,7 +60,12 @@ impl LocalTransport {
                     // The caller may have stopped waiting; that is its business.
                     let _ = reply.send(bytes);
                 }
-                Err(reason) => warn!(%reason, "rejected an undecodable request"),
+                Err(rejection) => {
+                    warn!(reason = %rejection.reason, "rejected an undecodable request");
+                    if let Some(bytes) = rejection.reply {
+                        let _ = reply.send(bytes);
+                    }
+                }
             }
         });
         Ok(replied)
@@ -130,15 +135,16 @@ impl Transport for LocalTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::transport::Rejection;
 
     struct Echo(Duration);
 
     #[async_trait::async_trait]
     impl RequestHandler for Echo {
-        async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, Rejection> {
             tokio::time::sleep(self.0).await;
             if body == b"garbage" {
-                return Err("undecodable".to_owned());
+                return Err(Rejection::silent("undecodable"));
             }
             Ok(body)
         }

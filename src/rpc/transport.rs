@@ -22,8 +22,27 @@ pub enum TransportError {
 /// What a server does with one request body.
 #[async_trait::async_trait]
 pub trait RequestHandler: Send + Sync + 'static {
-    /// Returns the reply body, or Err(reason) when the body cannot be decoded (it is then rejected without requeue and logged).
-    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String>;
+    /// Returns the reply body, or a [`Rejection`] when the body cannot be decoded.
+    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, Rejection>;
+}
+
+/// A request its handler cannot take (it cannot decode it): logged and rejected without
+/// requeue, so it cannot come back forever. If the handler still has something to tell the
+/// caller (`reply`), that is sent first, so the caller fails at once instead of at its timeout.
+#[derive(Debug)]
+pub struct Rejection {
+    pub reason: String,
+    pub reply: Option<Vec<u8>>,
+}
+
+impl Rejection {
+    /// A rejection with nothing for the caller.
+    pub fn silent(reason: impl Into<String>) -> Self {
+        Rejection {
+            reason: reason.into(),
+            reply: None,
+        }
+    }
 }
 
 #[async_trait::async_trait]

@@ -12,7 +12,7 @@ use std::{
 
 use ferrum::rpc::{
     amqp::{AmqpTransport, conductor_queue},
-    transport::{RequestHandler, Transport, TransportError},
+    transport::{Rejection, RequestHandler, Transport, TransportError},
 };
 use tokio::{
     sync::mpsc,
@@ -42,9 +42,9 @@ struct FnHandler<F>(F);
 impl<F, Fut> RequestHandler for FnHandler<F>
 where
     F: Fn(Vec<u8>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Vec<u8>, String>> + Send,
+    Fut: Future<Output = Result<Vec<u8>, Rejection>> + Send,
 {
-    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, Rejection> {
         (self.0)(body).await
     }
 }
@@ -52,7 +52,7 @@ where
 fn handler<F, Fut>(f: F) -> Arc<dyn RequestHandler>
 where
     F: Fn(Vec<u8>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Vec<u8>, String>> + Send + 'static,
+    Fut: Future<Output = Result<Vec<u8>, Rejection>> + Send + 'static,
 {
     Arc::new(FnHandler(f))
 }
@@ -202,7 +202,14 @@ async fn an_undecodable_request_is_rejected_once_and_not_redelivered() {
             async move {
                 if body == b"garbage" {
                     rejected.fetch_add(1, Ordering::SeqCst);
-                    return Err("not MessagePack".to_owned());
+                    return Err(Rejection::silent("not MessagePack"));
+                }
+                if body == b"garbage with an answer" {
+                    rejected.fetch_add(1, Ordering::SeqCst);
+                    return Err(Rejection {
+                        reason: "not MessagePack".to_owned(),
+                        reply: Some(b"cannot decode".to_vec()),
+                    });
                 }
                 Ok(body)
             }
@@ -227,6 +234,22 @@ async fn an_undecodable_request_is_rejected_once_and_not_redelivered() {
         .expect("call after the rejected one");
     assert_eq!(reply, b"ping");
     assert_eq!(rejected.load(Ordering::SeqCst), 1);
+    // A rejection that has an answer sends it: the caller does not wait for its timeout.
+    let reply = transport
+        .call("c1", "req-3", b"garbage with an answer".to_vec(), PATIENCE)
+        .await
+        .expect("the rejection's answer");
+    assert_eq!(reply, b"cannot decode");
+    let reply = transport
+        .call("c1", "req-4", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("call after the rejected one");
+    assert_eq!(reply, b"ping");
+    assert_eq!(
+        rejected.load(Ordering::SeqCst),
+        2,
+        "rejected once, not redelivered"
+    );
 
     shutdown.cancel();
     server.await.expect("join").expect("serve");
@@ -423,4 +446,48 @@ async fn broker_down_at_connect_is_unavailable() {
 #[test]
 fn queue_names() {
     assert_eq!(conductor_queue("ferrum", "c1"), "ferrum.conductor.c1");
+}
+
+/// A real conductor that cannot decode a request (say, from a newer API) answers with an error at
+/// once instead of leaving the caller to its timeout, and goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_answers_a_request_it_cannot_decode_at_once() {
+    let Some(cluster) = crate::util::Cluster::start(crate::util::ClusterOptions {
+        conductors: 1,
+        ..crate::util::ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let url = crate::util::amqp_url().expect("RabbitMQ was reachable a moment ago");
+    let prefix = cluster.env_var("FERRUM_TRANSPORT_PREFIX").expect("prefix");
+    let transport = AmqpTransport::connect(&url, prefix).await.expect("connect");
+    let started = std::time::Instant::now();
+    let reply = transport
+        .call(
+            &cluster.conductor_hosts[0],
+            "req-garbage",
+            b"\xc1 not MessagePack".to_vec(),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("an answer, not a timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let answer: ferrum::rpc::RpcResult = ferrum::rpc::decode(&reply).expect("an RPC result");
+    let err = answer.expect_err("an error");
+    assert!(
+        err.to_string().contains("cannot decode the request"),
+        "{err}"
+    );
+    // The conductor still serves the API.
+    let node = cluster
+        .api
+        .create_node(serde_json::json!({"driver": "fake-hardware"}))
+        .await;
+    assert_eq!(node["provision_state"], "enroll");
 }

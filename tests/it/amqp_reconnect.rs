@@ -12,7 +12,7 @@ use std::{
 
 use ferrum::rpc::{
     amqp::AmqpTransport,
-    transport::{RequestHandler, Transport, TransportError},
+    transport::{Rejection, RequestHandler, Transport, TransportError},
 };
 use lapin::uri::AMQPUri;
 use tokio::{
@@ -95,7 +95,7 @@ struct Echo;
 
 #[async_trait::async_trait]
 impl RequestHandler for Echo {
-    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+    async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, Rejection> {
         Ok(body)
     }
 }

@@ -315,6 +315,14 @@ impl Cluster {
         assert!(held.is_empty(), "locks still held: {held:?}");
     }
 
+    /// The value of one of the processes' environment variables.
+    pub fn env_var(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Everything process `name` has logged so far.
     pub fn log_of(&self, name: &str) -> String {
         self.procs
