@@ -12,7 +12,7 @@ pub mod power;
 pub mod provision;
 pub mod task;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use tokio::sync::Semaphore;
@@ -80,6 +80,43 @@ pub struct Serving {
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
+/// Refuses to start while another process serves under this host name: start-up recovery would
+/// fail that one's running work, and both would consume one queue. Its conductor row is then
+/// online and its heartbeat moves; a row left online by a crash (this host restarting) stops
+/// moving, which one heartbeat interval and a bit shows. An embedded database is guarded by its
+/// file lock instead.
+async fn ensure_host_name_is_free(ctx: &Ctx) -> anyhow::Result<()> {
+    if ctx.db.backend() == db::Backend::Sqlite {
+        return Ok(());
+    }
+    let host = &ctx.host;
+    let looks_alive = |c: &crate::db::models::Conductor| {
+        let timeout = chrono::Duration::from_std(ctx.config.heartbeat_timeout)
+            .unwrap_or(chrono::Duration::MAX);
+        c.online && c.updated_at >= db::now() - timeout
+    };
+    let before = match db::conductors::get(&ctx.db, host).await {
+        Ok(c) if looks_alive(&c) => c,
+        Ok(_) | Err(crate::error::Error::ConductorNotFound(_)) => return Ok(()),
+        Err(e) => return Err(e).context("reading the conductor's row"),
+    };
+    info!(
+        conductor.host = %host,
+        "The row of {host} looks alive; checking that no other process heartbeats for it"
+    );
+    tokio::time::sleep(ctx.config.heartbeat_interval * 2 + Duration::from_millis(500)).await;
+    let after = db::conductors::get(&ctx.db, host)
+        .await
+        .context("reading the conductor's row")?;
+    if looks_alive(&after) && after.updated_at > before.updated_at {
+        anyhow::bail!(
+            "another conductor is serving as host {host} (its heartbeat is still moving); \
+             give this one a host name of its own (--conductor-host)"
+        );
+    }
+    Ok(())
+}
+
 /// Recovers the nodes this host left locked, starts consuming, registers, starts the keepalive.
 pub async fn start(
     ctx: Ctx,
@@ -87,6 +124,7 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Serving> {
     let host = ctx.host.clone();
+    ensure_host_name_is_free(&ctx).await?;
     recover_held_nodes(
         &ctx,
         &format!("The conductor {host} restarted while this node was locked by it."),

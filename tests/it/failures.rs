@@ -469,3 +469,44 @@ async fn a_dead_conductors_nodes_are_taken_over() {
     cluster.api.wait_for("orphaned", "active").await;
     cluster.assert_no_locks().await;
 }
+
+/// A second conductor started under a host name that a live conductor serves refuses to start:
+/// otherwise its start-up recovery would fail the first one's running deploy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_conductor_with_a_live_host_name_refuses_to_start() {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "busy", "driver_info": {"fake_deploy_delay": 4}}))
+        .await;
+    api.accepted("busy", "active").await;
+
+    let host = cluster.conductor_hosts[0].clone();
+    let started = std::time::Instant::now();
+    let mut second = cluster.command(&["conductor"]);
+    second.env("FERRUM_CONDUCTOR_HOST", &host);
+    let out = tokio::task::spawn_blocking(move || second.output())
+        .await
+        .expect("join")
+        .expect("run a second conductor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "it started: {stdout} {stderr}");
+    assert!(
+        format!("{stdout}{stderr}")
+            .contains(&format!("another conductor is serving as host {host}")),
+        "{stdout} {stderr}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+
+    // The first conductor's deploy was not touched.
+    let node = api.wait_for("busy", "active").await;
+    assert_eq!(node["last_error"], Value::Null);
+    cluster.assert_no_locks().await;
+}
