@@ -573,10 +573,21 @@ impl Server {
                 }
             }
             let mut delay = RECONNECT_MIN;
+            let mut sessions = self.sessions.clone();
             attached = loop {
+                // While the connection is down, wait for the supervisor's new session rather
+                // than a backoff of our own, so the queue is served again as soon as it can be.
+                let wait_for_session = live_session(&sessions).is_err();
                 tokio::select! {
                     () = self.shutdown.cancelled() => return Ok(()),
-                    () = tokio::time::sleep(delay) => {}
+                    changed = sessions.changed(), if wait_for_session => {
+                        if changed.is_err() {
+                            // The transport is gone; nothing will reconnect.
+                            return Ok(());
+                        }
+                        sessions.borrow_and_update();
+                    }
+                    () = tokio::time::sleep(delay), if !wait_for_session => {}
                 }
                 match self.attach().await {
                     Ok(attached) => break attached,
