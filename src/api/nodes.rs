@@ -252,6 +252,7 @@ pub struct ListQuery {
     conductor_group: Option<String>,
     fault: Option<String>,
     conductor: Option<String>,
+    chassis_uuid: Option<String>,
 }
 
 /// Ironic's `faults.VALID_FAULTS`.
@@ -395,6 +396,11 @@ async fn list_page(
     }
     if let Some(a) = &q.associated {
         filter.associated = Some(parse_bool("associated", a)?);
+    }
+    if let Some(c) = &q.chassis_uuid {
+        // Ferrum has no chassis yet, so no node is in one.
+        valid_uuid("chassis_uuid", c)?;
+        return Ok(json!({ "nodes": [] }));
     }
     if let Some(i) = &q.instance_uuid {
         filter.instance_uuid = Some(valid_uuid("instance_uuid", i)?);

@@ -307,6 +307,9 @@ async fn maintenance_validate_drivers_and_listing(stack) {
     }
     assert!(r.body["nodes"][0]["driver_info"].is_object(), "detail");
     assert_eq!(api.get("/v1/nodes?associated=true").await.body["nodes"], json!([]));
+    let r = api.get("/v1/nodes?chassis_uuid=00000000-0000-4000-8000-000000000000").await;
+    assert_eq!((r.status, &r.body), (StatusCode::OK, &json!({"nodes": []})), "no node is in a chassis");
+    assert_eq!(api.get("/v1/nodes?chassis_uuid=rack").await.status, StatusCode::BAD_REQUEST);
     cluster.assert_no_locks().await;
 }
 }
