@@ -80,26 +80,35 @@ pub struct Serving {
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
-/// Refuses to start while another process serves under this host name: start-up recovery would
-/// fail that one's running work, and both would consume one queue. Its conductor row is then
-/// online and its heartbeat moves; a row left online by a crash (this host restarting) stops
-/// moving, which one heartbeat interval and a bit shows. An embedded database is guarded by its
-/// file lock instead.
+/// Refuses to start while another process serves, or is still finishing its work, under this
+/// host name: start-up recovery would fail that one's running work, and both would consume one
+/// queue. Its row's heartbeat then moves (a stopping conductor keeps stamping it while it holds
+/// nodes); a row left by a crash (this host restarting) stops moving, which one heartbeat
+/// interval and a bit shows. A cleanly stopped conductor (offline, holding no node) is not
+/// waited for. An embedded database is guarded by its file lock instead.
 async fn ensure_host_name_is_free(ctx: &Ctx) -> anyhow::Result<()> {
     if ctx.db.backend() == db::Backend::Sqlite {
         return Ok(());
     }
     let host = &ctx.host;
-    let looks_alive = |c: &crate::db::models::Conductor| {
+    let fresh = |c: &crate::db::models::Conductor| {
         let timeout = chrono::Duration::from_std(ctx.config.heartbeat_timeout)
             .unwrap_or(chrono::Duration::MAX);
-        c.online && c.updated_at >= db::now() - timeout
+        c.updated_at >= db::now() - timeout
     };
     let before = match db::conductors::get(&ctx.db, host).await {
-        Ok(c) if looks_alive(&c) => c,
+        Ok(c) if fresh(&c) => c,
         Ok(_) | Err(crate::error::Error::ConductorNotFound(_)) => return Ok(()),
         Err(e) => return Err(e).context("reading the conductor's row"),
     };
+    if !before.online
+        && db::nodes::held_by(&ctx.db, host)
+            .await
+            .context("reading the nodes this host holds")?
+            .is_empty()
+    {
+        return Ok(());
+    }
     info!(
         conductor.host = %host,
         "The row of {host} looks alive; checking that no other process heartbeats for it"
@@ -108,10 +117,11 @@ async fn ensure_host_name_is_free(ctx: &Ctx) -> anyhow::Result<()> {
     let after = db::conductors::get(&ctx.db, host)
         .await
         .context("reading the conductor's row")?;
-    if looks_alive(&after) && after.updated_at > before.updated_at {
+    if fresh(&after) && after.updated_at > before.updated_at {
         anyhow::bail!(
-            "another conductor is serving as host {host} (its heartbeat is still moving); \
-             give this one a host name of its own (--conductor-host)"
+            "another conductor is serving as host {host}, or still finishing its work \
+             (its heartbeat is still moving); wait for it to stop, or give this one a host \
+             name of its own (--conductor-host)"
         );
     }
     Ok(())
@@ -183,6 +193,9 @@ impl Serving {
         if let Err(e) = db::conductors::unregister(&ctx.db, &host).await {
             warn!(error = %e, "could not mark the conductor offline");
         }
+        // Out of the rings, but still working: keep the row's heartbeat moving, so that a
+        // namesake starting now waits instead of recovering our nodes under us.
+        let draining = tokio::spawn(drain_keepalive(ctx.clone()));
         stop_consuming.cancel();
         match serving.await {
             Ok(Ok(())) => {}
@@ -204,8 +217,21 @@ impl Serving {
         )
         .await
         .context("shutdown recovery")?;
+        draining.abort();
         info!(conductor.host = %host, "Conductor {host} stopped");
         Ok(())
+    }
+}
+
+/// Stamps the row every heartbeat interval while a stopping conductor finishes its work.
+async fn drain_keepalive(ctx: Ctx) {
+    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = db::conductors::touch(&ctx.db, &ctx.host).await {
+            warn!(error = %e, "heartbeat while stopping failed");
+        }
     }
 }
 
@@ -253,6 +279,14 @@ async fn recover_node(ctx: &Ctx, node: &crate::db::models::Node, holder: &str, r
     let mut changes = NodeChanges::default().last_error(Some(reason.to_owned()));
     if node.target_power_state.is_some() {
         changes.target_power_state = Some(None);
+    }
+    if !node.deploy_step.is_empty() {
+        changes.deploy_step = Some("{}".to_owned());
+    }
+    if state == crate::states::ProvisionState::Rescuing {
+        changes.instance_info = Some(crate::db::models::json_text(
+            &provision::without_rescue_password(node),
+        ));
     }
     if state.stuck_fail_event_applies() {
         match task::apply_event(node, Event::Fail, false, changes.clone()) {

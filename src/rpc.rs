@@ -208,6 +208,7 @@ pub struct NodeCreate {
     pub instance_info: JsonObject,
     pub instance_uuid: Option<String>,
     pub extra: JsonObject,
+    #[serde(default)]
     pub automated_clean: Option<bool>,
     /// `enroll` from API 1.11 on, `available` before.
     pub initial_state: String,

@@ -355,7 +355,7 @@ fn require_rescue_interface(node: &Node) -> Result<()> {
     Ok(())
 }
 
-fn without_rescue_password(node: &Node) -> serde_json::Map<String, Value> {
+pub(super) fn without_rescue_password(node: &Node) -> serde_json::Map<String, Value> {
     let mut instance_info = node.instance_info.clone();
     instance_info.remove("rescue_password");
     instance_info.remove("hashed_rescue_password");
@@ -444,6 +444,9 @@ pub async fn do_provisioning_action(
             extra = extra.last_error(Some(format!(
                 "By request, the {what} operation was aborted"
             )));
+            if what == "deploy" {
+                extra.deploy_step = Some("{}".to_owned());
+            }
         }
         Ok(extra)
     })
@@ -502,6 +505,7 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
         NodeChanges::default().power(Some(PowerState::Off.api_name().to_owned()), None);
     changes.instance_info = Some("{}".to_owned());
     changes.instance_uuid = Some(None);
+    changes.deploy_step = Some("{}".to_owned());
     task.process_event(Event::Clean, true, changes)
         .await
         .map_err(|e| format!("Failed to tear down: {e}"))?;

@@ -73,6 +73,18 @@ pub async fn heartbeat(db: &Db, host: &str) -> Result<bool> {
     Ok(updated == 1)
 }
 
+/// Stamps `updated_at` without touching `online`: a conductor that has left the rings but is
+/// still finishing its work shows it is alive (see `conductor::ensure_host_name_is_free`).
+pub async fn touch(db: &Db, host: &str) -> Result<()> {
+    with_conn!(db, |conn| diesel::update(
+        conductors::table.filter(conductors::hostname.eq(host))
+    )
+    .set(conductors::updated_at.eq(now()))
+    .execute(conn)
+    .await?);
+    Ok(())
+}
+
 /// Takes `host` out of every hash ring at once (graceful stop).
 pub async fn unregister(db: &Db, host: &str) -> Result<()> {
     with_conn!(db, |conn| diesel::update(

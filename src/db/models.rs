@@ -107,17 +107,43 @@ pub struct Node {
     pub raid_interface: String,
     pub vendor_interface: String,
     pub console_enabled: bool,
+    // Fields of API 1.33-1.49: defaulted when absent, so that a node sent by a process of the
+    // release before them still decodes (a rolling upgrade has both on the wire).
+    #[serde(default = "default_storage_interface")]
     pub storage_interface: String,
+    #[serde(default = "default_rescue_interface")]
     pub rescue_interface: String,
+    #[serde(default = "default_bios_interface")]
     pub bios_interface: String,
+    #[serde(default)]
     pub traits: Vec<String>,
+    #[serde(default)]
     pub fault: Option<String>,
+    #[serde(default)]
     pub deploy_step: JsonObject,
+    #[serde(default)]
     pub automated_clean: Option<bool>,
+    #[serde(default)]
     pub protected: bool,
+    #[serde(default)]
     pub protected_reason: Option<String>,
+    #[serde(default)]
     pub inspection_started_at: Option<NaiveDateTime>,
+    #[serde(default)]
     pub inspection_finished_at: Option<NaiveDateTime>,
+}
+
+// The column defaults of migration 000004.
+fn default_storage_interface() -> String {
+    "noop".to_owned()
+}
+
+fn default_rescue_interface() -> String {
+    "no-rescue".to_owned()
+}
+
+fn default_bios_interface() -> String {
+    "no-bios".to_owned()
 }
 
 impl Node {
@@ -597,5 +623,35 @@ pub(crate) mod tests_support {
             inspection_started_at: None,
             inspection_finished_at: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node from a release before API 1.33-1.49's fields still decodes, with their defaults.
+    #[test]
+    fn a_node_without_the_newer_fields_decodes() {
+        let mut old = serde_json::to_value(tests_support::node()).unwrap();
+        let map = old.as_object_mut().unwrap();
+        for field in [
+            "storage_interface",
+            "rescue_interface",
+            "bios_interface",
+            "traits",
+            "fault",
+            "deploy_step",
+            "automated_clean",
+            "protected",
+            "protected_reason",
+            "inspection_started_at",
+            "inspection_finished_at",
+        ] {
+            assert!(map.remove(field).is_some(), "{field}");
+        }
+        let bytes = rmp_serde::to_vec_named(&old).unwrap();
+        let node: Node = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(node, tests_support::node());
     }
 }

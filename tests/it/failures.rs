@@ -470,11 +470,43 @@ async fn a_dead_conductors_nodes_are_taken_over() {
     cluster.assert_no_locks().await;
 }
 
+/// Runs `ferrum conductor` as `host` in the cluster's environment and returns (exited
+/// successfully, its output); one still running after 15 s has started, and is killed.
+async fn run_namesake(cluster: &Cluster, host: &str) -> (bool, String) {
+    let log = std::env::temp_dir().join(format!("ferrum-namesake-{}.log", uuid::Uuid::new_v4()));
+    let out = std::fs::File::create(&log).expect("log file");
+    let mut second = cluster.command(&["conductor"]);
+    second
+        .env("FERRUM_CONDUCTOR_HOST", host)
+        .stdout(out.try_clone().expect("log file"))
+        .stderr(out);
+    let mut child = second.spawn().expect("run a second conductor");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    match status {
+        Some(status) => (status.success(), text),
+        None => (true, format!("still running after 15 s: {text}")),
+    }
+}
+
 /// A second conductor started under a host name that a live conductor serves refuses to start:
-/// otherwise its start-up recovery would fail the first one's running deploy.
+/// otherwise its start-up recovery would fail the first one's running deploy. The same while the
+/// first is stopping but still finishing its work; once it has stopped, the name is free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_conductor_with_a_live_host_name_refuses_to_start() {
-    let Some(cluster) = Cluster::start(ClusterOptions {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
         conductors: 1,
         ..ClusterOptions::default()
     })
@@ -482,31 +514,46 @@ async fn a_second_conductor_with_a_live_host_name_refuses_to_start() {
     else {
         return;
     };
-    let api = &cluster.api;
+    let api = cluster.api.clone();
     api.available_node(json!({"name": "busy", "driver_info": {"fake_deploy_delay": 4}}))
         .await;
     api.accepted("busy", "active").await;
 
     let host = cluster.conductor_hosts[0].clone();
     let started = std::time::Instant::now();
-    let mut second = cluster.command(&["conductor"]);
-    second.env("FERRUM_CONDUCTOR_HOST", &host);
-    let out = tokio::task::spawn_blocking(move || second.output())
-        .await
-        .expect("join")
-        .expect("run a second conductor");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "it started: {stdout} {stderr}");
-    assert!(
-        format!("{stdout}{stderr}")
-            .contains(&format!("another conductor is serving as host {host}")),
-        "{stdout} {stderr}"
-    );
+    let (ok, text) = run_namesake(&cluster, &host).await;
+    assert!(!ok, "it started: {text}");
+    let refusal = format!("another conductor is serving as host {host}");
+    assert!(text.contains(&refusal), "{text}");
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 
     // The first conductor's deploy was not touched.
     let node = api.wait_for("busy", "active").await;
     assert_eq!(node["last_error"], Value::Null);
+
+    // Stopping, with a deploy still running: out of the ring, but not gone.
+    api.available_node(json!({"name": "draining", "driver_info": {"fake_deploy_delay": 4}}))
+        .await;
+    api.accepted("draining", "active").await;
+    cluster.signal_term("conductor0");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (ok, text) = run_namesake(&cluster, &host).await;
+    assert!(
+        !ok,
+        "it started while the first was finishing its work: {text}"
+    );
+    assert!(text.contains(&refusal), "{text}");
+    assert!(cluster.wait_exit("conductor0").await.success());
+    let node = api.wait_for("draining", "active").await;
+    assert_eq!(
+        node["last_error"],
+        Value::Null,
+        "the deploy finished undisturbed"
+    );
+
+    // Stopped cleanly: the name is free again.
+    cluster.restart_conductor(0).await;
+    api.accepted("draining", "deleted").await;
+    api.wait_for("draining", "available").await;
     cluster.assert_no_locks().await;
 }

@@ -268,14 +268,24 @@ impl Cluster {
         }
     }
 
-    /// SIGTERM, then waits for the process to exit by itself.
-    pub async fn terminate(&mut self, name: &str) -> std::process::ExitStatus {
+    /// SIGTERM, without waiting for the process to exit.
+    pub fn signal_term(&mut self, name: &str) {
         let child = self.child(name).expect("process");
         let pid = child.id().to_string();
         Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill -TERM");
+    }
+
+    /// SIGTERM, then waits for the process to exit by itself.
+    pub async fn terminate(&mut self, name: &str) -> std::process::ExitStatus {
+        self.signal_term(name);
+        self.wait_exit(name).await
+    }
+
+    /// Waits (at most 30 s) for the process to exit by itself.
+    pub async fn wait_exit(&mut self, name: &str) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child(name).and_then(|c| c.try_wait().ok().flatten()) {
@@ -362,6 +372,7 @@ impl Drop for Cluster {
 }
 
 /// An HTTP client speaking to the API at version 1.49 (or another, with `request_at`).
+#[derive(Clone)]
 pub struct Api {
     pub base: String,
     client: reqwest::Client,
