@@ -75,31 +75,42 @@ pub struct Db {
 
 /// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend. The body is
 /// compiled once per backend, so a query is written once and runs on both.
-macro_rules! with_conn {
+macro_rules! with_conn_result {
     ($db:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
             $crate::db::Pool::Mysql(pool) => {
                 let mut checkout = $crate::db::Checkout::new(pool.get().await?);
                 let $conn: &mut diesel_async::AsyncMysqlConnection = &mut checkout;
-                let result = $body;
-                checkout.finished();
+                // `?` in the body ends this block, not the caller, so the outcome is seen here.
+                let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
+                checkout.settle(&result);
                 result
             }
             $crate::db::Pool::Sqlite(pool) => {
                 let mut checkout = $crate::db::Checkout::new(pool.get().await?);
                 let $conn: &mut $crate::db::SqliteConn = &mut checkout;
-                let result = $body;
-                checkout.finished();
+                let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
+                checkout.settle(&result);
                 result
             }
         }
     };
 }
+pub(crate) use with_conn_result;
+
+/// [`with_conn_result!`], with a database error turned into Ferrum's (`?`).
+macro_rules! with_conn {
+    ($db:expr, |$conn:ident| $body:expr) => {
+        $crate::db::with_conn_result!($db, |$conn| $body)?
+    };
+}
+pub(crate) use with_conn;
 
 /// A pooled connection that goes back to the pool only when the query body using it finished.
-/// If the body's future is dropped mid-query (the client hung up, a deadline passed) or it
-/// returned early with an error (`?`), the connection may hold half a reply: it is closed
-/// instead of handed to the next request, which would read that half as its own answer.
+/// If the body's future is dropped mid-query (the client hung up, a deadline passed) or failed
+/// other than with the server's own error answer, the connection may hold half a reply or be
+/// dead: it is closed instead of handed to the next request, which would read that half as its
+/// own answer.
 /// (Fast recycling checks nothing else, and a verifying check would cost a statement per use.)
 pub(crate) struct Checkout<M: deadpool::managed::Manager> {
     conn: Option<deadpool::managed::Object<M>>,
@@ -114,8 +125,14 @@ impl<M: deadpool::managed::Manager> Checkout<M> {
         }
     }
 
-    pub(crate) fn finished(&mut self) {
-        self.finished = true;
+    /// Keeps the connection for the pool when the query finished: it succeeded, or the server
+    /// answered with an error (a constraint, say), which leaves the protocol in step. Any other
+    /// failure (I/O, a broken or desynchronised connection) closes it on drop.
+    pub(crate) fn settle<T>(&mut self, result: &Result<T, diesel::result::Error>) {
+        self.finished = matches!(
+            result,
+            Ok(_) | Err(diesel::result::Error::DatabaseError(..) | diesel::result::Error::NotFound)
+        );
     }
 }
 
@@ -143,7 +160,6 @@ impl<M: deadpool::managed::Manager> Drop for Checkout<M> {
         }
     }
 }
-pub(crate) use with_conn;
 
 /// The database backends, chosen by the URL's scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,7 +278,7 @@ impl Db {
     /// One round trip, to fail early at start-up when the server is not there.
     pub async fn ping(&self) -> Result<()> {
         use diesel_async::SimpleAsyncConnection;
-        with_conn!(self, |conn| conn.batch_execute("SELECT 1").await)?;
+        with_conn!(self, |conn| conn.batch_execute("SELECT 1").await?);
         Ok(())
     }
 

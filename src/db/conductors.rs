@@ -13,7 +13,7 @@ use super::{
     models::{Conductor, ConductorRow},
     now,
     schema::conductors,
-    with_conn,
+    with_conn, with_conn_result,
 };
 use crate::error::{Error, Result};
 
@@ -37,7 +37,7 @@ pub async fn register(db: &Db, host: &str, drivers: &[String], group: &str) -> R
         if updated == 1 {
             return Ok(());
         }
-        let inserted = with_conn!(db, |conn| diesel::insert_into(conductors::table)
+        let inserted = with_conn_result!(db, |conn| diesel::insert_into(conductors::table)
             .values((
                 conductors::hostname.eq(host),
                 conductors::drivers.eq(&drivers),
@@ -47,7 +47,7 @@ pub async fn register(db: &Db, host: &str, drivers: &[String], group: &str) -> R
                 conductors::updated_at.eq(stamp),
             ))
             .execute(conn)
-            .await);
+            .await?);
         match inserted {
             Ok(_) => return Ok(()),
             Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {}

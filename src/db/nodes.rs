@@ -12,7 +12,7 @@ use super::{
     Db,
     models::{NewNodeRow, Node, NodeChanges, NodeRow},
     schema::nodes,
-    with_conn,
+    with_conn, with_conn_result,
 };
 use crate::{
     error::{Error, Result},
@@ -282,10 +282,10 @@ pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Node>
 /// Inserts a node and reads it back. A duplicate UUID, name or instance UUID is a 409.
 pub async fn insert(db: &Db, row: NewNodeRow) -> Result<Node> {
     let uuid = row.uuid.clone();
-    let inserted = with_conn!(db, |conn| diesel::insert_into(nodes::table)
+    let inserted = with_conn_result!(db, |conn| diesel::insert_into(nodes::table)
         .values(&row)
         .execute(conn)
-        .await);
+        .await?);
     match inserted {
         Ok(_) => get_by_uuid(db, &uuid).await,
         Err(e) => Err(unique_conflict(e, &uuid)),
@@ -349,7 +349,7 @@ pub async fn update_held(
     changes: NodeChanges,
 ) -> Result<()> {
     let changes = stamped(changes);
-    let changed = with_conn!(db, |conn| diesel::update(
+    let changed = with_conn_result!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.eq(holder))
@@ -358,8 +358,8 @@ pub async fn update_held(
     )
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
-    .await
-    .map_err(|e| unique_conflict(e, &node_id.to_string()))?);
+    .await?)
+    .map_err(|e| unique_conflict(e, &node_id.to_string()))?;
     if changed == 1 {
         return Ok(());
     }
@@ -376,7 +376,7 @@ pub async fn update_unlocked(
     changes: NodeChanges,
 ) -> Result<bool> {
     let changes = stamped(changes);
-    let changed = with_conn!(db, |conn| diesel::update(
+    let changed = with_conn_result!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.is_null())
@@ -384,8 +384,8 @@ pub async fn update_unlocked(
     )
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
-    .await
-    .map_err(|e| unique_conflict(e, &node_id.to_string()))?);
+    .await?)
+    .map_err(|e| unique_conflict(e, &node_id.to_string()))?;
     Ok(changed == 1)
 }
 
