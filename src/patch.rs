@@ -268,70 +268,17 @@ fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges,
     set_if(&mut c.name, name, &node.name);
     let driver = string("driver", take("driver"))?;
     set_if(&mut c.driver, driver, &node.driver);
-    for (field, slot, old) in [
-        (
-            "deploy_interface",
-            &mut c.deploy_interface,
-            &node.deploy_interface,
-        ),
-        (
-            "power_interface",
-            &mut c.power_interface,
-            &node.power_interface,
-        ),
-        (
-            "management_interface",
-            &mut c.management_interface,
-            &node.management_interface,
-        ),
-        (
-            "boot_interface",
-            &mut c.boot_interface,
-            &node.boot_interface,
-        ),
-        (
-            "console_interface",
-            &mut c.console_interface,
-            &node.console_interface,
-        ),
-        (
-            "inspect_interface",
-            &mut c.inspect_interface,
-            &node.inspect_interface,
-        ),
-        (
-            "network_interface",
-            &mut c.network_interface,
-            &node.network_interface,
-        ),
-        (
-            "raid_interface",
-            &mut c.raid_interface,
-            &node.raid_interface,
-        ),
-        (
-            "vendor_interface",
-            &mut c.vendor_interface,
-            &node.vendor_interface,
-        ),
-        (
-            "storage_interface",
-            &mut c.storage_interface,
-            &node.storage_interface,
-        ),
-        (
-            "rescue_interface",
-            &mut c.rescue_interface,
-            &node.rescue_interface,
-        ),
-        (
-            "bios_interface",
-            &mut c.bios_interface,
-            &node.bios_interface,
-        ),
-    ] {
-        let v = string(field, take(field))?;
-        set_if(slot, v, old);
+    let active = [
+        ("deploy", node.deploy_interface.as_str()),
+        ("power", node.power_interface.as_str()),
+        ("management", node.management_interface.as_str()),
+    ];
+    for (kind, old) in active.into_iter().chain(node.passive_interfaces()) {
+        let field = format!("{kind}_interface");
+        let v = string(&field, take(&field))?;
+        if v != old {
+            c.set_interface(kind, v);
+        }
     }
     let group = normalize_conductor_group(&string("conductor_group", take("conductor_group"))?)?;
     set_if(&mut c.conductor_group, group, &node.conductor_group);
@@ -552,6 +499,19 @@ mod tests {
         assert_eq!(
             (c.maintenance, c.automated_clean),
             (Some(true), Some(Some(false)))
+        );
+        let mut in_maintenance = node();
+        in_maintenance.maintenance = true;
+        in_maintenance.fault = Some("power failure".into());
+        let c = apply(
+            &in_maintenance,
+            &ops(json!([{"op": "replace", "path": "/maintenance", "value": "false"}])),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.maintenance, c.fault, c.maintenance_reason),
+            (Some(false), Some(None), Some(None)),
+            "leaving maintenance clears the fault and the reason"
         );
         let c = apply(
             &node(),

@@ -240,12 +240,7 @@ pub async fn do_node_deploy(
                 node: node.uuid.clone(),
             });
         }
-        if node.maintenance {
-            return Err(Error::NodeInMaintenance {
-                op: "provisioning".to_owned(),
-                node: node.uuid.clone(),
-            });
-        }
+        refuse_in_maintenance(node, "provisioning")?;
         driver
             .power
             .validate(node)
@@ -302,12 +297,7 @@ pub async fn do_node_rescue(
     deadline: Option<Instant>,
 ) -> Result<()> {
     start(ctx, node, deadline, "rescue", Event::Rescue, |node, _| {
-        if node.maintenance {
-            return Err(Error::NodeInMaintenance {
-                op: "rescuing".to_owned(),
-                node: node.uuid.clone(),
-            });
-        }
+        refuse_in_maintenance(node, "rescuing")?;
         require_rescue_interface(node)?;
         let mut instance_info = node.instance_info.clone();
         instance_info.insert(
@@ -331,17 +321,23 @@ pub async fn do_node_unrescue(ctx: &Ctx, node: Node, deadline: Option<Instant>) 
         "unrescue",
         Event::Unrescue,
         |node, _| {
-            if node.maintenance {
-                return Err(Error::NodeInMaintenance {
-                    op: "unrescuing".to_owned(),
-                    node: node.uuid.clone(),
-                });
-            }
+            refuse_in_maintenance(node, "unrescuing")?;
             require_rescue_interface(node)?;
             Ok(NodeChanges::default())
         },
     )
     .await
+}
+
+/// NodeInMaintenance for `op` ("provisioning", "rescuing", ...) on a node in maintenance.
+fn refuse_in_maintenance(node: &Node, op: &str) -> Result<()> {
+    if node.maintenance {
+        return Err(Error::NodeInMaintenance {
+            op: op.to_owned(),
+            node: node.uuid.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// A `no-rescue` node cannot be rescued: Ironic's UnsupportedDriverExtension.

@@ -357,3 +357,26 @@ async fn nodes_are_served_by_the_conductors_of_their_group() {
     assert_eq!(r.body["conductor"].as_str(), Some(plain.as_str()));
     cluster.assert_no_locks().await;
 }
+
+on_both_stacks! {
+/// deploy_step (1.44) names the step while the deploy runs, and is empty once it ended.
+async fn deploy_step_is_shown_while_the_deploy_runs(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "s1", "driver_info": {"fake_deploy_delay": 2}})).await;
+    api.accepted("s1", "active").await;
+    let node = api.node("s1").await;
+    assert_eq!(node["provision_state"], "deploying", "{node}");
+    assert_eq!(
+        node["deploy_step"],
+        json!({"interface": "deploy", "step": "deploy", "priority": 100, "args": {}})
+    );
+    assert_eq!(api.wait_for("s1", "active").await["deploy_step"], json!({}));
+    api.accepted("s1", "deleted").await;
+    assert_eq!(api.wait_for("s1", "available").await["deploy_step"], json!({}));
+    cluster.assert_no_locks().await;
+}
+}
