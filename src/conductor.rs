@@ -7,12 +7,13 @@
 //! driver call: every write is one conditional statement.
 
 pub mod dispatch;
+pub mod lease;
 pub mod node_ops;
 pub mod power;
 pub mod provision;
 pub mod task;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio::sync::Semaphore;
@@ -39,9 +40,11 @@ pub struct Context {
     pub workers: Arc<Semaphore>,
     /// The running workers, so that shutdown can wait for them.
     pub tracker: TaskTracker,
-    /// Cancelled when the graceful shutdown period is over: workers still running then stop and
-    /// record that the conductor shut down.
+    /// Cancelled when the graceful shutdown period is over, or the lease is lost: workers still
+    /// running then stop and record why.
     pub abort_work: CancellationToken,
+    /// This process's lease on its host name.
+    pub lease: Arc<lease::Lease>,
 }
 
 pub type Ctx = Arc<Context>;
@@ -56,6 +59,7 @@ impl Context {
             workers: Arc::new(Semaphore::new(config.workers)),
             tracker: TaskTracker::new(),
             abort_work: CancellationToken::new(),
+            lease: Arc::new(lease::Lease::new()),
             config,
         })
     }
@@ -77,64 +81,22 @@ pub struct Serving {
     shutdown: CancellationToken,
     stop_consuming: CancellationToken,
     serving: tokio::task::JoinHandle<Result<(), crate::rpc::transport::TransportError>>,
-    heartbeat: tokio::task::JoinHandle<()>,
+    keeper: tokio::task::JoinHandle<()>,
+    stop_keeping: CancellationToken,
 }
 
-/// Refuses to start while another process serves, or is still finishing its work, under this
-/// host name: start-up recovery would fail that one's running work, and both would consume one
-/// queue. Its row's heartbeat then moves (a stopping conductor keeps stamping it while it holds
-/// nodes); a row left by a crash (this host restarting) stops moving, which one heartbeat
-/// interval and a bit shows. A cleanly stopped conductor (offline, holding no node) is not
-/// waited for. An embedded database is guarded by its file lock instead.
-async fn ensure_host_name_is_free(ctx: &Ctx) -> anyhow::Result<()> {
-    if ctx.db.backend() == db::Backend::Sqlite {
-        return Ok(());
-    }
-    let host = &ctx.host;
-    let fresh = |c: &crate::db::models::Conductor| {
-        let timeout = chrono::Duration::from_std(ctx.config.heartbeat_timeout)
-            .unwrap_or(chrono::Duration::MAX);
-        c.updated_at >= db::now() - timeout
-    };
-    let before = match db::conductors::get(&ctx.db, host).await {
-        Ok(c) if fresh(&c) => c,
-        Ok(_) | Err(crate::error::Error::ConductorNotFound(_)) => return Ok(()),
-        Err(e) => return Err(e).context("reading the conductor's row"),
-    };
-    if !before.online
-        && db::nodes::held_by(&ctx.db, host)
-            .await
-            .context("reading the nodes this host holds")?
-            .is_empty()
-    {
-        return Ok(());
-    }
-    info!(
-        conductor.host = %host,
-        "The row of {host} looks alive; checking that no other process heartbeats for it"
-    );
-    tokio::time::sleep(ctx.config.heartbeat_interval * 2 + Duration::from_millis(500)).await;
-    let after = db::conductors::get(&ctx.db, host)
-        .await
-        .context("reading the conductor's row")?;
-    if fresh(&after) && after.updated_at > before.updated_at {
-        anyhow::bail!(
-            "another conductor is serving as host {host}, or still finishing its work \
-             (its heartbeat is still moving); wait for it to stop, or give this one a host \
-             name of its own (--conductor-host)"
-        );
-    }
-    Ok(())
-}
-
-/// Recovers the nodes this host left locked, starts consuming, registers, starts the keepalive.
+/// Takes the lease on the host name, recovers the nodes this host left locked, starts consuming
+/// and goes online.
 pub async fn start(
     ctx: Ctx,
     transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Serving> {
     let host = ctx.host.clone();
-    ensure_host_name_is_free(&ctx).await?;
+    lease::acquire(&ctx).await?;
+    // Renewed from now on, also while recovering: a namesake starting now sees it move.
+    let stop_keeping = CancellationToken::new();
+    let keeper = tokio::spawn(lease::keep(ctx.clone(), stop_keeping.clone()));
     recover_held_nodes(
         &ctx,
         &format!("The conductor {host} restarted while this node was locked by it."),
@@ -153,49 +115,54 @@ pub async fn start(
         )
         .await
         .context("listening on the conductor queue")?;
+    ctx.lease.follow_consumer(listener.attached());
     let serving = tokio::spawn(listener.run());
 
-    // Register only once the queue exists, so that the API never routes to a queue that is not there.
-    db::conductors::register(&ctx.db, &host, &ctx.drivers.names(), &ctx.group)
+    // Online only once the queue exists, so that the API never routes to a queue that is not
+    // there; written here rather than by the keeper, so that requests route when this returns.
+    ctx.lease.set_serving(true);
+    if !db::conductors::renew(&ctx.db, &host, &ctx.lease.instance, true)
         .await
-        .context("registering the conductor")?;
+        .context("going online")?
+    {
+        anyhow::bail!("the lease on the host name {host} was taken by another process");
+    }
     info!(conductor.host = %host, "Conductor {host} is serving");
-    let heartbeat = tokio::spawn(heartbeat_loop(ctx.clone(), shutdown.clone()));
     tokio::spawn(takeover_loop(ctx.clone(), shutdown.clone()));
     Ok(Serving {
         ctx,
         shutdown,
         stop_consuming,
         serving,
-        heartbeat,
+        keeper,
+        stop_keeping,
     })
 }
 
 impl Serving {
     /// Serves until the shutdown token is cancelled, then stops gracefully: leaves the hash ring,
     /// stops consuming, lets running work finish within `graceful_shutdown_timeout`, fails what is
-    /// left with a `last_error` saying why, and releases every lock it holds.
+    /// left with a `last_error` saying why, releases every lock it holds, and then its lease.
+    /// The lease is renewed all along, so no other conductor takes over the nodes it is still
+    /// working on. If the lease is lost instead, the work is cut at once and this returns an
+    /// error: the process must exit, and its restart recovers what it held.
     pub async fn run(self) -> anyhow::Result<()> {
         let Serving {
             ctx,
             shutdown,
             stop_consuming,
             serving,
-            heartbeat,
+            keeper,
+            stop_keeping,
         } = self;
         let host = ctx.host.clone();
-        shutdown.cancelled().await;
+        let lease_lost = tokio::select! {
+            () = shutdown.cancelled() => false,
+            () = ctx.lease.lost() => true,
+        };
 
         info!(conductor.host = %host, "Conductor {host} is shutting down");
-        // Stop the keepalive first, so that it cannot mark us online again after we leave the ring.
-        heartbeat.abort();
-        let _ = heartbeat.await;
-        if let Err(e) = db::conductors::unregister(&ctx.db, &host).await {
-            warn!(error = %e, "could not mark the conductor offline");
-        }
-        // Out of the rings, but still working: keep the row's heartbeat moving, so that a
-        // namesake starting now waits instead of recovering our nodes under us.
-        let draining = tokio::spawn(drain_keepalive(ctx.clone()));
+        ctx.lease.set_serving(false);
         stop_consuming.cancel();
         match serving.await {
             Ok(Ok(())) => {}
@@ -203,6 +170,12 @@ impl Serving {
             Err(e) => error!(error = %e, "RPC server task failed"),
         }
         ctx.tracker.close();
+        if lease_lost {
+            ctx.tracker.wait().await;
+            anyhow::bail!(
+                "conductor {host} lost its lease on the host name; its work was stopped, and its                  next start recovers the nodes it still holds"
+            );
+        }
         if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
             .await
             .is_err()
@@ -217,46 +190,13 @@ impl Serving {
         )
         .await
         .context("shutdown recovery")?;
-        draining.abort();
+        stop_keeping.cancel();
+        let _ = keeper.await;
+        if let Err(e) = db::conductors::release(&ctx.db, &host, &ctx.lease.instance).await {
+            warn!(error = %e, "could not release the lease on the host name; it runs out by itself");
+        }
         info!(conductor.host = %host, "Conductor {host} stopped");
         Ok(())
-    }
-}
-
-/// Stamps the row every heartbeat interval while a stopping conductor finishes its work.
-async fn drain_keepalive(ctx: Ctx) {
-    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if let Err(e) = db::conductors::touch(&ctx.db, &ctx.host).await {
-            warn!(error = %e, "heartbeat while stopping failed");
-        }
-    }
-}
-
-async fn heartbeat_loop(ctx: Ctx, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        match db::conductors::heartbeat(&ctx.db, &ctx.host).await {
-            Ok(true) => {}
-            Ok(false) => {
-                warn!("conductor row vanished; registering again");
-                if let Err(e) =
-                    db::conductors::register(&ctx.db, &ctx.host, &ctx.drivers.names(), &ctx.group)
-                        .await
-                {
-                    warn!(error = %e, "re-registration failed");
-                }
-            }
-            Err(e) => warn!(error = %e, "heartbeat failed"),
-        }
     }
 }
 
@@ -332,12 +272,16 @@ async fn takeover_loop(ctx: Ctx, shutdown: CancellationToken) {
 }
 
 async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
-    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    let alive_hosts: Vec<String> = alive.iter().map(|c| c.hostname.clone()).collect();
-    let orphans = db::nodes::locked_by_others(&ctx.db, &alive_hosts).await?;
+    // After a database outage every lease looks run out until its owner renews it.
+    if !ctx.lease.db_ok_for(ctx.config.heartbeat_timeout) || ctx.lease.is_lost() {
+        return Ok(());
+    }
+    let leased = db::conductors::leased_hosts(&ctx.db, ctx.config.heartbeat_timeout).await?;
+    let orphans = db::nodes::locked_by_others(&ctx.db, &leased).await?;
     if orphans.is_empty() {
         return Ok(());
     }
+    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
     for node in orphans {
         let ring = crate::rpc::topology::HashRing::new(
             alive

@@ -74,24 +74,38 @@ pub struct Db {
 }
 
 /// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend. The body is
-/// compiled once per backend, so a query is written once and runs on both.
+/// compiled once per backend, so a query is written once and runs on both. A body the server
+/// refused as a deadlock or lock-wait timeout (rolled back, so nothing was applied) runs again
+/// on a fresh checkout after a short backoff: that is a transient answer, not an outcome.
 macro_rules! with_conn_result {
     ($db:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
             $crate::db::Pool::Mysql(pool) => {
-                let mut checkout = $crate::db::Checkout::new(pool.get().await?);
-                let $conn: &mut diesel_async::AsyncMysqlConnection = &mut checkout;
-                // `?` in the body ends this block, not the caller, so the outcome is seen here.
-                let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
-                checkout.settle(&result);
-                result
+                let mut attempt = 0;
+                loop {
+                    let mut checkout = $crate::db::Checkout::new(pool.get().await?);
+                    let $conn: &mut diesel_async::AsyncMysqlConnection = &mut checkout;
+                    // `?` in the body ends this block, not the caller, so the outcome is seen here.
+                    let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
+                    checkout.settle(&result);
+                    drop(checkout);
+                    if !$crate::db::retry_after(&result, &mut attempt).await {
+                        break result;
+                    }
+                }
             }
             $crate::db::Pool::Sqlite(pool) => {
-                let mut checkout = $crate::db::Checkout::new(pool.get().await?);
-                let $conn: &mut $crate::db::SqliteConn = &mut checkout;
-                let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
-                checkout.settle(&result);
-                result
+                let mut attempt = 0;
+                loop {
+                    let mut checkout = $crate::db::Checkout::new(pool.get().await?);
+                    let $conn: &mut $crate::db::SqliteConn = &mut checkout;
+                    let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
+                    checkout.settle(&result);
+                    drop(checkout);
+                    if !$crate::db::retry_after(&result, &mut attempt).await {
+                        break result;
+                    }
+                }
             }
         }
     };
@@ -126,13 +140,14 @@ impl<M: deadpool::managed::Manager> Checkout<M> {
     }
 
     /// Keeps the connection for the pool when the query finished: it succeeded, or the server
-    /// answered with an error (a constraint, say), which leaves the protocol in step. Any other
-    /// failure (I/O, a broken or desynchronised connection) closes it on drop.
+    /// answered with an error of its own (a constraint, a deadlock), which leaves the protocol
+    /// in step. Any other failure (I/O, a broken or desynchronised connection, a server going
+    /// away) closes it on drop.
     pub(crate) fn settle<T>(&mut self, result: &Result<T, diesel::result::Error>) {
-        self.finished = matches!(
-            result,
-            Ok(_) | Err(diesel::result::Error::DatabaseError(..) | diesel::result::Error::NotFound)
-        );
+        self.finished = match result {
+            Ok(_) => true,
+            Err(e) => classify(e) != Failure::ConnectionLost,
+        };
     }
 }
 
@@ -160,6 +175,89 @@ impl<M: deadpool::managed::Manager> Drop for Checkout<M> {
         }
     }
 }
+
+/// What a failed statement says about its connection and about running it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The server answered with an error of its own (a constraint, a bad value): an outcome.
+    Answered,
+    /// The server rolled the statement back for a reason that goes away (a deadlock, a
+    /// lock-wait timeout, SQLite's busy file): nothing was applied, and running it again is safe.
+    Transient,
+    /// No answer came: the socket died, the server went away or is shutting down. Whether a
+    /// write was applied is unknown, and the connection is no good any more.
+    ConnectionLost,
+}
+
+/// Client-side failures of the MySQL driver, which diesel-async reports as database errors of
+/// unknown kind with the driver error's text (`mysql_async::Error`'s Display): only the prefix
+/// tells them from the server's own answers.
+const MYSQL_CLIENT_FAILURES: &[&str] = &[
+    "Input/output error",
+    "Driver error",
+    "Other error",
+    "TLS error",
+    "URL error",
+];
+/// Server answers that mean the session is ending (MariaDB 1053, 1927, 2006, 2013).
+const SESSION_ENDING: &[&str] = &[
+    "Server shutdown in progress",
+    "Connection was killed",
+    "server has gone away",
+    "Lost connection to",
+];
+/// Server answers that roll back and can be tried again (1213, 1205; SQLite's busy file).
+const TRANSIENT: &[&str] = &[
+    "Deadlock found",
+    "Lock wait timeout exceeded",
+    "database is locked",
+];
+
+pub fn classify(e: &diesel::result::Error) -> Failure {
+    use diesel::result::Error as E;
+    match e {
+        E::NotFound => Failure::Answered,
+        E::DatabaseError(_, info) => {
+            let message = info.message();
+            if MYSQL_CLIENT_FAILURES.iter().any(|p| message.starts_with(p))
+                || SESSION_ENDING.iter().any(|m| message.contains(m))
+            {
+                Failure::ConnectionLost
+            } else if TRANSIENT.iter().any(|m| message.contains(m)) {
+                Failure::Transient
+            } else {
+                Failure::Answered
+            }
+        }
+        // A broken transaction manager or a half-read reply: the connection cannot be trusted.
+        _ => Failure::ConnectionLost,
+    }
+}
+
+/// How often a statement refused as transient is run again, and the first backoff (doubling).
+const TRANSIENT_RETRIES: u32 = 5;
+const TRANSIENT_BACKOFF: Duration = Duration::from_millis(5);
+
+/// Whether `result` is a transient refusal worth another attempt; if so, waits the backoff.
+#[doc(hidden)]
+pub async fn retry_after<T>(result: &Result<T, diesel::result::Error>, attempt: &mut u32) -> bool {
+    let Err(e) = result else { return false };
+    if classify(e) != Failure::Transient || *attempt >= TRANSIENT_RETRIES {
+        return false;
+    }
+    *attempt += 1;
+    let jitter = Duration::from_micros(rand::random_range(0..1000));
+    tokio::time::sleep(TRANSIENT_BACKOFF * 2u32.pow(*attempt - 1) + jitter).await;
+    tracing::debug!(error = %e, attempt = *attempt, "transient database answer; running the statement again");
+    true
+}
+
+/// A pooled MySQL connection unused for this long is checked with a ping before it is handed
+/// out: after a server restart the pool holds only dead sockets, and fast recycling would
+/// hand each one to a request to fail on. Busy connections are not checked (no extra statement
+/// on the hot path); one that dies under use is closed by [`Checkout`].
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The database backends, chosen by the URL's scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,13 +302,53 @@ impl Db {
             Some(Backend::Mysql) => {
                 let mut manager_config = ManagerConfig::default();
                 // The default (`Verified`) runs a query on every checkout: one more statement per
-                // request. `Checkout` closes instead any connection a query did not finish on.
+                // request. `Checkout` closes instead any connection a query did not finish on,
+                // and the pre-recycle hook pings only connections that sat idle.
                 manager_config.recycling_method = RecyclingMethod::Fast;
+                manager_config.custom_setup = Box::new(|url| {
+                    let url = url.to_owned();
+                    async move {
+                        use diesel_async::SimpleAsyncConnection;
+                        let mut conn = AsyncMysqlConnection::establish(&url).await?;
+                        // Every statement is one autocommitted conditional write or a read:
+                        // READ COMMITTED takes no gap locks, so two single-row updates of
+                        // neighbouring nodes cannot deadlock on a secondary index's gaps.
+                        conn.batch_execute(
+                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                        )
+                        .await
+                        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                        Ok(conn)
+                    }
+                    .boxed()
+                });
                 let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(
                     url,
                     manager_config,
                 );
+                let ping_idle = deadpool::managed::Hook::<
+                    AsyncDieselConnectionManager<AsyncMysqlConnection>,
+                >::async_fn(
+                    |conn: &mut AsyncMysqlConnection, metrics| {
+                        async move {
+                            use diesel_async::SimpleAsyncConnection;
+                            if metrics.last_used() < IDLE_CHECK_AFTER {
+                                return Ok(());
+                            }
+                            match tokio::time::timeout(PING_TIMEOUT, conn.batch_execute("SELECT 1"))
+                                .await
+                            {
+                                Ok(Ok(())) => Ok(()),
+                                _ => Err(deadpool::managed::HookError::message(
+                                    "an idle connection did not answer a ping",
+                                )),
+                            }
+                        }
+                        .boxed()
+                    },
+                );
                 let pool = with_limits(MysqlPool::builder(manager), pool_size)
+                    .pre_recycle(ping_idle)
                     .build()
                     .map_err(build_error)?;
                 Ok(Db {
@@ -344,6 +482,54 @@ pub fn now() -> chrono::NaiveDateTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn db_error(message: &str) -> diesel::result::Error {
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::Unknown,
+            Box::new(message.to_owned()),
+        )
+    }
+
+    #[test]
+    fn failures_are_told_apart_by_what_the_server_said() {
+        let lost = [
+            "Input/output error: Connection reset by peer (os error 104)",
+            "Driver error: `Connection to the server is closed.'",
+            "Server shutdown in progress",
+            "Connection was killed",
+        ];
+        for message in lost {
+            assert_eq!(
+                classify(&db_error(message)),
+                Failure::ConnectionLost,
+                "{message}"
+            );
+        }
+        let transient = [
+            "Deadlock found when trying to get lock; try restarting transaction",
+            "Lock wait timeout exceeded; try restarting transaction",
+            "database is locked",
+        ];
+        for message in transient {
+            assert_eq!(
+                classify(&db_error(message)),
+                Failure::Transient,
+                "{message}"
+            );
+        }
+        assert_eq!(
+            classify(&db_error("Duplicate entry 'x' for key 'uuid'")),
+            Failure::Answered
+        );
+        assert_eq!(
+            classify(&diesel::result::Error::NotFound),
+            Failure::Answered
+        );
+        // What the API makes of them: 503 for the first two kinds, 500 for the last.
+        assert_eq!(Error::from(db_error(lost[0])).status(), 503);
+        assert_eq!(Error::from(db_error(transient[0])).status(), 503);
+        assert_eq!(Error::from(db_error("Unknown column 'x'")).status(), 500);
+    }
 
     #[test]
     fn urls_are_redacted() {

@@ -90,6 +90,11 @@ pub enum Error {
     /// The conductor the hash ring chose has no queue: it died or stopped since the ring was read.
     #[error("Conductor {host} is not reachable; please retry.")]
     ConductorUnreachable { host: String },
+    /// The conductor died or stopped after it was sent the request and before it replied.
+    #[error(
+        "Conductor {host} went away before it answered; the request may or may not have been applied. Retrying it with the same X-OpenStack-Request-Id header applies it at most once."
+    )]
+    ConductorLost { host: String },
     #[error("Database unavailable: {0}")]
     DatabaseUnavailable(String),
 
@@ -127,6 +132,7 @@ impl Error {
             Error::NoFreeConductorWorker
             | Error::TemporaryFailure(_)
             | Error::ConductorUnreachable { .. }
+            | Error::ConductorLost { .. }
             | Error::DatabaseUnavailable(_) => 503,
             Error::Internal(_) => 500,
         }
@@ -154,8 +160,15 @@ impl Error {
 }
 
 impl From<diesel::result::Error> for Error {
+    /// A database that did not answer, or refused for a passing reason, is unavailable (503,
+    /// retry); any other database error is a fault of ours (500).
     fn from(e: diesel::result::Error) -> Self {
-        Error::Internal(format!("database error: {e}"))
+        match crate::db::classify(&e) {
+            crate::db::Failure::ConnectionLost | crate::db::Failure::Transient => {
+                Error::DatabaseUnavailable(e.to_string())
+            }
+            crate::db::Failure::Answered => Error::Internal(format!("database error: {e}")),
+        }
     }
 }
 

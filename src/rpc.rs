@@ -282,6 +282,9 @@ impl RpcClient {
                 TransportError::Unroutable(_) => Error::ConductorUnreachable {
                     host: host.to_owned(),
                 },
+                TransportError::Lost(_) => Error::ConductorLost {
+                    host: host.to_owned(),
+                },
                 TransportError::Timeout { after, .. } => Error::TemporaryFailure(format!(
                     "Conductor {host} did not answer {method} within {} s; please retry.",
                     after.as_secs_f64()

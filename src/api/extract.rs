@@ -121,10 +121,22 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
     }
 }
 
+/// The client's own `X-OpenStack-Request-Id`, when it is one Ironic would accept (`req-` and a
+/// UUID). It names the request end to end: a client that retries a request after an answer
+/// that says it may or may not have been applied sends the same id, and the conductor applies
+/// it at most once (the node keeps the id of the last request applied to it).
+fn client_request_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    let id = headers.get("x-openstack-request-id")?.to_str().ok()?;
+    let uuid = id.strip_prefix("req-")?;
+    uuid::Uuid::try_parse(uuid).ok()?;
+    Some(id.to_owned())
+}
+
 /// Middleware: negotiates the version (406 on a bad one), assigns a request id, and adds the
 /// version and request id headers to every response, errors included.
 pub async fn version_and_request_id(mut request: Request, next: Next) -> Response {
-    let request_id = format!("req-{}", uuid::Uuid::new_v4());
+    let request_id = client_request_id(request.headers())
+        .unwrap_or_else(|| format!("req-{}", uuid::Uuid::new_v4()));
     let negotiated = ApiVersion::negotiate(request.headers());
     let mut response = match negotiated {
         Ok(version) => {

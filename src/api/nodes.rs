@@ -101,16 +101,17 @@ pub(super) async fn call(
     req: RpcRequest,
 ) -> Result<RpcReply> {
     let host = state.router.host_for(&req.routing()).await?;
-    match state.rpc.call(&host, &request_id.0, req.clone()).await {
-        Err(Error::ConductorUnreachable { host: gone }) => {
-            // The request was never delivered, so it is safe to send again: to the conductor
-            // that takes the node over when the gone one leaves the ring.
-            match state.router.host_instead_of(&req.routing(), &gone).await? {
-                Some(next) => state.rpc.call(&next, &request_id.0, req).await,
-                None => Err(Error::ConductorUnreachable { host: gone }),
-            }
-        }
-        reply => reply,
+    let reply = state.rpc.call(&host, &request_id.0, req.clone()).await;
+    // Never delivered (unreachable), or delivered to a conductor that died before it answered
+    // (lost): safe to send again either way, to the conductor that takes the node over when the
+    // gone one leaves the ring, because a conductor applies a request id to a node at most once.
+    let gone = match &reply {
+        Err(Error::ConductorUnreachable { host } | Error::ConductorLost { host }) => host.clone(),
+        _ => return reply,
+    };
+    match state.router.host_instead_of(&req.routing(), &gone).await? {
+        Some(next) => state.rpc.call(&next, &request_id.0, req).await,
+        None => reply,
     }
 }
 

@@ -59,7 +59,8 @@ impl RequestHandler for Dispatcher {
             )))
         } else {
             let ctx = self.ctx.clone();
-            AssertUnwindSafe(dispatch(ctx, envelope))
+            let request_id = envelope.request_id.clone();
+            AssertUnwindSafe(super::task::REQUEST_ID.scope(request_id, dispatch(ctx, envelope)))
                 .catch_unwind()
                 .instrument(span.clone())
                 .await

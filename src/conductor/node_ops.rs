@@ -55,6 +55,7 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
             n.passive_interfaces.get(kind).map(String::as_str),
         )
     };
+    let request_id = super::task::REQUEST_ID.try_with(Clone::clone).ok();
     let row = NewNodeRow {
         bios_interface: passive("bios")?,
         boot_interface: passive("boot")?,
@@ -86,8 +87,18 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
         power_state: None,
         maintenance: false,
         created_at: db::now(),
+        last_request_id: request_id.clone(),
     };
-    db::nodes::insert(&ctx.db, row).await
+    let uuid = row.uuid.clone();
+    match db::nodes::insert(&ctx.db, row).await {
+        // The first attempt of this very request created it (its answer was lost with a
+        // conductor, and the API sent the request on with the node's UUID it had chosen).
+        Err(Error::Conflict(why)) => match db::nodes::get_by_uuid(&ctx.db, &uuid).await {
+            Ok(node) if request_id.is_some() && node.last_request_id == request_id => Ok(node),
+            _ => Err(Error::Conflict(why)),
+        },
+        created => created,
+    }
 }
 
 /// Applies a JSON patch to the node as it is, in one statement conditional on nobody holding the

@@ -28,6 +28,13 @@ use crate::{
     states::{self, Event, ProvisionState},
 };
 
+tokio::task_local! {
+    /// The id of the request being handled (the caller's `X-OpenStack-Request-Id`), set by the
+    /// dispatcher around each request; workers run outside it. [`change_node`] records it on
+    /// the node it changes and answers a repeat of it as already applied.
+    pub static REQUEST_ID: String;
+}
+
 /// Whether a change keeps the node locked for work that continues after the reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
@@ -47,6 +54,10 @@ pub enum Decision {
     /// Delete the node.
     Delete,
 }
+
+/// The first and largest wait before a held node's write is tried again while the database is away.
+const WRITE_RETRY_MIN: Duration = Duration::from_millis(100);
+const WRITE_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// How often a write may find the row changed under it (without a lock holder) before giving up:
 /// only a storm of concurrent writers to one node gets there.
@@ -72,7 +83,15 @@ pub async fn change_node(
     let attempts = ctx.config.lock_retry_attempts.max(1);
     let interval = ctx.config.lock_retry_interval;
     let (mut lock_waits, mut races) = (1, 0);
+    let request_id = REQUEST_ID.try_with(Clone::clone).ok();
     loop {
+        // A retry of the request that made the node what it is (its first attempt's answer
+        // was lost with a conductor): applied once already, so answered as applied.
+        if request_id.is_some() && node.last_request_id == request_id {
+            info!(node.uuid = %node.uuid, request_id = ?request_id,
+                "Request already applied to node {uuid}; answering it as applied");
+            return Ok((node, None));
+        }
         if let Some(holder) = &node.reservation {
             let out_of_time = deadline.is_some_and(|d| Instant::now() + interval >= d);
             if lock_waits >= attempts || out_of_time {
@@ -103,6 +122,9 @@ pub async fn change_node(
             }
         };
         let mut changes = changes.touch();
+        if let Some(id) = &request_id {
+            changes.last_request_id = Some(Some(id.clone()));
+        }
         if hold == Hold::Keep {
             changes.reservation = Some(Some(ctx.host.clone()));
         }
@@ -202,15 +224,51 @@ impl Task {
             )));
         }
         let changes = changes.touch();
-        db::nodes::update_held(
-            &self.ctx.db,
-            self.node.id,
-            &self.ctx.host,
-            self.node.provision_state,
-            self.node.version,
-            changes.clone(),
-        )
-        .await?;
+        let mut backoff = WRITE_RETRY_MIN;
+        loop {
+            let written = db::nodes::update_held(
+                &self.ctx.db,
+                self.node.id,
+                &self.ctx.host,
+                self.node.provision_state,
+                self.node.version,
+                changes.clone(),
+            )
+            .await;
+            let cause = match written {
+                Ok(()) => break,
+                Err(Error::DatabaseUnavailable(cause)) => cause,
+                Err(e) => return Err(e),
+            };
+            // The outcome is kept and written once the database is back, unless the lease is
+            // lost meanwhile: then this host's restart or a take-over decides.
+            if self.ctx.lease.is_lost() {
+                return Err(Error::DatabaseUnavailable(cause));
+            }
+            warn!(node.uuid = %self.node.uuid, error = %cause, retry_in = ?backoff,
+                "Cannot write the node's outcome yet; keeping it and retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(WRITE_RETRY_MAX);
+            // The lost write may have landed before its connection broke: only this write can
+            // have bumped the version of a node this task holds, to exactly this `updated_at`.
+            match db::nodes::get_by_uuid(&self.ctx.db, &self.node.uuid).await {
+                Ok(fresh) if fresh.version == self.node.version => {}
+                Ok(fresh)
+                    if fresh.version == self.node.version + 1
+                        && changes.updated_at == Some(fresh.updated_at) =>
+                {
+                    break;
+                }
+                Ok(fresh) => {
+                    return Err(Error::NodeLocked {
+                        node: fresh.uuid,
+                        host: fresh.reservation.unwrap_or_else(|| "nobody".to_owned()),
+                    });
+                }
+                Err(Error::DatabaseUnavailable(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         if changes.reservation == Some(None) {
             self.held = false;
         }
@@ -228,17 +286,29 @@ impl Task {
         if !self.held {
             return;
         }
-        match db::nodes::release(
-            &self.ctx.db,
-            self.node.id,
-            &self.ctx.host,
-            self.node.version,
-        )
-        .await
-        {
-            Ok(true) => {}
-            Ok(false) => warn!(node.uuid = %self.node.uuid, "lock was already gone at release"),
-            Err(e) => warn!(node.uuid = %self.node.uuid, error = %e, "failed to release lock"),
+        let mut backoff = WRITE_RETRY_MIN;
+        loop {
+            match db::nodes::release(
+                &self.ctx.db,
+                self.node.id,
+                &self.ctx.host,
+                self.node.version,
+            )
+            .await
+            {
+                Ok(true) => {}
+                // Also when an earlier attempt released it before its connection broke.
+                Ok(false) => warn!(node.uuid = %self.node.uuid, "lock was already gone at release"),
+                Err(Error::DatabaseUnavailable(cause)) if !self.ctx.lease.is_lost() => {
+                    warn!(node.uuid = %self.node.uuid, error = %cause, retry_in = ?backoff,
+                        "Cannot release the lock yet; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(WRITE_RETRY_MAX);
+                    continue;
+                }
+                Err(e) => warn!(node.uuid = %self.node.uuid, error = %e, "failed to release lock"),
+            }
+            break;
         }
         self.held = false;
     }

@@ -17,55 +17,93 @@ use super::{
 };
 use crate::error::{Error, Result};
 
-/// Marks `host` online with the drivers it offers, creating its row on first start.
-pub async fn register(db: &Db, host: &str, drivers: &[String], group: &str) -> Result<()> {
+/// What [`claim`] found.
+#[derive(Debug)]
+pub enum Claim {
+    /// This process now holds the host name's lease.
+    Claimed,
+    /// Another process holds it, or held it and has not released it: its row as read.
+    Held(Conductor),
+}
+
+/// Takes the lease on `host` for the process `instance`, as one compare-and-set: won only when
+/// no row exists (insert), the row was released by a clean stop (`instance` NULL), or it is
+/// exactly the row `expired` that the caller watched go stale (same instance, same renewal time).
+/// Two processes claiming at the same instant: one statement wins, the other reads `Held`.
+/// The row is written offline: the conductor goes online once it can serve.
+pub async fn claim(
+    db: &Db,
+    host: &str,
+    instance: &str,
+    drivers: &[String],
+    group: &str,
+    expired: Option<&Conductor>,
+) -> Result<Claim> {
     let drivers = serde_json::to_string(drivers).map_err(Error::internal)?;
-    // Portable upsert: update, else insert; a racing insert of the same host loses and updates.
-    for _ in 0..2 {
-        let stamp = now();
-        let updated = with_conn!(db, |conn| diesel::update(
-            conductors::table.filter(conductors::hostname.eq(host))
+    let stamp = now();
+    let values = (
+        conductors::instance.eq(instance),
+        conductors::drivers.eq(&drivers),
+        conductors::conductor_group.eq(group),
+        conductors::online.eq(false),
+        conductors::updated_at.eq(stamp),
+    );
+    // A watched row without an instance was released: the first form takes it.
+    let watched = expired.and_then(|c| c.instance.as_deref().map(|i| (i, c.updated_at)));
+    let updated = match watched {
+        None => with_conn!(db, |conn| diesel::update(
+            conductors::table
+                .filter(conductors::hostname.eq(host))
+                .filter(conductors::instance.is_null())
         )
-        .set((
+        .set(values)
+        .execute(conn)
+        .await?),
+        Some((seen, renewed)) => with_conn!(db, |conn| diesel::update(
+            conductors::table
+                .filter(conductors::hostname.eq(host))
+                .filter(conductors::instance.eq(seen))
+                .filter(conductors::updated_at.eq(renewed))
+        )
+        .set(values)
+        .execute(conn)
+        .await?),
+    };
+    if updated == 1 {
+        return Ok(Claim::Claimed);
+    }
+    let inserted = with_conn_result!(db, |conn| diesel::insert_into(conductors::table)
+        .values((
+            conductors::hostname.eq(host),
+            conductors::instance.eq(instance),
             conductors::drivers.eq(&drivers),
             conductors::conductor_group.eq(group),
-            conductors::online.eq(true),
+            conductors::online.eq(false),
+            conductors::created_at.eq(stamp),
             conductors::updated_at.eq(stamp),
         ))
         .execute(conn)
         .await?);
-        if updated == 1 {
-            return Ok(());
+    match inserted {
+        Ok(_) => Ok(Claim::Claimed),
+        Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+            Ok(Claim::Held(get(db, host).await?))
         }
-        let inserted = with_conn_result!(db, |conn| diesel::insert_into(conductors::table)
-            .values((
-                conductors::hostname.eq(host),
-                conductors::drivers.eq(&drivers),
-                conductors::conductor_group.eq(group),
-                conductors::online.eq(true),
-                conductors::created_at.eq(stamp),
-                conductors::updated_at.eq(stamp),
-            ))
-            .execute(conn)
-            .await?);
-        match inserted {
-            Ok(_) => return Ok(()),
-            Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        Err(e) => Err(e.into()),
     }
-    Err(Error::internal(format!(
-        "could not register conductor {host}"
-    )))
 }
 
-/// The keepalive. False when the row is gone (then the caller registers again).
-pub async fn heartbeat(db: &Db, host: &str) -> Result<bool> {
+/// Renews the lease of `instance` on `host` and says whether it serves the hash rings
+/// (`online`). False when the lease is no longer this process's: another one claimed the name
+/// after this one's lease ran out.
+pub async fn renew(db: &Db, host: &str, instance: &str, online: bool) -> Result<bool> {
     let updated = with_conn!(db, |conn| diesel::update(
-        conductors::table.filter(conductors::hostname.eq(host))
+        conductors::table
+            .filter(conductors::hostname.eq(host))
+            .filter(conductors::instance.eq(instance))
     )
     .set((
-        conductors::online.eq(true),
+        conductors::online.eq(online),
         conductors::updated_at.eq(now()),
     ))
     .execute(conn)
@@ -73,27 +111,39 @@ pub async fn heartbeat(db: &Db, host: &str) -> Result<bool> {
     Ok(updated == 1)
 }
 
-/// Stamps `updated_at` without touching `online`: a conductor that has left the rings but is
-/// still finishing its work shows it is alive (see `conductor::ensure_host_name_is_free`).
-pub async fn touch(db: &Db, host: &str) -> Result<()> {
+/// Gives up the lease of `instance` on `host` (a clean stop, with no node left locked): a
+/// process starting under this name claims it at once.
+pub async fn release(db: &Db, host: &str, instance: &str) -> Result<()> {
     with_conn!(db, |conn| diesel::update(
-        conductors::table.filter(conductors::hostname.eq(host))
+        conductors::table
+            .filter(conductors::hostname.eq(host))
+            .filter(conductors::instance.eq(instance))
     )
-    .set(conductors::updated_at.eq(now()))
+    .set((
+        conductors::online.eq(false),
+        conductors::instance.eq(None::<String>),
+    ))
     .execute(conn)
     .await?);
     Ok(())
 }
 
-/// Takes `host` out of every hash ring at once (graceful stop).
-pub async fn unregister(db: &Db, host: &str) -> Result<()> {
-    with_conn!(db, |conn| diesel::update(
-        conductors::table.filter(conductors::hostname.eq(host))
-    )
-    .set(conductors::online.eq(false))
-    .execute(conn)
-    .await?);
-    Ok(())
+/// Host names whose lease is live: renewed within `timeout` by a process that has not released
+/// it. A draining conductor (offline, still finishing its work) is among them; only a host not
+/// here is gone, and only its locks may be taken over. (A row of a release before leases has no
+/// instance and counts while it is online and fresh.)
+pub async fn leased_hosts(db: &Db, timeout: Duration) -> Result<Vec<String>> {
+    let since = now() - chrono::Duration::from_std(timeout).map_err(Error::internal)?;
+    Ok(with_conn!(db, |conn| conductors::table
+        .filter(conductors::updated_at.ge(since))
+        .filter(
+            conductors::instance
+                .is_not_null()
+                .or(conductors::online.eq(true))
+        )
+        .select(conductors::hostname)
+        .load::<String>(conn)
+        .await?))
 }
 
 /// Conductors that are online and were heard from within `timeout`, by host name.

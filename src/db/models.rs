@@ -65,6 +65,7 @@ pub struct NodeRow {
     pub protected_reason: Option<String>,
     pub inspection_started_at: Option<NaiveDateTime>,
     pub inspection_finished_at: Option<NaiveDateTime>,
+    pub last_request_id: Option<String>,
 }
 
 /// A node as Ferrum works with it: states typed, JSON parsed.
@@ -131,6 +132,9 @@ pub struct Node {
     pub inspection_started_at: Option<NaiveDateTime>,
     #[serde(default)]
     pub inspection_finished_at: Option<NaiveDateTime>,
+    /// The id of the last request applied to the node, so that its retry is not applied twice.
+    #[serde(default)]
+    pub last_request_id: Option<String>,
 }
 
 // The column defaults of migration 000004.
@@ -232,6 +236,7 @@ impl TryFrom<NodeRow> for Node {
             protected_reason: r.protected_reason,
             inspection_started_at: r.inspection_started_at,
             inspection_finished_at: r.inspection_finished_at,
+            last_request_id: r.last_request_id,
         })
     }
 }
@@ -270,6 +275,7 @@ pub struct NewNodeRow {
     pub traits: String,
     pub deploy_step: String,
     pub automated_clean: Option<bool>,
+    pub last_request_id: Option<String>,
 }
 
 /// A partial update of a node. `None` leaves a column alone; `Some(None)` writes NULL.
@@ -319,6 +325,7 @@ pub struct NodeChanges {
     pub protected_reason: Option<Option<String>>,
     pub inspection_started_at: Option<Option<NaiveDateTime>>,
     pub inspection_finished_at: Option<Option<NaiveDateTime>>,
+    pub last_request_id: Option<Option<String>>,
 }
 
 impl NodeChanges {
@@ -457,6 +464,7 @@ impl NodeChanges {
             &mut node.inspection_finished_at,
             self.inspection_finished_at,
         );
+        set(&mut node.last_request_id, self.last_request_id);
         node.version += 1;
         Ok(())
     }
@@ -503,6 +511,7 @@ pub struct ConductorRow {
     pub online: bool,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    pub instance: Option<String>,
 }
 
 /// A registered conductor, as the hash ring and the API see it.
@@ -514,6 +523,9 @@ pub struct Conductor {
     pub online: bool,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// The token of the process holding the host name's lease; None after a clean stop.
+    #[serde(default)]
+    pub instance: Option<String>,
 }
 
 impl From<ConductorRow> for Conductor {
@@ -525,6 +537,7 @@ impl From<ConductorRow> for Conductor {
             online: r.online,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            instance: r.instance,
         }
     }
 }
@@ -622,6 +635,7 @@ pub(crate) mod tests_support {
             protected_reason: None,
             inspection_started_at: None,
             inspection_finished_at: None,
+            last_request_id: None,
         }
     }
 }

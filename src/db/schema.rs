@@ -49,6 +49,7 @@ diesel::table! {
         protected_reason -> Nullable<Text>,
         inspection_started_at -> Nullable<Timestamp>,
         inspection_finished_at -> Nullable<Timestamp>,
+        last_request_id -> Nullable<Text>,
     }
 }
 
@@ -61,5 +62,6 @@ diesel::table! {
         online -> Bool,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        instance -> Nullable<Text>,
     }
 }

@@ -50,6 +50,8 @@ use super::transport::{Listener, RequestHandler, Transport, TransportError};
 
 /// How long opening a connection may take before the broker counts as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a call still waiting for its reply checks that its conductor's queue still exists.
+const QUEUE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a cast waits for its confirm: a blocked broker (memory or disk alarm) sends none.
 const CAST_CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a conductor queue may stay unused (no consumer) before the broker deletes it.
@@ -83,8 +85,19 @@ pub struct AmqpTransport {
     prefix: String,
     /// The live session; the supervisor replaces it after a reconnection.
     session: watch::Receiver<Arc<Session>>,
-    /// Stops the supervisor when the transport is dropped.
-    stop: CancellationToken,
+    /// Stops the supervisor when the transport and every server it started are dropped.
+    supervisor: Arc<StopOnDrop>,
+}
+
+/// Cancels its token when dropped. Shared by the transport and its servers, so the supervisor
+/// that reconnects runs as long as any of them: a conductor keeps only its listener, and
+/// without this its consumer would wait forever for a reconnection nobody makes.
+struct StopOnDrop(CancellationToken);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 impl AmqpTransport {
@@ -104,7 +117,7 @@ impl AmqpTransport {
         Ok(Self {
             prefix: prefix.to_owned(),
             session,
-            stop,
+            supervisor: Arc::new(StopOnDrop(stop)),
         })
     }
 
@@ -116,12 +129,6 @@ impl AmqpTransport {
     /// stops waiting when it ends, however it ends, so with no call in progress this is 0.
     pub fn waiting_calls(&self) -> usize {
         self.session.borrow().pending.len()
-    }
-}
-
-impl Drop for AmqpTransport {
-    fn drop(&mut self) {
-        self.stop.cancel();
     }
 }
 
@@ -159,13 +166,22 @@ impl Transport for AmqpTransport {
             .with_expiration(expiration(timeout));
         let round_trip = async {
             session
-                .publish(routing_key, &body, properties, &correlation_id, host)
+                .publish(
+                    routing_key.clone(),
+                    &body,
+                    properties,
+                    &correlation_id,
+                    host,
+                )
                 .await?;
-            reply_rx.await.unwrap_or_else(|_| {
-                Err(TransportError::Unavailable(
-                    "the reply queue was closed".to_owned(),
-                ))
-            })
+            tokio::select! {
+                reply = reply_rx => reply.unwrap_or_else(|_| {
+                    Err(TransportError::Unavailable(
+                        "the reply queue was closed".to_owned(),
+                    ))
+                }),
+                () = session.queue_gone(&routing_key) => Err(TransportError::Lost(host.to_owned())),
+            }
         };
         tokio::time::timeout(timeout, round_trip)
             .await
@@ -207,15 +223,19 @@ impl Transport for AmqpTransport {
         max_in_flight: usize,
         shutdown: CancellationToken,
     ) -> Result<Listener, TransportError> {
+        let (attached_tx, attached_rx) = watch::channel(false);
         let server = Server {
             sessions: self.session.clone(),
             queue: routing_key(&self.prefix, host)?,
             handler,
             max_in_flight: max_in_flight.max(1),
             shutdown,
+            attached: attached_tx,
+            _supervisor: self.supervisor.clone(),
         };
         let attached = server.attach().await?;
-        Ok(Listener::new(server.run(attached)))
+        server.attached.send_replace(true);
+        Ok(Listener::new(server.run(attached), attached_rx))
     }
 }
 
@@ -289,6 +309,10 @@ impl Session {
         let pending = Arc::new(PendingReplies::default());
         let lost = CancellationToken::new();
         tokio::spawn(route_replies(consumer, pending.clone(), lost.clone()));
+        tokio::spawn(lose_on_connection_error(
+            connection.events_listener(),
+            lost.clone(),
+        ));
         Ok(Arc::new(Self {
             connection,
             publisher,
@@ -307,6 +331,37 @@ impl Session {
             ));
         }
         Ok(())
+    }
+
+    /// Returns once `queue` is gone, checking every [`QUEUE_CHECK_INTERVAL`] (with a passive
+    /// declare on a channel of its own: a missing queue closes it). A conductor that dies takes
+    /// its auto-delete queue with it, and the requests it had taken or queued with it; their
+    /// callers learn it here within a check instead of at their timeout. Pends forever while
+    /// the queue exists or cannot be checked.
+    async fn queue_gone(&self, queue: &ShortString) {
+        loop {
+            tokio::time::sleep(QUEUE_CHECK_INTERVAL).await;
+            let Ok(channel) = self.connection.create_channel().await else {
+                continue;
+            };
+            let options = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            match channel
+                .queue_declare(queue.clone(), options, FieldTable::default())
+                .await
+            {
+                Ok(_) => {
+                    let _ = channel.close(200, "OK".into()).await;
+                }
+                Err(err) if matches!(err.kind(), lapin::ErrorKind::ProtocolError(e) if e.get_id() == 404) =>
+                {
+                    return;
+                }
+                Err(err) => debug!(error = %err, "Cannot check the conductor queue"),
+            }
+        }
     }
 
     /// Marks the session lost after a channel or connection error and describes it.
@@ -464,6 +519,40 @@ async fn route_replies(
     pending.fail_all("the connection to the message broker was lost");
 }
 
+/// Marks the session lost on the connection's first error, whoever notices it first: a
+/// conductor only consumes, and nothing else of its session might fail for the supervisor to see.
+async fn lose_on_connection_error(
+    events: impl futures::Stream<Item = lapin::Event> + Send + 'static,
+    lost: CancellationToken,
+) {
+    let mut events = pin!(events);
+    loop {
+        tokio::select! {
+            () = lost.cancelled() => return,
+            event = events.next() => match event {
+                Some(lapin::Event::Error(err)) if is_connection_error(&err) => {
+                    debug!(error = %err, "The broker connection failed");
+                    lost.cancel();
+                    return;
+                }
+                Some(_) => {}
+                None => return,
+            },
+        }
+    }
+}
+
+/// Whether an error ends the connection, rather than one channel (a soft protocol error such as
+/// the 404 of a passive declare closes only the channel it happened on).
+fn is_connection_error(err: &lapin::Error) -> bool {
+    use lapin::ErrorKind as K;
+    match err.kind() {
+        K::ProtocolError(e) => matches!(e.kind(), lapin::protocol::AMQPErrorKind::Hard(_)),
+        K::InvalidChannel(_) | K::InvalidChannelState(..) | K::ChannelsLimitReached => false,
+        _ => true,
+    }
+}
+
 /// Replaces the session each time it is lost, retrying with capped exponential backoff,
 /// until the transport is dropped.
 async fn reconnect_when_lost(
@@ -513,6 +602,9 @@ struct Server {
     handler: Arc<dyn RequestHandler>,
     max_in_flight: usize,
     shutdown: CancellationToken,
+    /// Whether the consumer is on its queue.
+    attached: watch::Sender<bool>,
+    _supervisor: Arc<StopOnDrop>,
 }
 
 /// A channel consuming the server's queue.
@@ -522,9 +614,25 @@ struct Attached {
 }
 
 impl Server {
-    /// Declares the queue and starts consuming it on a channel of its own.
+    /// Declares the queue and starts consuming it on a channel of its own, within
+    /// [`CONNECT_TIMEOUT`]. A failure on a connection that is no longer connected marks its
+    /// session lost, so that the supervisor replaces it.
     async fn attach(&self) -> Result<Attached, TransportError> {
         let session = live_session(&self.sessions)?;
+        let attached = tokio::time::timeout(CONNECT_TIMEOUT, self.attach_on(&session))
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportError::Unavailable(format!(
+                    "attaching to the queue timed out after {CONNECT_TIMEOUT:?}"
+                )))
+            });
+        if attached.is_err() && !session.connection.status().connected() {
+            session.lost.cancel();
+        }
+        attached
+    }
+
+    async fn attach_on(&self, session: &Session) -> Result<Attached, TransportError> {
         let channel = session
             .connection
             .create_channel()
@@ -566,7 +674,9 @@ impl Server {
     /// is lost with its channel or connection.
     async fn run(self, mut attached: Attached) -> Result<(), TransportError> {
         loop {
-            match self.consume(attached).await {
+            let consumed = self.consume(attached).await;
+            self.attached.send_replace(false);
+            match consumed {
                 Ok(()) => return Ok(()),
                 Err(err) => {
                     warn!(queue = %self.queue, error = %err, "Lost the consumer; attaching again")
@@ -592,11 +702,12 @@ impl Server {
                 match self.attach().await {
                     Ok(attached) => break attached,
                     Err(err) => {
-                        debug!(queue = %self.queue, error = %err, retry_in = ?delay, "Cannot attach yet");
+                        info!(queue = %self.queue, error = %err, retry_in = ?delay, "Cannot attach yet");
                         delay = (delay * 2).min(RECONNECT_MAX);
                     }
                 }
             };
+            self.attached.send_replace(true);
             info!(queue = %self.queue, "Consuming again");
         }
     }

@@ -119,16 +119,21 @@ impl Transport for LocalTransport {
             .insert(host.to_owned(), server.clone());
         let servers = self.servers.clone();
         let host = host.to_owned();
-        Ok(Listener::new(async move {
-            shutdown.cancelled().await;
-            // Stop routing here, then let the requests already taken finish.
-            if let Ok(mut map) = servers.write() {
-                map.remove(&host);
-            }
-            server.tracker.close();
-            server.tracker.wait().await;
-            Ok(())
-        }))
+        // In-process: attached from the start until shutdown, and never lost.
+        let (_, attached) = tokio::sync::watch::channel(true);
+        Ok(Listener::new(
+            async move {
+                shutdown.cancelled().await;
+                // Stop routing here, then let the requests already taken finish.
+                if let Ok(mut map) = servers.write() {
+                    map.remove(&host);
+                }
+                server.tracker.close();
+                server.tracker.wait().await;
+                Ok(())
+            },
+            attached,
+        ))
     }
 }
 

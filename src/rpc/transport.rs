@@ -6,6 +6,7 @@
 use std::{fmt, future::Future, sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +18,10 @@ pub enum TransportError {
     Timeout { host: String, after: Duration },
     #[error("message broker unavailable: {0}")]
     Unavailable(String),
+    /// The host's queue went away while the call waited for its reply: the conductor died or
+    /// stopped with the request delivered or queued, so it may or may not have been applied.
+    #[error("conductor {0} went away before it replied")]
+    Lost(String),
 }
 
 /// What a server does with one request body.
@@ -98,14 +103,26 @@ pub trait Transport: Send + Sync + 'static {
 /// It is transport-agnostic: a transport builds it from the future that serves the queue.
 pub struct Listener {
     serve: BoxFuture<'static, Result<(), TransportError>>,
+    attached: watch::Receiver<bool>,
 }
 
 impl Listener {
-    /// Wraps the future that handles requests until shutdown, then drains.
-    pub fn new(serve: impl Future<Output = Result<(), TransportError>> + Send + 'static) -> Self {
+    /// Wraps the future that handles requests until shutdown, then drains. `attached` says,
+    /// as it changes, whether the consumer is on its queue (false while a lost one re-attaches).
+    pub fn new(
+        serve: impl Future<Output = Result<(), TransportError>> + Send + 'static,
+        attached: watch::Receiver<bool>,
+    ) -> Self {
         Self {
             serve: Box::pin(serve),
+            attached,
         }
+    }
+
+    /// Whether the consumer is attached to its queue now, and its changes: a conductor that
+    /// cannot be reached must not offer itself to the hash ring.
+    pub fn attached(&self) -> watch::Receiver<bool> {
+        self.attached.clone()
     }
 
     /// Handles requests until the listener's shutdown token is cancelled, then stops

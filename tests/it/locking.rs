@@ -161,6 +161,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         power_state: None,
         maintenance: false,
         created_at: db::now(),
+        last_request_id: None,
         boot_interface: "fake".into(),
         console_interface: "no-console".into(),
         inspect_interface: "no-inspect".into(),

@@ -1,0 +1,252 @@
+//! The lease on a conductor's host name: one process at a time serves a host name, and the
+//! others can tell a conductor that is gone from one that is only busy, draining or cut off
+//! from the broker.
+//!
+//! The lease is the conductor's row: `instance` (this process's token), renewed (`updated_at`)
+//! every heartbeat interval while the process lives, whatever it is doing, and released
+//! (`instance` NULL) by a clean stop once it holds no node. `online` is separate: whether the
+//! conductor can take requests (its consumer is attached and it is not draining), which is what
+//! the hash rings use. Only a host whose lease ran out (not renewed for `heartbeat_timeout`) is
+//! gone, and only its locks are taken over.
+//!
+//! Fencing: the lease is taken with one compare-and-set ([`db::conductors::claim`]), so two
+//! processes starting under one name at once cannot both win; every renewal is conditional on
+//! the instance token, so a process whose name was claimed after its lease ran out learns it at
+//! its next renewal; and one that cannot renew stops its work before its lease can run out in
+//! the others' eyes (`heartbeat_timeout - heartbeat_interval` after its last renewal), then exits
+//! so that its restart recovers what it held. Node writes are fenced on top by the node lock:
+//! every write of a held node is conditional on `reservation` and `version`, and a take-over
+//! changes both.
+
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use tokio::{
+    sync::{Notify, watch},
+    time::Instant,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use super::Ctx;
+use crate::db::{self, conductors::Claim, models::Conductor};
+
+/// This process's hold on its host name, shared by everything the conductor runs.
+pub struct Lease {
+    /// The token that tells this process's renewals from a namesake's.
+    pub instance: String,
+    /// Cancelled once the lease is lost: not renewed in time, or claimed by another process.
+    lost: CancellationToken,
+    /// Whether the conductor wants to be in the hash rings (false from the start of a
+    /// graceful shutdown on).
+    serving: watch::Sender<bool>,
+    /// Whether the RPC consumer is attached to its queue (the listener's own watch, once it
+    /// listens).
+    attached: Mutex<watch::Receiver<bool>>,
+    /// Since when every renewal has reached the database; None while it cannot.
+    db_ok_since: Mutex<Option<Instant>>,
+    /// Wakes the keeper to write `online` at once.
+    wake: Notify,
+}
+
+impl Lease {
+    pub fn new() -> Lease {
+        Lease {
+            instance: uuid::Uuid::new_v4().to_string(),
+            lost: CancellationToken::new(),
+            serving: watch::Sender::new(false),
+            attached: Mutex::new(watch::channel(false).1),
+            db_ok_since: Mutex::new(None),
+            wake: Notify::new(),
+        }
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    pub async fn lost(&self) {
+        self.lost.cancelled().await;
+    }
+
+    /// Joins (true) or leaves (false) the hash rings at the next renewal, which this triggers.
+    pub fn set_serving(&self, serving: bool) {
+        self.serving.send_replace(serving);
+        self.wake.notify_one();
+    }
+
+    /// Follows the listener's consumer: offline while it is not attached.
+    pub fn follow_consumer(self: &Arc<Self>, mut attached: watch::Receiver<bool>) {
+        *self.attached.lock().unwrap_or_else(PoisonError::into_inner) = attached.clone();
+        let lease = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while attached.changed().await.is_ok() {
+                let Some(lease) = lease.upgrade() else { return };
+                lease.wake.notify_one();
+            }
+        });
+    }
+
+    fn online(&self) -> bool {
+        let attached = *self
+            .attached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .borrow();
+        *self.serving.borrow() && attached
+    }
+
+    /// Whether the database has taken every renewal for at least `period`. After an outage
+    /// every conductor's lease looks stale until its owner renews it: no take-over before all
+    /// of them had a whole lease period to do so.
+    pub fn db_ok_for(&self, period: Duration) -> bool {
+        self.db_ok_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|since| since.elapsed() >= period)
+    }
+
+    fn db_answered(&self, ok: bool) {
+        let mut since = self
+            .db_ok_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !ok {
+            *since = None;
+        } else if since.is_none() {
+            *since = Some(Instant::now());
+        }
+    }
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease::new()
+    }
+}
+
+/// Takes the lease on `ctx.host`, or fails when another process holds it. A row another process
+/// renewed within `heartbeat_timeout` is watched for two heartbeat intervals: if its renewal
+/// time moves, that process serves and this one refuses to start; if it stands still (a crash:
+/// this host restarting), the lease is taken from exactly that row. An embedded database is
+/// guarded by its file lock, so a row left there is this host's own, from before a crash.
+pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
+    let lease = &ctx.lease;
+    let host = &ctx.host;
+    let drivers = ctx.drivers.names();
+    let timeout =
+        chrono::Duration::from_std(ctx.config.heartbeat_timeout).unwrap_or(chrono::Duration::MAX);
+    let fresh = |c: &Conductor| c.updated_at >= db::now() - timeout;
+    let embedded = ctx.db.backend() == db::Backend::Sqlite;
+    let mut watched: Option<Conductor> = None;
+    for _ in 0..4 {
+        let claim = db::conductors::claim(
+            &ctx.db,
+            host,
+            &lease.instance,
+            &drivers,
+            &ctx.group,
+            watched.as_ref(),
+        )
+        .await
+        .context("claiming the conductor host name")?;
+        let row = match claim {
+            Claim::Claimed => {
+                lease.db_answered(true);
+                return Ok(());
+            }
+            Claim::Held(row) => row,
+        };
+        if embedded || !fresh(&row) {
+            // Nobody renews it: take exactly this row next round.
+            watched = Some(row);
+            continue;
+        }
+        info!(
+            conductor.host = %host,
+            "The host name {host} is leased by another process; checking that it still renews it"
+        );
+        tokio::time::sleep(ctx.config.heartbeat_interval * 2 + Duration::from_millis(500)).await;
+        let after = db::conductors::get(&ctx.db, host)
+            .await
+            .context("reading the conductor's row")?;
+        if after.instance.is_some()
+            && (after.instance != row.instance || after.updated_at != row.updated_at)
+        {
+            bail!(
+                "another conductor is serving as host {host}, or still finishing its work \
+                 (its lease is being renewed); wait for it to stop, or give this one a host \
+                 name of its own (--conductor-host)"
+            );
+        }
+        watched = after.instance.is_some().then_some(after);
+    }
+    bail!("could not claim the host name {host}: its lease kept changing hands")
+}
+
+/// Renews the lease every heartbeat interval (and at once when `online` should change) until
+/// `stop`. When the lease is lost (claimed by another process, or not renewed for
+/// `heartbeat_timeout - heartbeat_interval`), cancels the running work and marks the lease lost.
+pub async fn keep(ctx: Ctx, stop: CancellationToken) {
+    let lease = &ctx.lease;
+    let interval = ctx.config.heartbeat_interval;
+    // Stop working before the others may count this lease as run out.
+    let limit = ctx
+        .config
+        .heartbeat_timeout
+        .saturating_sub(interval)
+        .max(interval);
+    let mut renewed_at = Instant::now();
+    let mut was_online = None;
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = lease.wake.notified() => {}
+            () = tokio::time::sleep(interval) => {}
+        }
+        let online = lease.online();
+        let started = Instant::now();
+        match db::conductors::renew(&ctx.db, &ctx.host, &lease.instance, online).await {
+            Ok(true) => {
+                renewed_at = started;
+                lease.db_answered(true);
+                if was_online != Some(online) {
+                    info!(conductor.host = %ctx.host, online, "Conductor {} is {}", ctx.host,
+                        if online { "online" } else { "offline (not taking requests)" });
+                    was_online = Some(online);
+                }
+            }
+            Ok(false) => {
+                error!(
+                    conductor.host = %ctx.host,
+                    "Another process claimed the host name {} after this one's lease ran out; \
+                     stopping all work", ctx.host
+                );
+                fence(&ctx);
+                return;
+            }
+            Err(e) => {
+                lease.db_answered(false);
+                if renewed_at.elapsed() >= limit {
+                    error!(
+                        conductor.host = %ctx.host, error = %e,
+                        "The lease on {} could not be renewed for {:?}; stopping all work before \
+                         another conductor takes its nodes over", ctx.host, renewed_at.elapsed()
+                    );
+                    fence(&ctx);
+                    return;
+                }
+                warn!(error = %e, "Renewing the conductor lease failed; retrying");
+            }
+        }
+    }
+}
+
+fn fence(ctx: &Ctx) {
+    ctx.lease.lost.cancel();
+    ctx.abort_work.cancel();
+}
