@@ -124,7 +124,12 @@ async fn calls_fail_fast_while_the_broker_is_away_then_recover() {
         .listen("c1", Arc::new(Echo), 4, shutdown.clone())
         .await
         .expect("listen");
+    let attached = listener.attached();
+    assert!(*attached.borrow(), "attached once listening");
     let serving = tokio::spawn(listener.run());
+    // A conductor keeps only its listener: the server's reconnection must not depend on the
+    // transport handle (dropping it once stopped the reconnecting supervisor for good).
+    drop(server);
     let timeout = Duration::from_secs(5);
     let reply = client
         .call("c1", "req-1", b"ping".to_vec(), timeout)
@@ -157,6 +162,10 @@ async fn calls_fail_fast_while_the_broker_is_away_then_recover() {
         .await
         .expect_err("the broker is still away");
     assert!(matches!(err, TransportError::Unavailable(_)), "{err:?}");
+    assert!(
+        !*attached.borrow(),
+        "the consumer reports it is not attached"
+    );
 
     proxy.restore();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -170,6 +179,11 @@ async fn calls_fail_fast_while_the_broker_is_away_then_recover() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    assert!(
+        *attached.borrow(),
+        "the consumer reports it is attached again"
+    );
 
     shutdown.cancel();
     tokio::time::timeout(timeout, serving)

@@ -18,3 +18,4 @@ mod embedded;
 mod failures;
 mod locking;
 mod node_features;
+mod resilience;
