@@ -141,7 +141,16 @@ pub async fn run_all_in_one(config: Config, shutdown: CancellationToken) -> anyh
     let ctx = conductor::Context::new(db.clone(), config.conductor.clone());
     // The conductor serves before the API takes its first request.
     let serving = conductor::start(ctx, transport.clone(), shutdown.clone()).await?;
-    let conductor = tokio::spawn(serving.run());
+    // A conductor that stops by itself (it lost its lease) takes the API with it: the process
+    // exits with its error rather than serve requests nobody can carry out.
+    let conductor = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            let stopped = serving.run().await;
+            shutdown.cancel();
+            stopped
+        }
+    });
     let state = api_state(&config, db, transport);
     let served = serve_api(&config, state, shutdown.clone(), || banner(&config)).await;
     // The API stops with the signal (or failed to start: then stop the conductor too).
