@@ -12,6 +12,7 @@ pub mod error_body;
 pub mod extract;
 pub mod nodes;
 pub mod routing;
+pub mod server;
 pub mod traits;
 pub mod views;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::{FromRequestParts, Request, State},
+    extract::{DefaultBodyLimit, FromRequestParts, Request, State},
     http::{header, request::Parts},
     middleware,
     routing::get,
@@ -89,6 +90,8 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(catch_panics))
+        .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
+        .layer(middleware::from_fn(extract::refuse_oversized_body))
         .layer(middleware::from_fn(extract::version_and_request_id))
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash

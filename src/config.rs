@@ -43,6 +43,10 @@ pub struct ApiConfig {
     /// How long the API trusts its view of the online conductors before reading it again.
     #[serde(with = "seconds")]
     pub hash_ring_reset_interval: Duration,
+    /// How long a client may take to send a request's head (line and headers) before its
+    /// connection is closed; also how long an idle keep-alive connection stays open.
+    #[serde(with = "seconds")]
+    pub header_read_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -103,6 +107,7 @@ impl Default for ApiConfig {
         ApiConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 6385)),
             hash_ring_reset_interval: Duration::from_secs(15),
+            header_read_timeout: crate::api::server::DEFAULT_HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -154,6 +159,9 @@ pub struct ConfigArgs {
     pub rpc_timeout: Option<Duration>,
     #[arg(long, env = "FERRUM_API_BIND")]
     pub api_bind: Option<SocketAddr>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_API_HEADER_TIMEOUT", value_parser = parse_seconds)]
+    pub api_header_timeout: Option<Duration>,
     #[arg(long, env = "FERRUM_CONDUCTOR_HOST")]
     pub conductor_host: Option<String>,
     #[arg(long, env = "FERRUM_CONDUCTOR_GROUP")]
@@ -240,6 +248,7 @@ impl Config {
         set(&mut self.transport.prefix, &a.transport_prefix);
         set(&mut self.transport.rpc_timeout, &a.rpc_timeout);
         set(&mut self.api.bind, &a.api_bind);
+        set(&mut self.api.header_read_timeout, &a.api_header_timeout);
         set(&mut self.conductor.host, &a.conductor_host);
         set(&mut self.conductor.conductor_group, &a.conductor_group);
         set(
@@ -292,6 +301,9 @@ impl Config {
         }
         if self.transport.rpc_timeout.is_zero() {
             return invalid("transport.rpc_timeout", "must be above 0");
+        }
+        if self.api.header_read_timeout.is_zero() {
+            return invalid("api.header_read_timeout", "must be above 0");
         }
         let host = &self.conductor.host;
         if host.is_empty() || host.len() > 255 || host.contains(char::is_whitespace) {
@@ -369,6 +381,10 @@ mod tests {
         assert_eq!(c.conductor.lock_retry_interval, Duration::from_millis(250));
         assert_eq!(c.api.bind.port(), 7000);
         assert_eq!(c.conductor.lock_retry_attempts, 3);
+        assert_eq!(
+            c.api.header_read_timeout,
+            crate::api::server::DEFAULT_HEADER_READ_TIMEOUT
+        );
     }
 
     #[test]
@@ -379,6 +395,13 @@ mod tests {
         };
         let err = Config::load(&args).unwrap_err().to_string();
         assert!(err.contains("database.url"), "{err}");
+        let err = Config::load(&ConfigArgs {
+            api_header_timeout: Some(Duration::ZERO),
+            ..ConfigArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("api.header_read_timeout"), "{err}");
 
         let dir = std::env::temp_dir().join(format!("ferrum-config-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

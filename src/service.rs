@@ -90,10 +90,14 @@ async fn serve_api(
         .await
         .with_context(|| format!("cannot listen on {}", config.api.bind))?;
     banner();
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .context("API server")
+    api::server::serve(
+        listener,
+        api::router(state),
+        config.api.header_read_timeout,
+        shutdown,
+    )
+    .await;
+    Ok(())
 }
 
 /// `ferrum api`: serves the REST API until `shutdown`, then finishes in-flight requests.

@@ -10,6 +10,7 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 
+use super::server::MAX_BODY_BYTES;
 use crate::error::Error;
 
 pub const MIN_VERSION: ApiVersion = ApiVersion(1);
@@ -172,6 +173,27 @@ pub async fn version_and_request_id(mut request: Request, next: Next) -> Respons
     response
 }
 
+/// Middleware: a request whose declared `Content-Length` exceeds [`MAX_BODY_BYTES`] gets 413
+/// before a byte of its body is read (hyper then closes the connection rather than read it). A
+/// chunked body is cut at the same size by the body limit [`ApiJson`] reads under.
+pub async fn refuse_oversized_body(request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return body_too_large().into_response();
+    }
+    next.run(request).await
+}
+
+fn body_too_large() -> Error {
+    Error::PayloadTooLarge(format!(
+        "The request body is too large: the limit is {MAX_BODY_BYTES} bytes."
+    ))
+}
+
 /// A JSON body; malformed JSON, a wrong content type or a bad shape is a 400/415 in Ironic's
 /// envelope naming the problem.
 pub struct ApiJson<T>(pub T);
@@ -195,7 +217,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         }
         let body = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status().as_u16() == 413 {
-                Error::PayloadTooLarge("The request body is too large.".to_owned())
+                body_too_large()
             } else {
                 Error::InvalidParameterValue(format!("Could not read the request body: {e}"))
             }

@@ -29,6 +29,8 @@ pub struct ClusterOptions {
     pub heartbeat_timeout: f64,
     /// The conductor group of conductor i (`""` where the list is short).
     pub conductor_groups: Vec<String>,
+    /// Seconds the API gives a client to send a request head (None: Ferrum's default).
+    pub api_header_timeout: Option<f64>,
 }
 
 impl Default for ClusterOptions {
@@ -43,6 +45,7 @@ impl Default for ClusterOptions {
             graceful_shutdown_timeout: 5.0,
             heartbeat_timeout: 10.0,
             conductor_groups: Vec::new(),
+            api_header_timeout: None,
         }
     }
 }
@@ -90,7 +93,7 @@ impl Cluster {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("ferrum-it-{id}"));
         std::fs::create_dir_all(&dir).expect("log dir");
-        let env: Vec<(String, String)> = [
+        let mut env: Vec<(String, String)> = [
             ("FERRUM_DATABASE_URL", db.url.clone()),
             ("FERRUM_DATABASE_POOL_SIZE", "8".to_owned()),
             ("FERRUM_TRANSPORT_URL", transport),
@@ -120,6 +123,9 @@ impl Cluster {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        if let Some(timeout) = options.api_header_timeout {
+            env.push(("FERRUM_API_HEADER_TIMEOUT".to_owned(), timeout.to_string()));
+        }
         let mut cluster = Cluster {
             stack: options.stack,
             db,

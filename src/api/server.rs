@@ -1,0 +1,195 @@
+//! The HTTP/1.1 server under the router: the accept loop, the request limits every connection
+//! gets, and graceful shutdown (stop accepting, let the requests in flight finish, close idle
+//! keep-alive connections). It knows nothing of Ironic: the router answers every request, its
+//! errors included; only what hyper refuses before a request exists (a head too large or too
+//! slow) is answered, or cut, here.
+
+use std::{io, time::Duration};
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    service::TowerToHyperService,
+};
+use tokio::net::TcpListener;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::{debug, error};
+
+// The request limits, all in one place (README "Limits" states them).
+
+/// The largest request body, declared (`Content-Length`, refused with 413 before the body is
+/// read) or streamed (chunked, cut with 413 when it gets there). 2 MiB, axum's default: a node
+/// document or a JSON patch is a few KiB.
+pub const MAX_BODY_BYTES: usize = 2 << 20;
+
+/// The largest request head: request line plus header fields. Beyond it hyper answers 431 and
+/// closes the connection instead of buffering more. 64 KiB leaves room for large tokens.
+/// (The number of header fields is capped too, at hyper's fixed 100, also with 431: setting
+/// another count makes hyper allocate the field array on the heap for every request.)
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// The default of `api.header_read_timeout`: how long a client may take to send a complete
+/// request head, counted from the connection's start or from the end of the previous response.
+/// Past it the connection is closed without an answer, so a client dripping its headers holds
+/// a connection for 10 s at most; it is also how long an idle keep-alive connection stays open.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long to wait before accepting again after an error other than a failed handshake (out of
+/// file descriptors, typically), as hyper and axum do.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// Serves `app` on `listener` until `shutdown`; then stops accepting, tells every connection to
+/// close once its request in flight is answered, and returns when all have closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    header_read_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_header_size(MAX_HEADER_BYTES);
+    let connections = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                if !is_connection_error(&e) {
+                    error!(error = %e, "cannot accept a connection");
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
+                    }
+                }
+                continue;
+            }
+        };
+        // Responses are written whole: do not hold their last segment back (Nagle).
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            // A client gone, a head too large or too slow: the client's problem, not ours.
+            if let Err(e) = ended {
+                debug!(error = %e, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+}
+
+/// An error of one connection's handshake, not of the listener: accept the next one at once.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::routing::get;
+    use tokio::{
+        io::{AsyncReadExt as _, AsyncWriteExt as _},
+        net::TcpStream,
+        sync::{Notify, oneshot},
+    };
+
+    use super::*;
+
+    /// Shutdown lets a request in flight finish and be answered, closes idle keep-alive
+    /// connections, stops accepting, and then `serve` returns.
+    #[tokio::test]
+    async fn shutdown_finishes_requests_in_flight() {
+        let entered = Arc::new(Notify::new());
+        let (release, released) = oneshot::channel::<()>();
+        let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
+        let app = Router::new().route("/", get(|| async { "idle" })).route(
+            "/slow",
+            get({
+                let entered = entered.clone();
+                move || {
+                    let (entered, released) = (entered.clone(), released.clone());
+                    async move {
+                        entered.notify_one();
+                        let released = released.lock().await.take();
+                        if let Some(released) = released {
+                            let _ = released.await;
+                        }
+                        "done"
+                    }
+                }
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            app,
+            DEFAULT_HEADER_READ_TIMEOUT,
+            shutdown.clone(),
+        ));
+
+        // An idle keep-alive connection, after one answered request.
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        idle.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0; 1024];
+        let n = idle.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+
+        let mut busy = TcpStream::connect(addr).await.unwrap();
+        busy.write_all(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        entered.notified().await;
+        shutdown.cancel();
+        // The idle connection is closed; the busy one still gets its answer.
+        let n = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut buf))
+            .await
+            .expect("idle connection closed")
+            .unwrap();
+        assert_eq!(n, 0);
+        assert!(!server.is_finished());
+        release.send(()).unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), busy.read_to_end(&mut answer))
+            .await
+            .expect("answered, then closed")
+            .unwrap();
+        let answer = String::from_utf8(answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("done"), "{answer}");
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("serve returns")
+            .unwrap();
+        assert!(TcpStream::connect(addr).await.is_err());
+    }
+}
