@@ -16,5 +16,6 @@ mod db;
 mod deploy;
 mod embedded;
 mod failures;
+mod faults;
 mod locking;
 mod node_features;
