@@ -3,11 +3,12 @@
 //! The fake deploy reads two optional `driver_info` keys so tests can observe the middle of a
 //! deploy and its failure paths: `fake_deploy_delay` (seconds the deploy takes) and
 //! `fake_deploy_panic` (a message the deploy panics with, to prove a panicking driver cannot wedge
-//! a node).
+//! a node). Each run of the deploy step logs "fake deploy started on node <uuid>" at INFO.
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+use tracing::info;
 
 use super::{
     DeployInterface, DeployOutcome, DriverError, HardwareType, ManagementInterface, PowerInterface,
@@ -116,6 +117,10 @@ impl DeployInterface for FakeDeploy {
     }
 
     async fn deploy(&self, node: &Node) -> Result<DeployOutcome, DriverError> {
+        // One stable line per run of the deploy step: the fault suite counts them to find a
+        // deploy that ran twice.
+        let uuid = &node.uuid;
+        info!(node.uuid = %uuid, "fake deploy started on node {uuid}");
         if let Some(delay) = Self::delay(node)? {
             tokio::time::sleep(delay).await;
         }

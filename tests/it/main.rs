@@ -16,6 +16,7 @@ mod db;
 mod deploy;
 mod embedded;
 mod failures;
+mod faults;
 mod limits;
 mod locking;
 mod node_features;

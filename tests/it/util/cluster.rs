@@ -31,6 +31,13 @@ pub struct ClusterOptions {
     pub conductor_groups: Vec<String>,
     /// Seconds the API gives a client to send a request head (None: Ferrum's default).
     pub api_header_timeout: Option<f64>,
+    /// A MySQL server (`mysql://user@host:port`, no database) to use instead of the shared one,
+    /// e.g. a [`PrivateMariaDb`](super::PrivateMariaDb) the test kills; the cluster makes its
+    /// database there. Multi-host only.
+    pub mysql_url: Option<String>,
+    /// An AMQP URL to use instead of the shared broker, e.g. a
+    /// [`PrivateRabbit`](super::PrivateRabbit)'s. Multi-host only.
+    pub amqp_url: Option<String>,
 }
 
 impl Default for ClusterOptions {
@@ -46,6 +53,8 @@ impl Default for ClusterOptions {
             heartbeat_timeout: 10.0,
             conductor_groups: Vec::new(),
             api_header_timeout: None,
+            mysql_url: None,
+            amqp_url: None,
         }
     }
 }
@@ -82,12 +91,15 @@ impl Cluster {
         let (db, transport, conductors) = match options.stack {
             Stack::Embedded => (TestDb::sqlite_file(), "local".to_owned(), 1),
             Stack::MultiHost => {
-                let amqp = amqp_url()?;
-                (
-                    TestDb::new(Stack::MultiHost).await?,
-                    amqp,
-                    options.conductors,
-                )
+                let amqp = match &options.amqp_url {
+                    Some(url) => url.clone(),
+                    None => amqp_url()?,
+                };
+                let db = match &options.mysql_url {
+                    Some(server) => TestDb::on_server(server).await,
+                    None => TestDb::new(Stack::MultiHost).await?,
+                };
+                (db, amqp, options.conductors)
             }
         };
         let port = free_port();
@@ -233,6 +245,35 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Starts the API process again (after a kill) and waits until it answers.
+    pub async fn restart_api(&mut self) {
+        self.spawn("api", &["api"], &[]);
+        self.api.wait_up(Duration::from_secs(30)).await;
+    }
+
+    /// Starts one more conductor process, named `name` (for `kill`, `log_of`, ...), serving as
+    /// `host`, which need not be one of `conductor_hosts`; stopped with the cluster.
+    pub fn spawn_conductor_as(&mut self, name: &str, host: &str) {
+        self.spawn(
+            name,
+            &["conductor"],
+            &[
+                ("FERRUM_CONDUCTOR_HOST", host.to_owned()),
+                ("FERRUM_CONDUCTOR_GROUP", String::new()),
+            ],
+        );
+    }
+
+    /// The exit status of process `name` if it has exited, without waiting.
+    pub fn exit_status(&mut self, name: &str) -> Option<std::process::ExitStatus> {
+        self.child(name).and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// The names of every process started so far (for `log_of`).
+    pub fn process_names(&self) -> Vec<String> {
+        self.procs.iter().map(|p| p.name.clone()).collect()
     }
 
     pub async fn wait_ready(&self) {

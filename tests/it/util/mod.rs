@@ -2,9 +2,12 @@
 //! database per test, and a cluster of real `ferrum` processes driven over HTTP.
 
 pub mod cluster;
+pub mod load;
+pub mod private;
 pub mod services;
 
 pub use cluster::{Api, Cluster, ClusterOptions};
+pub use private::{PrivateMariaDb, PrivateRabbit};
 pub use services::{Stack, TestDb, amqp_url, clients_venv};
 
 /// Defines a test that runs once per stack, as `name::embedded` and `name::multi_host`: one

@@ -160,26 +160,69 @@ impl TestDb {
 
     async fn mysql() -> Option<TestDb> {
         let server = mysql_url()?;
+        Some(TestDb::create_on(server, true).await)
+    }
+
+    /// A fresh, migrated database on the MySQL server at `server` (`mysql://user@host:port`),
+    /// e.g. a private one a test kills and restarts.
+    pub async fn on_server(server: &str) -> TestDb {
+        let db = TestDb::create_on(server.to_owned(), false).await;
+        db.db.migrate().await.expect("migrate test database");
+        db
+    }
+
+    /// A new pool on the same database, for a test that restarted the server under the old one.
+    pub fn reconnect(&mut self) {
+        let size = if matches!(self.cleanup, Cleanup::Directory(_)) {
+            2
+        } else {
+            4
+        };
+        self.db = Db::connect(&self.url, size).expect("pool");
+    }
+
+    async fn create_on(server: String, sweep: bool) -> TestDb {
         let mut admin = AsyncMysqlConnection::establish(&format!("{server}/mysql"))
             .await
             .unwrap_or_else(|e| panic!("cannot connect to MySQL at {server}: {e}"));
-        sweep_leftovers(&mut admin).await;
-        let name = format!("ferrum_t_{}", random_suffix());
+        if sweep {
+            sweep_leftovers(&mut admin).await;
+        }
+        // The process id lets a later run tell a leftover from a database in use.
+        let name = format!("ferrum_t_{}_{}", std::process::id(), random_suffix());
         diesel::sql_query(format!("CREATE DATABASE {name}"))
             .execute(&mut admin)
             .await
             .expect("create test database");
         let url = format!("{server}/{name}");
-        Some(TestDb {
+        TestDb {
             db: Db::connect(&url, 4).expect("pool"),
             url,
             cleanup: Cleanup::MysqlDatabase { server, name },
-        })
+        }
     }
 }
 
+/// The test process a database name says made it: `ferrum_t_<pid>_<random>`.
+fn owner_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("ferrum_t_")?
+        .split_once('_')?
+        .0
+        .parse()
+        .ok()
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
 /// Databases left by test runs that were killed: dropped once per test process, before any test
-/// of this process has made its own.
+/// of this process has made its own. Only those of a test process that no longer runs on this
+/// machine (and older than a few minutes, in case the server is shared with other machines), or,
+/// for names without a process id, with no table made in the last hours: other test processes
+/// (other worktrees, other engineers) may be using the same server at the same time.
 async fn sweep_leftovers(admin: &mut AsyncMysqlConnection) {
     static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     SWEPT
@@ -191,9 +234,32 @@ async fn sweep_leftovers(admin: &mut AsyncMysqlConnection) {
             .await
             .unwrap_or_default();
             for n in names {
-                let _ = diesel::sql_query(format!("DROP DATABASE IF EXISTS {}", n.name))
-                    .execute(admin)
-                    .await;
+                let name = n.name;
+                if !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    continue;
+                }
+                let min_age_minutes = match owner_pid(&name) {
+                    Some(pid) if std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+                        continue;
+                    }
+                    Some(_) => 10,
+                    None => 360,
+                };
+                let recent: Vec<Count> = diesel::sql_query(format!(
+                    "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = '{name}' \
+                     AND create_time > NOW() - INTERVAL {min_age_minutes} MINUTE"
+                ))
+                .load(admin)
+                .await
+                .unwrap_or_default();
+                if matches!(recent.as_slice(), [c] if c.n == 0) {
+                    let _ = diesel::sql_query(format!("DROP DATABASE IF EXISTS {name}"))
+                        .execute(admin)
+                        .await;
+                }
             }
         })
         .await;
