@@ -173,19 +173,35 @@ pub async fn version_and_request_id(mut request: Request, next: Next) -> Respons
     response
 }
 
+/// A body over the limit but declared at most this large is read (and dropped) before the 413
+/// goes out, within [`DRAIN_TIME`]: a client still writing it would otherwise get a broken
+/// pipe instead of the answer. A larger one is answered at once, and the connection closed.
+const DRAIN_MAX_BYTES: u64 = 4 * MAX_BODY_BYTES as u64;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Middleware: a request whose declared `Content-Length` exceeds [`MAX_BODY_BYTES`] gets 413
-/// before a byte of its body is read (hyper then closes the connection rather than read it). A
-/// chunked body is cut at the same size by the body limit [`ApiJson`] reads under.
+/// without its body reaching a handler; only a body up to [`DRAIN_MAX_BYTES`] is read at all
+/// (see there). A chunked body is cut at the same size by the body limit [`ApiJson`] reads
+/// under.
 pub async fn refuse_oversized_body(request: Request, next: Next) -> Response {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return body_too_large().into_response();
+    match declared {
+        Some(len) if len > DRAIN_MAX_BYTES => body_too_large().into_response(),
+        Some(len) if len > MAX_BODY_BYTES as u64 => {
+            use futures::StreamExt as _;
+            let mut body = request.into_body().into_data_stream();
+            let _ = tokio::time::timeout(DRAIN_TIME, async {
+                while let Some(Ok(_)) = body.next().await {}
+            })
+            .await;
+            body_too_large().into_response()
+        }
+        _ => next.run(request).await,
     }
-    next.run(request).await
 }
 
 fn body_too_large() -> Error {

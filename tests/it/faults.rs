@@ -189,10 +189,6 @@ async fn conductor_killed(name: &str, restart: bool) {
     };
     let Some(mut cluster) = Cluster::start(ClusterOptions {
         mysql_url: Some(mariadb.url()),
-        // Longer than the outage: a conductor that cannot renew its lease for
-        // `heartbeat_timeout - heartbeat_interval` stops its work and exits (its restart would
-        // recover), which this scenario is not about.
-        heartbeat_timeout: 40.0,
         ..options()
     })
     .await
@@ -318,10 +314,6 @@ async fn api_killed_and_restarted() {
     };
     let Some(mut cluster) = Cluster::start(ClusterOptions {
         mysql_url: Some(mariadb.url()),
-        // Longer than the outage: a conductor that cannot renew its lease for
-        // `heartbeat_timeout - heartbeat_interval` stops its work and exits (its restart would
-        // recover), which this scenario is not about.
-        heartbeat_timeout: 40.0,
         ..options()
     })
     .await
