@@ -57,9 +57,10 @@ const CAST_CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a conductor queue may stay unused (no consumer) before the broker deletes it.
 /// Auto-delete only fires once a queue has had a consumer; this covers the others.
 const QUEUE_EXPIRES: Duration = Duration::from_secs(60);
-/// First and largest delay between reconnection attempts.
+/// First and largest delay between reconnection attempts: a refused connection costs the
+/// broker next to nothing, and a short cap serves again within ~2 s of its return.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(10);
+const RECONNECT_MAX: Duration = Duration::from_secs(2);
 /// RabbitMQ refuses a per-message TTL above 2^32-1 ms by closing the channel.
 const MAX_EXPIRATION_MS: u128 = u32::MAX as u128;
 /// RabbitMQ 4's default `max_message_size`. A larger message closes the publishing
