@@ -173,7 +173,8 @@ impl Serving {
         if lease_lost {
             ctx.tracker.wait().await;
             anyhow::bail!(
-                "conductor {host} lost its lease on the host name; its work was stopped, and its                  next start recovers the nodes it still holds"
+                "conductor {host} lost its lease on the host name; its work was stopped, and its \
+                 next start recovers the nodes it still holds"
             );
         }
         if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
@@ -183,6 +184,11 @@ impl Serving {
             warn!("graceful shutdown period over; failing the work still running");
             ctx.abort_work.cancel();
             ctx.tracker.wait().await;
+        }
+        if ctx.lease.is_lost() {
+            // Lost while draining: the name may be another process's by now, and its nodes
+            // with it; the next start under this name recovers what is still ours.
+            anyhow::bail!("conductor {host} lost its lease on the host name while stopping");
         }
         recover_held_nodes(
             &ctx,

@@ -229,6 +229,10 @@ pub fn classify(e: &diesel::result::Error) -> Failure {
                 Failure::Answered
             }
         }
+        // The reply was read whole; only turning it into values (or the query into SQL) failed.
+        E::DeserializationError(_) | E::SerializationError(_) | E::QueryBuilderError(_) => {
+            Failure::Answered
+        }
         // A broken transaction manager or a half-read reply: the connection cannot be trusted.
         _ => Failure::ConnectionLost,
     }

@@ -141,6 +141,27 @@ impl RpcRequest {
         self.routing().uuid
     }
 
+    /// What the request asks for, as a stable 64-bit digest (FNV-1a over its JSON form): the
+    /// node as the API read it is left out (a retry reads it afresh), except for a create,
+    /// whose node is what it asks for. Two requests under one request id (OpenStack's global
+    /// request id names a whole operation, several calls) are told apart by it; a retry of
+    /// one request has the same digest.
+    pub fn digest(&self) -> u64 {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if !matches!(self, RpcRequest::CreateNode { .. })
+            && let Some(variant) = value.as_object_mut().and_then(|o| o.values_mut().next())
+            && let Some(fields) = variant.as_object_mut()
+        {
+            fields.remove("node");
+        }
+        value
+            .to_string()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            })
+    }
+
     /// What picks the conductor on the hash ring.
     pub fn routing(&self) -> Route<'_> {
         match self {

@@ -129,6 +129,8 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
 fn client_request_id(headers: &axum::http::HeaderMap) -> Option<String> {
     let id = headers.get("x-openstack-request-id")?.to_str().ok()?;
     let uuid = id.strip_prefix("req-")?;
+    // The hyphenated form only, as Ironic's own ids are.
+    (uuid.len() == 36).then_some(())?;
     uuid::Uuid::try_parse(uuid).ok()?;
     Some(id.to_owned())
 }

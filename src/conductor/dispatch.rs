@@ -59,8 +59,9 @@ impl RequestHandler for Dispatcher {
             )))
         } else {
             let ctx = self.ctx.clone();
-            let request_id = envelope.request_id.clone();
-            AssertUnwindSafe(super::task::REQUEST_ID.scope(request_id, dispatch(ctx, envelope)))
+            // The key a node records: the request id and what was asked (see `digest`).
+            let key = format!("{}/{:016x}", envelope.request_id, envelope.request.digest());
+            AssertUnwindSafe(super::task::REQUEST_ID.scope(key, dispatch(ctx, envelope)))
                 .catch_unwind()
                 .instrument(span.clone())
                 .await

@@ -167,21 +167,30 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
         }
         info!(
             conductor.host = %host,
-            "The host name {host} is leased by another process; checking that it still renews it"
+            "The host name {host} is leased by another process; waiting for its lease to run \
+             out, unless it renews it"
         );
-        tokio::time::sleep(ctx.config.heartbeat_interval * 2 + Duration::from_millis(500)).await;
-        let after = db::conductors::get(&ctx.db, host)
-            .await
-            .context("reading the conductor's row")?;
-        if after.instance.is_some()
-            && (after.instance != row.instance || after.updated_at != row.updated_at)
-        {
-            bail!(
-                "another conductor is serving as host {host}, or still finishing its work \
-                 (its lease is being renewed); wait for it to stop, or give this one a host \
-                 name of its own (--conductor-host)"
-            );
-        }
+        // Its holder may be alive but cut off from the database: it stops its work only when
+        // its lease would run out, so the row is taken only once it stood still that long.
+        let after = loop {
+            tokio::time::sleep(ctx.config.heartbeat_interval * 2 + Duration::from_millis(500))
+                .await;
+            let after = db::conductors::get(&ctx.db, host)
+                .await
+                .context("reading the conductor's row")?;
+            if after.instance.is_some()
+                && (after.instance != row.instance || after.updated_at != row.updated_at)
+            {
+                bail!(
+                    "another conductor is serving as host {host}, or still finishing its work \
+                     (its lease is being renewed); wait for it to stop, or give this one a \
+                     host name of its own (--conductor-host)"
+                );
+            }
+            if after.instance.is_none() || !fresh(&after) {
+                break after;
+            }
+        };
         watched = after.instance.is_some().then_some(after);
     }
     bail!("could not claim the host name {host}: its lease kept changing hands")
@@ -193,24 +202,45 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
 pub async fn keep(ctx: Ctx, stop: CancellationToken) {
     let lease = &ctx.lease;
     let interval = ctx.config.heartbeat_interval;
-    // Stop working before the others may count this lease as run out.
+    // Stop working before the others may count this lease as run out; but never before the
+    // next renewal (one interval on) has had an interval to answer.
     let limit = ctx
         .config
         .heartbeat_timeout
         .saturating_sub(interval)
-        .max(interval);
+        .max(interval * 2);
     let mut renewed_at = Instant::now();
     let mut was_online = None;
     loop {
-        tokio::select! {
+        // Whatever a renewal is doing (a statement can hang on a half-open socket), the work
+        // stops at the deadline.
+        let deadline = renewed_at + limit;
+        let renewed = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            () = lease.wake.notified() => {}
-            () = tokio::time::sleep(interval) => {}
-        }
-        let online = lease.online();
-        let started = Instant::now();
-        match db::conductors::renew(&ctx.db, &ctx.host, &lease.instance, online).await {
+            () = tokio::time::sleep_until(deadline) => None,
+            renewed = async {
+                tokio::select! {
+                    () = lease.wake.notified() => {}
+                    () = tokio::time::sleep(interval) => {}
+                }
+                let online = lease.online();
+                let started = Instant::now();
+                let outcome =
+                    db::conductors::renew(&ctx.db, &ctx.host, &lease.instance, online).await;
+                (started, online, outcome)
+            } => Some(renewed),
+        };
+        let Some((started, online, outcome)) = renewed else {
+            error!(
+                conductor.host = %ctx.host,
+                "The lease on {} could not be renewed for {:?}; stopping all work before \
+                 another conductor takes its nodes over", ctx.host, renewed_at.elapsed()
+            );
+            fence(&ctx);
+            return;
+        };
+        match outcome {
             Ok(true) => {
                 renewed_at = started;
                 lease.db_answered(true);
@@ -231,15 +261,6 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
             }
             Err(e) => {
                 lease.db_answered(false);
-                if renewed_at.elapsed() >= limit {
-                    error!(
-                        conductor.host = %ctx.host, error = %e,
-                        "The lease on {} could not be renewed for {:?}; stopping all work before \
-                         another conductor takes its nodes over", ctx.host, renewed_at.elapsed()
-                    );
-                    fence(&ctx);
-                    return;
-                }
                 warn!(error = %e, "Renewing the conductor lease failed; retrying");
             }
         }

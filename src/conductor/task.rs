@@ -29,9 +29,10 @@ use crate::{
 };
 
 tokio::task_local! {
-    /// The id of the request being handled (the caller's `X-OpenStack-Request-Id`), set by the
-    /// dispatcher around each request; workers run outside it. [`change_node`] records it on
-    /// the node it changes and answers a repeat of it as already applied.
+    /// The request being handled, as `<request id>/<digest of what it asks>` (the request id
+    /// is the caller's `X-OpenStack-Request-Id` or the API's own), set by the dispatcher around
+    /// each request; workers run outside it. [`change_node`] records it on the node it changes
+    /// and answers a repeat of the same request as already applied.
     pub static REQUEST_ID: String;
 }
 
@@ -225,6 +226,7 @@ impl Task {
         }
         let changes = changes.touch();
         let mut backoff = WRITE_RETRY_MIN;
+        let mut retried = false;
         loop {
             let written = db::nodes::update_held(
                 &self.ctx.db,
@@ -238,8 +240,16 @@ impl Task {
             let cause = match written {
                 Ok(()) => break,
                 Err(Error::DatabaseUnavailable(cause)) => cause,
+                // A lost attempt may have committed after the check below read the row.
+                Err(e) if retried => {
+                    match db::nodes::get_by_uuid(&self.ctx.db, &self.node.uuid).await {
+                        Ok(fresh) if self.landed(&fresh, &changes) => break,
+                        _ => return Err(e),
+                    }
+                }
                 Err(e) => return Err(e),
             };
+            retried = true;
             // The outcome is kept and written once the database is back, unless the lease is
             // lost meanwhile: then this host's restart or a take-over decides.
             if self.ctx.lease.is_lost() {
@@ -253,12 +263,7 @@ impl Task {
             // have bumped the version of a node this task holds, to exactly this `updated_at`.
             match db::nodes::get_by_uuid(&self.ctx.db, &self.node.uuid).await {
                 Ok(fresh) if fresh.version == self.node.version => {}
-                Ok(fresh)
-                    if fresh.version == self.node.version + 1
-                        && changes.updated_at == Some(fresh.updated_at) =>
-                {
-                    break;
-                }
+                Ok(fresh) if self.landed(&fresh, &changes) => break,
                 Ok(fresh) => {
                     return Err(Error::NodeLocked {
                         node: fresh.uuid,
@@ -274,6 +279,13 @@ impl Task {
         }
         changes.mirror_into(&mut self.node)?;
         Ok(())
+    }
+
+    /// Whether `fresh` is the row after `changes` (as this task was about to write them)
+    /// landed: only this task's write can move a node it holds to the next version, and it
+    /// stamps its own `updated_at`.
+    fn landed(&self, fresh: &Node, changes: &NodeChanges) -> bool {
+        fresh.version == self.node.version + 1 && changes.updated_at == Some(fresh.updated_at)
     }
 
     /// Releases the lock if still held. Errors are logged: the lock then stays until this
