@@ -156,10 +156,11 @@ impl Serving {
             stop_keeping,
         } = self;
         let host = ctx.host.clone();
-        let lease_lost = tokio::select! {
-            () = shutdown.cancelled() => false,
-            () = ctx.lease.lost() => true,
-        };
+        // A lost lease (see `lease::keep`) has already cut the running work short.
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = ctx.lease.lost() => {}
+        }
 
         info!(conductor.host = %host, "Conductor {host} is shutting down");
         ctx.lease.set_serving(false);
@@ -170,13 +171,6 @@ impl Serving {
             Err(e) => error!(error = %e, "RPC server task failed"),
         }
         ctx.tracker.close();
-        if lease_lost {
-            ctx.tracker.wait().await;
-            anyhow::bail!(
-                "conductor {host} lost its lease on the host name; its work was stopped, and its \
-                 next start recovers the nodes it still holds"
-            );
-        }
         if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
             .await
             .is_err()
@@ -186,9 +180,12 @@ impl Serving {
             ctx.tracker.wait().await;
         }
         if ctx.lease.is_lost() {
-            // Lost while draining: the name may be another process's by now, and its nodes
-            // with it; the next start under this name recovers what is still ours.
-            anyhow::bail!("conductor {host} lost its lease on the host name while stopping");
+            // Lost before or while draining: the name may be another process's by now, and its
+            // nodes with it; the next start under this name recovers what is still ours.
+            anyhow::bail!(
+                "conductor {host} lost its lease on the host name; its work was stopped, and its \
+                 next start recovers the nodes it still holds"
+            );
         }
         recover_held_nodes(
             &ctx,

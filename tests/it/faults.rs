@@ -492,3 +492,43 @@ async fn private_servers_can_be_killed_stopped_and_started_again() {
         r.unwrap_or_else(|| "RabbitMQ not run".to_owned())
     );
 }
+
+/// A conductor cut off from its database for longer than its lease allows stops its work and
+/// exits with an error (another conductor could take its nodes over by then); restarted once the
+/// database is back, it recovers what it held, and no lock is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_that_cannot_renew_its_lease_stops_and_exits() {
+    let Some(mut mariadb) = PrivateMariaDb::start().await else {
+        return;
+    };
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        mysql_url: Some(mariadb.url()),
+        conductors: 1,
+        heartbeat_timeout: 3.0,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    cluster
+        .api
+        .available_node(serde_json::json!({
+            "name": "fenced", "driver_info": {"fake_deploy_delay": 60}
+        }))
+        .await;
+    cluster.api.accepted("fenced", "active").await;
+
+    mariadb.kill();
+    let status = cluster.wait_exit("conductor0").await;
+    assert!(!status.success(), "exit status {status}");
+    let log = strip_ansi(&cluster.log_of("conductor0"));
+    assert!(log.contains("lost its lease on the host name"), "{log}");
+
+    mariadb.start_again().await;
+    cluster.restart_conductor(0).await;
+    let node = cluster.api.wait_for("fenced", "deploy failed").await;
+    let last_error = node["last_error"].as_str().unwrap_or_default();
+    assert!(last_error.contains("restarted"), "{last_error}");
+    cluster.assert_no_locks().await;
+}
