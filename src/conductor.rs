@@ -22,8 +22,9 @@ use tracing::{error, info, warn};
 
 use crate::{
     config::ConductorConfig,
-    db::{self, Db, models::NodeChanges},
+    db::{self, Db},
     drivers::Registry,
+    node::{Json, Node, NodeChanges},
     rpc::transport::Transport,
     states::Event,
 };
@@ -217,19 +218,17 @@ pub async fn recover_held_nodes(ctx: &Ctx, reason: &str) -> crate::error::Result
 /// Moves `node`, locked by `holder` (this host, or a dead one), out of a transient state along
 /// the table's `fail` edge with `reason` as its `last_error`, drops a pending power change, and
 /// releases the lock: one statement, conditional on the holder, state and version read.
-async fn recover_node(ctx: &Ctx, node: &crate::db::models::Node, holder: &str, reason: &str) {
+async fn recover_node(ctx: &Ctx, node: &Node, holder: &str, reason: &str) {
     let state = node.provision_state;
     let mut changes = NodeChanges::default().last_error(Some(reason.to_owned()));
     if node.target_power_state.is_some() {
         changes.target_power_state = Some(None);
     }
     if !node.deploy_step.is_empty() {
-        changes.deploy_step = Some("{}".to_owned());
+        changes.deploy_step = Some(Json::default());
     }
     if state == crate::states::ProvisionState::Rescuing {
-        changes.instance_info = Some(crate::db::models::json_text(
-            &provision::without_rescue_password(node),
-        ));
+        changes.instance_info = Some(Json(provision::without_rescue_password(node)));
     }
     if state.stuck_fail_event_applies() {
         match task::apply_event(node, Event::Fail, false, changes.clone()) {

@@ -309,7 +309,7 @@ impl Config {
         if host.is_empty() || host.len() > 255 || host.contains(char::is_whitespace) {
             return invalid("conductor.host", "must be 1-255 characters without spaces");
         }
-        if crate::patch::normalize_conductor_group(&self.conductor.conductor_group).is_err() {
+        if crate::node::normalize_conductor_group(&self.conductor.conductor_group).is_err() {
             return invalid(
                 "conductor.conductor_group",
                 "may contain only letters, digits, '_', '-' and '.', at most 255 characters",

@@ -12,7 +12,7 @@
 pub mod conductors;
 pub mod models;
 pub mod nodes;
-pub mod schema;
+mod sql_types;
 
 use std::time::Duration;
 
@@ -472,15 +472,6 @@ pub fn redact_url(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
-}
-
-/// The current time as stored in the database: UTC, cut to the microseconds DATETIME(6) keeps, so
-/// that what is written equals what is read back.
-pub fn now() -> chrono::NaiveDateTime {
-    use chrono::Timelike;
-    let now = chrono::Utc::now().naive_utc();
-    now.with_nanosecond(now.nanosecond() / 1_000 * 1_000)
-        .unwrap_or(now)
 }
 
 #[cfg(test)]

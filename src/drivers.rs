@@ -9,7 +9,10 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 
-use crate::{db::models::Node, error::Error};
+use crate::{
+    error::Error,
+    node::{InterfaceKind, Interfaces, Node, PowerState},
+};
 
 /// What a driver can raise, with Ironic's message texts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,21 +26,6 @@ pub enum DriverError {
     /// The hardware did not do what was asked.
     #[error("{0}")]
     Failed(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PowerState {
-    On,
-    Off,
-}
-
-impl PowerState {
-    pub fn api_name(self) -> &'static str {
-        match self {
-            PowerState::On => "power on",
-            PowerState::Off => "power off",
-        }
-    }
 }
 
 /// The outcome of a deploy: done, or waiting for an agent to call back (`wait call-back`).
@@ -83,12 +71,37 @@ pub trait DeployInterface: Send + Sync + 'static {
 /// A hardware type: the interfaces it supports, the first of each being its default.
 pub struct HardwareType {
     pub name: &'static str,
-    /// The other interfaces (boot, console, inspect, network, raid, vendor): names only, the
-    /// first of each the default. Ferrum's are no-ops or not supported (`no-*`).
-    pub passive: &'static [(&'static str, &'static [&'static str])],
+    /// The passive interfaces ([`InterfaceKind::PASSIVE`]): names only, the first of each the
+    /// default. Ferrum's are no-ops or not supported (`no-*`).
+    pub passive: &'static [(InterfaceKind, &'static [&'static str])],
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
     pub deploy: Vec<Arc<dyn DeployInterface>>,
+}
+
+impl HardwareType {
+    /// The names of the interfaces of `kind` this type supports, the default first.
+    fn interface_names(&self, kind: InterfaceKind) -> Vec<&'static str> {
+        match kind {
+            InterfaceKind::Deploy => self.deploy.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Power => self.power.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Management => self.management.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Bios
+            | InterfaceKind::Boot
+            | InterfaceKind::Console
+            | InterfaceKind::Inspect
+            | InterfaceKind::Network
+            | InterfaceKind::Raid
+            | InterfaceKind::Rescue
+            | InterfaceKind::Storage
+            | InterfaceKind::Vendor => self
+                .passive
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, names)| names.to_vec())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// The interfaces one node uses.
@@ -97,22 +110,6 @@ pub struct Driver {
     pub power: Arc<dyn PowerInterface>,
     pub management: Arc<dyn ManagementInterface>,
     pub deploy: Arc<dyn DeployInterface>,
-}
-
-/// The interface names a node asked for, or None for the hardware type's default.
-#[derive(Debug, Clone, Default)]
-pub struct InterfaceChoice<'a> {
-    pub deploy: Option<&'a str>,
-    pub power: Option<&'a str>,
-    pub management: Option<&'a str>,
-}
-
-/// Interface names a choice resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterfaceNames {
-    pub deploy: String,
-    pub power: String,
-    pub management: String,
 }
 
 /// The hardware types this conductor has enabled.
@@ -141,53 +138,40 @@ impl Registry {
         })
     }
 
-    /// Resolves interface names for `driver`: defaults where none was asked, an error naming the
-    /// interface where one is not supported.
+    /// The interface of `kind` for `driver`: `wanted`, or the hardware type's default when None;
+    /// an error naming it when the hardware type does not have it.
     pub fn resolve(
         &self,
         driver: &str,
-        choice: &InterfaceChoice<'_>,
-    ) -> Result<InterfaceNames, Error> {
-        let hw = self.hardware_type(driver)?;
-        fn pick<T: ?Sized>(
-            kind: &str,
-            driver: &str,
-            wanted: Option<&str>,
-            available: &[Arc<T>],
-            name: impl Fn(&T) -> &'static str,
-        ) -> Result<String, Error> {
-            let names: Vec<&str> = available.iter().map(|i| name(i)).collect();
-            choose(kind, driver, wanted, &names)
-        }
-        Ok(InterfaceNames {
-            deploy: pick("deploy", driver, choice.deploy, &hw.deploy, |i| i.name())?,
-            power: pick("power", driver, choice.power, &hw.power, |i| i.name())?,
-            management: pick(
-                "management",
-                driver,
-                choice.management,
-                &hw.management,
-                |i| i.name(),
-            )?,
-        })
-    }
-
-    /// Resolves a passive interface (`kind`: boot, console, inspect, network, raid, vendor) for `driver`: the default
-    /// when none is asked, an error naming it when it is not supported.
-    pub fn resolve_passive(
-        &self,
-        driver: &str,
-        kind: &str,
+        kind: InterfaceKind,
         wanted: Option<&str>,
     ) -> Result<String, Error> {
         let hw = self.hardware_type(driver)?;
-        let names = hw
-            .passive
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, names)| *names)
-            .unwrap_or(&[]);
-        choose(kind, driver, wanted, names)
+        choose(kind.name(), driver, wanted, &hw.interface_names(kind))
+    }
+
+    /// Every interface of a node of `driver`: `wanted(kind)` where it names one, else the
+    /// defaults. The first unsupported one, in [`InterfaceKind::ALL`] order, is the error.
+    pub fn resolve_all<'a>(
+        &self,
+        driver: &str,
+        wanted: impl Fn(InterfaceKind) -> Option<&'a str>,
+    ) -> Result<Interfaces, Error> {
+        let pick = |kind| self.resolve(driver, kind, wanted(kind));
+        Ok(Interfaces {
+            deploy: pick(InterfaceKind::Deploy)?,
+            power: pick(InterfaceKind::Power)?,
+            management: pick(InterfaceKind::Management)?,
+            bios: pick(InterfaceKind::Bios)?,
+            boot: pick(InterfaceKind::Boot)?,
+            console: pick(InterfaceKind::Console)?,
+            inspect: pick(InterfaceKind::Inspect)?,
+            network: pick(InterfaceKind::Network)?,
+            raid: pick(InterfaceKind::Raid)?,
+            rescue: pick(InterfaceKind::Rescue)?,
+            storage: pick(InterfaceKind::Storage)?,
+            vendor: pick(InterfaceKind::Vendor)?,
+        })
     }
 
     /// The interfaces of `node`.
@@ -210,14 +194,14 @@ impl Registry {
                 })
         }
         Ok(Driver {
-            power: find("power", &node.power_interface, &hw.power, |i| i.name())?,
+            power: find("power", &node.interfaces.power, &hw.power, |i| i.name())?,
             management: find(
                 "management",
-                &node.management_interface,
+                &node.interfaces.management,
                 &hw.management,
                 |i| i.name(),
             )?,
-            deploy: find("deploy", &node.deploy_interface, &hw.deploy, |i| i.name())?,
+            deploy: find("deploy", &node.interfaces.deploy, &hw.deploy, |i| i.name())?,
         })
     }
 }

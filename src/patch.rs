@@ -6,8 +6,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
-    db::models::{JsonObject, Node, NodeChanges, json_text},
     error::Error,
+    node::{
+        JsonObject, Node, NodeChanges,
+        fields::{self, FIELDS},
+    },
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,35 +29,6 @@ pub struct PatchOp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
 }
-
-/// Root fields a PATCH may change, of those Ferrum stores (Ironic's PATCH_ALLOWED_FIELDS ∩ ours).
-pub const PATCHABLE_FIELDS: &[&str] = &[
-    "automated_clean",
-    "bios_interface",
-    "boot_interface",
-    "conductor_group",
-    "console_interface",
-    "deploy_interface",
-    "driver",
-    "driver_info",
-    "extra",
-    "instance_info",
-    "inspect_interface",
-    "instance_uuid",
-    "maintenance",
-    "management_interface",
-    "name",
-    "network_interface",
-    "power_interface",
-    "properties",
-    "protected",
-    "protected_reason",
-    "raid_interface",
-    "rescue_interface",
-    "resource_class",
-    "storage_interface",
-    "vendor_interface",
-];
 
 impl PatchOp {
     /// How Ironic quotes an operation in PatchError messages.
@@ -102,10 +76,13 @@ pub fn validate(patch: &[PatchOp]) -> Result<(), Error> {
             )));
         }
         let root = op.segments().remove(0);
-        if !PATCHABLE_FIELDS.contains(&root.as_str()) {
+        let patchable = fields::field(&root)
+            .and_then(|f| f.write.as_ref())
+            .is_some_and(|w| w.patch);
+        if !patchable {
             return Err(Error::InvalidParameterValue(format!(
                 "Cannot patch /{root}. Only the following can be updated: {}",
-                PATCHABLE_FIELDS.join(", ")
+                fields::patchable_names().join(", ")
             )));
         }
         if op.op != Op::Remove && op.value.is_none() {
@@ -132,39 +109,15 @@ pub fn apply(node: &Node, patch: &[PatchOp]) -> Result<NodeChanges, Error> {
     changes_from(node, doc)
 }
 
+/// The fields a PATCH may change, as JSON: what the patch is applied to.
 fn writable_view(node: &Node) -> Map<String, Value> {
-    let mut m = Map::new();
-    let s = |v: &str| Value::String(v.to_owned());
-    let opt = |v: &Option<String>| v.as_deref().map(s).unwrap_or(Value::Null);
-    m.insert("conductor_group".into(), s(&node.conductor_group));
-    for (kind, name) in node.passive_interfaces() {
-        m.insert(format!("{kind}_interface"), s(name));
-    }
-    m.insert(
-        "automated_clean".into(),
-        node.automated_clean.map(Value::Bool).unwrap_or(Value::Null),
-    );
-    m.insert("protected".into(), Value::Bool(node.protected));
-    m.insert("protected_reason".into(), opt(&node.protected_reason));
-    m.insert("deploy_interface".into(), s(&node.deploy_interface));
-    m.insert("driver".into(), s(&node.driver));
-    m.insert(
-        "driver_info".into(),
-        Value::Object(node.driver_info.clone()),
-    );
-    m.insert("extra".into(), Value::Object(node.extra.clone()));
-    m.insert(
-        "instance_info".into(),
-        Value::Object(node.instance_info.clone()),
-    );
-    m.insert("instance_uuid".into(), opt(&node.instance_uuid));
-    m.insert("maintenance".into(), Value::Bool(node.maintenance));
-    m.insert("management_interface".into(), s(&node.management_interface));
-    m.insert("name".into(), opt(&node.name));
-    m.insert("power_interface".into(), s(&node.power_interface));
-    m.insert("properties".into(), Value::Object(node.properties.clone()));
-    m.insert("resource_class".into(), opt(&node.resource_class));
-    m
+    FIELDS
+        .iter()
+        .filter_map(|f| {
+            let write = f.write.as_ref().filter(|w| w.patch)?;
+            Some((f.name.to_owned(), (write.get)(f.name, node)))
+        })
+        .collect()
 }
 
 fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
@@ -180,16 +133,10 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
                 Ok(())
             }
             Op::Remove => {
-                let reset = match last.as_str() {
-                    "driver_info" | "extra" | "instance_info" | "properties" => {
-                        Value::Object(Map::new())
-                    }
-                    "maintenance" | "protected" => Value::Bool(false),
-                    "conductor_group" => Value::String(String::new()),
-                    "name" | "instance_uuid" | "resource_class" | "automated_clean"
-                    | "protected_reason" => Value::Null,
-                    other => return Err(format!("/{other} is mandatory and cannot be removed")),
-                };
+                let reset = fields::field(last)
+                    .and_then(|f| f.write.as_ref())
+                    .and_then(|w| w.reset.value())
+                    .ok_or_else(|| format!("/{last} is mandatory and cannot be removed"))?;
                 doc.insert(last.clone(), reset);
                 Ok(())
             }
@@ -228,193 +175,65 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
     Ok(())
 }
 
-/// Type-checks the patched document and turns the differences into column changes.
-fn changes_from(node: &Node, mut doc: Map<String, Value>) -> Result<NodeChanges, Error> {
-    let mut take = |field: &str| doc.remove(field).unwrap_or(Value::Null);
-    let wrong = |field: &str, want: &str, got: &Value| {
-        Error::InvalidParameterValue(format!(
-            "Invalid value for {field}: expected {want}, got {got}"
-        ))
-    };
-    let string = |field: &str, v: Value| match v {
-        Value::String(s) => Ok(s),
-        other => Err(wrong(field, "a string", &other)),
-    };
-    let opt_string = |field: &str, v: Value| match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        other => Err(wrong(field, "a string or null", &other)),
-    };
-    let object = |field: &str, v: Value| match v {
-        Value::Object(m) => Ok(m),
-        other => Err(wrong(field, "an object", &other)),
-    };
-    let mut c = NodeChanges::default();
-    fn set_if<T: PartialEq>(slot: &mut Option<T>, new: T, old: &T) {
-        if new != *old {
-            *slot = Some(new);
-        }
+/// Type-checks the patched document and turns the differences into changes.
+fn changes_from(node: &Node, doc: Map<String, Value>) -> Result<NodeChanges, Error> {
+    let mut changes = NodeChanges::default();
+    for (name, value) in doc {
+        set_field(node, &name, value, &mut changes)?;
     }
-    let set_json = |slot: &mut Option<String>, new: JsonObject, old: &JsonObject| {
-        if new != *old {
-            *slot = Some(json_text(&new));
-        }
-    };
+    protection_rules(node, &mut changes)?;
+    Ok(changes)
+}
 
-    let name = opt_string("name", take("name"))?;
-    if let Some(n) = &name {
-        validate_name(n)?;
-    }
-    set_if(&mut c.name, name, &node.name);
-    let driver = string("driver", take("driver"))?;
-    set_if(&mut c.driver, driver, &node.driver);
-    let active = [
-        ("deploy", node.deploy_interface.as_str()),
-        ("power", node.power_interface.as_str()),
-        ("management", node.management_interface.as_str()),
-    ];
-    for (kind, old) in active.into_iter().chain(node.passive_interfaces()) {
-        let field = format!("{kind}_interface");
-        let v = string(&field, take(&field))?;
-        if v != old {
-            c.set_interface(kind, v);
+/// The changes that make `template` (a new node with its defaults) what a create request's
+/// `body` asks for. A field that cannot be given at create is refused, as an unknown one is.
+pub fn changes_for_create(template: &Node, body: JsonObject) -> Result<NodeChanges, Error> {
+    let mut changes = NodeChanges::default();
+    for (name, value) in body {
+        let creatable = fields::field(&name)
+            .and_then(|f| f.write.as_ref())
+            .is_some_and(|w| w.create);
+        if !creatable {
+            return Err(Error::InvalidParameterValue(format!(
+                "Unexpected arguments: {name}"
+            )));
         }
+        set_field(template, &name, value, &mut changes)?;
     }
-    let group = normalize_conductor_group(&string("conductor_group", take("conductor_group"))?)?;
-    set_if(&mut c.conductor_group, group, &node.conductor_group);
-    let automated_clean = boolean("automated_clean", take("automated_clean"))?;
-    set_if(
-        &mut c.automated_clean,
-        automated_clean,
-        &node.automated_clean,
-    );
-    // null (as after `remove`) is false, as in Ironic.
-    let protected = boolean("protected", take("protected"))?.unwrap_or(false);
-    let mut protected_reason = opt_string("protected_reason", take("protected_reason"))?;
+    Ok(changes)
+}
+
+fn set_field(
+    node: &Node,
+    name: &str,
+    value: Value,
+    changes: &mut NodeChanges,
+) -> Result<(), Error> {
+    let write = fields::field(name)
+        .and_then(|f| f.write.as_ref())
+        .ok_or_else(|| Error::internal(format!("{name} is not writable")))?;
+    (write.set)(name, node, value, changes)
+}
+
+/// Unprotecting a node forgets why it was protected; a reason needs protection.
+fn protection_rules(node: &Node, changes: &mut NodeChanges) -> Result<(), Error> {
+    let protected = changes.protected.unwrap_or(node.protected);
+    let mut reason = changes
+        .protected_reason
+        .clone()
+        .unwrap_or_else(|| node.protected_reason.clone());
     if !protected && node.protected {
-        // Unprotecting a node forgets why it was protected.
-        protected_reason = None;
+        reason = None;
     }
     if !protected
-        && protected_reason != node.protected_reason
-        && protected_reason.as_deref().is_some_and(|r| !r.is_empty())
+        && reason != node.protected_reason
+        && reason.as_deref().is_some_and(|r| !r.is_empty())
     {
         return Err(Error::InvalidParameterValue(
             "The protected_reason field can only be set when protected is True".to_owned(),
         ));
     }
-    set_if(&mut c.protected, protected, &node.protected);
-    set_if(
-        &mut c.protected_reason,
-        protected_reason,
-        &node.protected_reason,
-    );
-    let rc = opt_string("resource_class", take("resource_class"))?;
-    if rc.as_deref().is_some_and(|r| r.len() > 80) {
-        return Err(Error::InvalidParameterValue(
-            "resource_class must be at most 80 characters".to_owned(),
-        ));
-    }
-    set_if(&mut c.resource_class, rc, &node.resource_class);
-    // Stored in one spelling, so that uniqueness and the instance_uuid filter see one value.
-    let instance_uuid = opt_string("instance_uuid", take("instance_uuid"))?
-        .map(|u| {
-            uuid::Uuid::try_parse(&u)
-                .map(|p| p.hyphenated().to_string())
-                .map_err(|_| {
-                    Error::InvalidParameterValue(format!(
-                        "Expected a UUID for instance_uuid but received {u}."
-                    ))
-                })
-        })
-        .transpose()?;
-    set_if(&mut c.instance_uuid, instance_uuid, &node.instance_uuid);
-    match boolean("maintenance", take("maintenance"))? {
-        Some(m) => {
-            if m != node.maintenance {
-                c.maintenance = Some(m);
-                if !m {
-                    c.maintenance_reason = Some(None);
-                    c.fault = Some(None);
-                }
-            }
-        }
-        None => return Err(wrong("maintenance", "a boolean", &Value::Null)),
-    }
-    set_json(
-        &mut c.driver_info,
-        object("driver_info", take("driver_info"))?,
-        &node.driver_info,
-    );
-    set_json(
-        &mut c.properties,
-        object("properties", take("properties"))?,
-        &node.properties,
-    );
-    set_json(
-        &mut c.instance_info,
-        object("instance_info", take("instance_info"))?,
-        &node.instance_info,
-    );
-    set_json(&mut c.extra, object("extra", take("extra"))?, &node.extra);
-    Ok(c)
-}
-
-/// A boolean as Ironic's PATCH takes it: JSON true/false, or a string oslo's strict
-/// `bool_from_string` reads (the `baremetal` CLI sends `"True"`); null is None.
-fn boolean(field: &str, v: Value) -> Result<Option<bool>, Error> {
-    let parsed = match &v {
-        Value::Null => return Ok(None),
-        Value::Bool(b) => Some(*b),
-        Value::String(s) => match s.to_ascii_lowercase().as_str() {
-            "1" | "t" | "true" | "on" | "y" | "yes" => Some(true),
-            "0" | "f" | "false" | "off" | "n" | "no" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    };
-    parsed.map(Some).ok_or_else(|| {
-        Error::InvalidParameterValue(format!(
-            "Invalid value for {field}: expected a boolean, got {v}"
-        ))
-    })
-}
-
-/// A conductor group as stored: lower-cased, of `[a-zA-Z0-9_.-]`, at most 255 characters.
-pub fn normalize_conductor_group(group: &str) -> Result<String, Error> {
-    let ok = group.len() <= 255
-        && group
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !ok {
-        return Err(Error::InvalidConductorGroup(group.to_owned()));
-    }
-    Ok(group.to_ascii_lowercase())
-}
-
-/// Node names: RFC 3986 unreserved characters, at most 255, not UUID-shaped, not a reserved word.
-pub fn validate_name(name: &str) -> Result<(), Error> {
-    const RESERVED: &[&str] = &[
-        "detail",
-        "validate",
-        "states",
-        "maintenance",
-        "management",
-        "vendor_passthru",
-    ];
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~'));
-    if name.is_empty()
-        || name.len() > 255
-        || !ok_chars
-        || uuid::Uuid::try_parse(name).is_ok()
-        || RESERVED.contains(&name)
-    {
-        return Err(Error::InvalidParameterValue(format!(
-            "Expected a logical name but received {name}."
-        )));
-    }
+    changes.protected_reason = (reason != node.protected_reason).then_some(reason);
     Ok(())
 }
 
@@ -425,8 +244,8 @@ mod tests {
     use super::*;
 
     fn node() -> Node {
-        let mut n = crate::db::models::tests_support::node();
-        n.driver_info = json!({"a": 1}).as_object().unwrap().clone();
+        let mut n = crate::node::tests_support::node();
+        n.driver_info = crate::node::Json(json!({"a": 1}).as_object().unwrap().clone());
         n
     }
 
@@ -446,8 +265,14 @@ mod tests {
             ])),
         )
         .unwrap();
-        assert_eq!(c.extra.as_deref(), Some(r#"{"foo":"bar"}"#));
-        assert_eq!(c.driver_info.as_deref(), Some(r#"{"a":2}"#));
+        assert_eq!(
+            c.extra.map(|e| e.0),
+            json!({"foo": "bar"}).as_object().cloned()
+        );
+        assert_eq!(
+            c.driver_info.map(|d| d.0),
+            json!({"a": 2}).as_object().cloned()
+        );
         assert_eq!(c.name, Some(Some("n2".into())));
         assert_eq!(c.properties, None, "unchanged fields are not written");
     }
@@ -533,18 +358,5 @@ mod tests {
         let c = apply(&node(), &ops(json!([{"op": "remove", "path": "/name"}]))).unwrap();
         assert_eq!(c.name, Some(None));
         assert!(apply(&node(), &ops(json!([{"op": "remove", "path": "/driver"}]))).is_err());
-    }
-
-    #[test]
-    fn names() {
-        assert!(validate_name("node-1.a_b~").is_ok());
-        for bad in [
-            "",
-            "has space",
-            "detail",
-            "1be26c0b-03f2-4d2e-ae87-c02d7f33c123",
-        ] {
-            assert!(validate_name(bad).is_err(), "{bad}");
-        }
     }
 }

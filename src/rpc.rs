@@ -16,9 +16,10 @@ use serde_json::Value;
 
 use self::transport::{Transport, TransportError};
 use crate::{
-    db::models::{JsonObject, Node},
     error::Error,
+    node::{JsonObject, Node, PowerTarget, Verb},
     patch::PatchOp,
+    states::ProvisionState,
 };
 
 /// Bumped when a change to the wire types is not backwards compatible. A conductor refuses an
@@ -92,11 +93,11 @@ pub enum RpcRequest {
     /// manage, provide, inspect, adopt, abort.
     DoProvisioningAction {
         node: Box<Node>,
-        action: String,
+        action: Verb,
     },
     ChangeNodePowerState {
         node: Box<Node>,
-        new_state: String,
+        new_state: PowerTarget,
         timeout: Option<u32>,
     },
     /// PUT (with a reason) and DELETE /v1/nodes/{id}/maintenance.
@@ -212,30 +213,20 @@ impl<'a> Route<'a> {
     }
 }
 
-/// A node as the API asks for it to be created; the conductor fills in defaults it owns
-/// (interfaces) and validates what only it can (driver, interfaces).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// A node as the API asks for it to be created. The API checked which fields the request may
+/// give at its version; the conductor reads and validates their values (the same way a PATCH's
+/// are) onto a node with its driver's default interfaces.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeCreate {
     pub uuid: String,
-    pub name: Option<String>,
+    /// The driver and the conductor group (normalized): what routes the request.
     pub driver: String,
-    pub deploy_interface: Option<String>,
-    pub power_interface: Option<String>,
-    pub management_interface: Option<String>,
-    pub resource_class: Option<String>,
     pub conductor_group: String,
-    pub driver_info: JsonObject,
-    pub properties: JsonObject,
-    pub instance_info: JsonObject,
-    pub instance_uuid: Option<String>,
-    pub extra: JsonObject,
-    #[serde(default)]
-    pub automated_clean: Option<bool>,
     /// `enroll` from API 1.11 on, `available` before.
-    pub initial_state: String,
-    /// The passive interfaces asked for by kind (bios, boot, ...); the others get defaults.
-    #[serde(default)]
-    pub passive_interfaces: std::collections::BTreeMap<String, String>,
+    #[serde(with = "crate::node::state_name")]
+    pub initial_state: ProvisionState,
+    /// The node fields of the request body, as the client sent them.
+    pub fields: JsonObject,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

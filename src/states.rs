@@ -27,9 +27,21 @@ use self::ProvisionState as S;
 /// Only real states of the machine are listed. API words such as `deleted`,
 /// `rebuild`, `deploy`, `undeploy` and `service` are verbs that are never
 /// stored, so they are [`Event`]s (see [`Event::from_verb`]), not states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    diesel::expression::AsExpression,
+    diesel::deserialize::FromSqlRow,
+)]
+#[diesel(sql_type = diesel::sql_types::Text)]
 pub enum ProvisionState {
     /// `enroll`: the initial state; the node is known but not yet verified.
+    #[default]
     Enroll,
     /// `verifying`: the power interface is being checked after `manage`.
     Verifying,

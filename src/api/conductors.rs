@@ -7,11 +7,11 @@ use serde_json::{Value, json};
 use super::{
     ApiState, BaseUrl,
     extract::{ApiPath, ApiQuery, ApiVersion},
-    views::{links, timestamp},
 };
 use crate::{
     db::{self, models::Conductor},
     error::{Error, Result},
+    node::fields::{links, timestamp},
 };
 
 const MIN_VERSION: u32 = 49;
@@ -19,7 +19,7 @@ const MIN_VERSION: u32 = 49;
 fn view(state: &ApiState, base: &str, c: &Conductor, detail: bool) -> Value {
     let heartbeat_timeout = chrono::Duration::from_std(state.router.heartbeat_timeout())
         .unwrap_or(chrono::Duration::MAX);
-    let alive = c.online && c.updated_at >= db::now() - heartbeat_timeout;
+    let alive = c.online && c.updated_at >= crate::node::now() - heartbeat_timeout;
     let mut v = json!({
         "hostname": c.hostname,
         "conductor_group": c.conductor_group,

@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 use super::{
     ApiState, BaseUrl,
     extract::{ApiPath, ApiVersion},
-    views::links,
 };
 use crate::{
     db,
     error::{Error, Result},
+    node::fields::links,
 };
 
 /// Driver name → hosts offering it, from the conductors alive now.

@@ -17,60 +17,15 @@ use super::{
     views,
 };
 use crate::{
-    db::{
-        self,
-        models::{JsonObject, Node},
-        nodes::NodeIdent,
-    },
+    db::{self, nodes::NodeIdent},
     error::{Error, Result},
+    node::{
+        JsonObject, Node, PowerTarget, Verb, fields, normalize_conductor_group, normalize_uuid,
+    },
     patch::{self, PatchOp},
     rpc::{NodeCreate, Route, RpcReply, RpcRequest},
     states::ProvisionState,
 };
-
-/// POST /v1/nodes body. Unknown fields are refused.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeCreateBody {
-    uuid: Option<String>,
-    name: Option<String>,
-    driver: String,
-    #[serde(default)]
-    driver_info: JsonObject,
-    #[serde(default)]
-    properties: JsonObject,
-    #[serde(default)]
-    instance_info: JsonObject,
-    #[serde(default)]
-    extra: JsonObject,
-    instance_uuid: Option<String>,
-    resource_class: Option<String>,
-    deploy_interface: Option<String>,
-    power_interface: Option<String>,
-    management_interface: Option<String>,
-    boot_interface: Option<String>,
-    console_interface: Option<String>,
-    inspect_interface: Option<String>,
-    network_interface: Option<String>,
-    raid_interface: Option<String>,
-    vendor_interface: Option<String>,
-    storage_interface: Option<String>,
-    rescue_interface: Option<String>,
-    bios_interface: Option<String>,
-    conductor_group: Option<String>,
-    automated_clean: Option<bool>,
-}
-
-/// The API version that introduced the `<kind>_interface` field.
-fn interface_version(kind: &str) -> u32 {
-    match kind {
-        "network" => 20,
-        "storage" => 33,
-        "rescue" => 38,
-        "bios" => 40,
-        _ => 31,
-    }
-}
 
 /// Refuses a field newer than the negotiated version (406), as Ironic does.
 pub(super) fn require_version(version: ApiVersion, minor: u32, what: &str) -> Result<()> {
@@ -81,16 +36,6 @@ pub(super) fn require_version(version: ApiVersion, minor: u32, what: &str) -> Re
             "{what} requires API version 1.{minor} or later; this request asked for {version}."
         )))
     }
-}
-
-fn valid_uuid(field: &str, value: &str) -> Result<String> {
-    uuid::Uuid::try_parse(value)
-        .map(|u| u.hyphenated().to_string())
-        .map_err(|_| {
-            Error::InvalidParameterValue(format!(
-                "Expected a UUID for {field} but received {value}."
-            ))
-        })
 }
 
 /// Sends `req` to the conductor of its node. If that conductor turns out to be gone (its queue
@@ -115,103 +60,61 @@ pub(super) async fn call(
     }
 }
 
+/// The field `name` of a request body, checked against the field table: a field the node does
+/// not have, or that this kind of request cannot write, is refused as Ironic refuses unexpected
+/// arguments (400); one newer than the negotiated version is 406.
+fn check_written_field(
+    version: ApiVersion,
+    name: &str,
+    allowed: fn(&fields::Write) -> bool,
+) -> Result<()> {
+    let field = fields::field(name)
+        .filter(|f| f.write.as_ref().is_some_and(allowed))
+        .ok_or_else(|| Error::InvalidParameterValue(format!("Unexpected arguments: {name}")))?;
+    require_version(version, field.since, name)
+}
+
 pub async fn create(
     State(state): State<ApiState>,
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
-    ApiJson(body): ApiJson<NodeCreateBody>,
+    ApiJson(mut body): ApiJson<JsonObject>,
 ) -> Result<Response> {
-    if body.name.is_some() {
-        require_version(version, 5, "name")?;
+    for name in body.keys() {
+        check_written_field(version, name, |w| w.create)?;
     }
-    if body.resource_class.is_some() {
-        require_version(version, 21, "resource_class")?;
-    }
-    if body.network_interface.is_some() {
-        require_version(version, 20, "network_interface")?;
-    }
-    let passive = [
-        ("bios", &body.bios_interface),
-        ("boot", &body.boot_interface),
-        ("console", &body.console_interface),
-        ("inspect", &body.inspect_interface),
-        ("network", &body.network_interface),
-        ("raid", &body.raid_interface),
-        ("rescue", &body.rescue_interface),
-        ("storage", &body.storage_interface),
-        ("vendor", &body.vendor_interface),
-    ];
-    for (kind, v) in &passive {
-        if v.is_some() {
-            require_version(
-                version,
-                interface_version(kind),
-                &format!("{kind}_interface"),
-            )?;
+    let text = |name: &str, value: &Value| match value {
+        Value::String(s) => Ok(s.clone()),
+        other => Err(fields::wrong(name, "a string", other)),
+    };
+    let driver = match body.get("driver") {
+        Some(d) => text("driver", d)?,
+        None => {
+            return Err(Error::MissingParameterValue(
+                "Missing mandatory parameter: driver".to_owned(),
+            ));
         }
-    }
-    if body.deploy_interface.is_some()
-        || body.power_interface.is_some()
-        || body.management_interface.is_some()
-    {
-        require_version(version, 31, "Hardware interfaces")?;
-    }
-    if body.conductor_group.is_some() {
-        require_version(version, 46, "conductor_group")?;
-    }
-    if body.automated_clean.is_some() {
-        require_version(version, 47, "automated_clean")?;
-    }
-    let conductor_group = body
-        .conductor_group
-        .as_deref()
-        .map(patch::normalize_conductor_group)
-        .transpose()?
-        .unwrap_or_default();
-    let passive_interfaces = passive
-        .iter()
-        .filter_map(|(kind, v)| v.as_ref().map(|v| ((*kind).to_owned(), v.clone())))
-        .collect();
-    let uuid = match &body.uuid {
-        Some(u) => valid_uuid("uuid", u)?,
+    };
+    let uuid = match body.remove("uuid") {
+        Some(u) => normalize_uuid("uuid", &text("uuid", &u)?)?,
         None => uuid::Uuid::new_v4().to_string(),
     };
-    let instance_uuid = body
-        .instance_uuid
-        .as_deref()
-        .map(|u| valid_uuid("instance_uuid", u))
-        .transpose()?;
-    if let Some(name) = &body.name {
-        patch::validate_name(name)?;
-    }
-    if body.resource_class.as_deref().is_some_and(|r| r.len() > 80) {
-        return Err(Error::InvalidParameterValue(
-            "resource_class must be at most 80 characters".to_owned(),
-        ));
-    }
-    let initial = if version.at_least(11) {
+    let conductor_group = match body.get("conductor_group") {
+        Some(g) => normalize_conductor_group(&text("conductor_group", g)?)?,
+        None => String::new(),
+    };
+    let initial_state = if version.at_least(11) {
         ProvisionState::Enroll
     } else {
         ProvisionState::Available
     };
     let create = NodeCreate {
         uuid,
-        name: body.name,
-        driver: body.driver,
-        deploy_interface: body.deploy_interface,
-        power_interface: body.power_interface,
-        management_interface: body.management_interface,
-        resource_class: body.resource_class,
+        driver,
         conductor_group,
-        automated_clean: body.automated_clean,
-        driver_info: body.driver_info,
-        properties: body.properties,
-        instance_info: body.instance_info,
-        instance_uuid,
-        extra: body.extra,
-        initial_state: initial.api_name().to_owned(),
-        passive_interfaces,
+        initial_state,
+        fields: body,
     };
     let reply = call(
         &state,
@@ -351,12 +254,13 @@ async fn list_page(
                     "Can not specify ?detail=True and fields in the same request.".to_owned(),
                 ));
             }
-            Some(
-                f.split(',')
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty())
-                    .collect(),
-            )
+            let names: Vec<String> = f
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            views::check_field_names(version, &names)?;
+            Some(names)
         }
         None => None,
     };
@@ -381,12 +285,12 @@ async fn list_page(
     let mut filter = db::nodes::NodeFilter::default();
     if let Some(s) = &q.provision_state {
         require_version(version, 9, "The provision_state filter")?;
-        if ProvisionState::from_api_name(s).is_none() {
+        let Some(wanted) = ProvisionState::from_api_name(s) else {
             return Err(Error::InvalidParameterValue(format!(
                 "Invalid value for provision_state: '{s}' is not a provision state."
             )));
-        }
-        filter.provision_state = Some(s.clone());
+        };
+        filter.provision_state = Some(wanted);
     }
     if let Some(m) = &q.maintenance {
         filter.maintenance = Some(parse_bool("maintenance", m)?);
@@ -400,11 +304,11 @@ async fn list_page(
     }
     if let Some(c) = &q.chassis_uuid {
         // Ferrum has no chassis yet, so no node is in one.
-        valid_uuid("chassis_uuid", c)?;
+        normalize_uuid("chassis_uuid", c)?;
         return Ok(json!({ "nodes": [] }));
     }
     if let Some(i) = &q.instance_uuid {
-        filter.instance_uuid = Some(valid_uuid("instance_uuid", i)?);
+        filter.instance_uuid = Some(normalize_uuid("instance_uuid", i)?);
     }
     if let Some(r) = &q.resource_class {
         require_version(version, 21, "The resource_class filter")?;
@@ -457,7 +361,7 @@ async fn list_page(
         }
         let conductor = conductor.as_deref();
         items.push(match &fields {
-            Some(fields) => views::node_fields(n, version, base, conductor, fields)?,
+            Some(fields) => views::node_fields(n, version, base, conductor, fields),
             None if detail => views::node_detail(n, version, base, conductor),
             None => views::node_summary(n, version, base),
         });
@@ -568,28 +472,14 @@ pub async fn update(
         ));
     }
     for op in &ops {
+        // patch::validate has checked that the root is a patchable field.
         let root = op
             .path
             .trim_start_matches('/')
             .split('/')
             .next()
             .unwrap_or("");
-        match root {
-            "name" => require_version(version, 5, "name")?,
-            "resource_class" => require_version(version, 21, "resource_class")?,
-            "deploy_interface" | "power_interface" | "management_interface" => {
-                require_version(version, 31, root)?
-            }
-            other if other.ends_with("_interface") => require_version(
-                version,
-                interface_version(other.trim_end_matches("_interface")),
-                root,
-            )?,
-            "conductor_group" => require_version(version, 46, root)?,
-            "automated_clean" => require_version(version, 47, root)?,
-            "protected" | "protected_reason" => require_version(version, 48, root)?,
-            _ => {}
-        }
+        check_written_field(version, root, |w| w.patch)?;
     }
     let node = find(&state, &ident, version).await?;
     if version.at_least(39) && node.provision_state == ProvisionState::Inspecting {
@@ -687,70 +577,59 @@ pub async fn set_provision_state(
     ApiJson(body): ApiJson<ProvisionBody>,
 ) -> Result<Response> {
     let target = body.target.as_str();
-    // (verb, minimum version) of the verbs Ferrum carries out.
-    let min = match target {
-        "active" | "rebuild" | "deleted" => 1,
-        "manage" | "provide" => 4,
-        "inspect" => 6,
-        "abort" => 13,
-        "clean" => 15,
-        "adopt" => 17,
-        "rescue" | "unrescue" => 38,
-        "deploy" | "undeploy" => 73,
-        "unhold" | "service" => {
-            return Err(Error::InvalidParameterValue(format!(
-                "The provision state target \"{target}\" is not supported by Ferrum yet."
-            )));
-        }
-        other => {
-            return Err(Error::InvalidParameterValue(format!(
-                "\"{other}\" is not a valid provision state target."
-            )));
-        }
+    let Some(verb) = Verb::parse(target) else {
+        return Err(Error::InvalidParameterValue(format!(
+            "\"{target}\" is not a valid provision state target."
+        )));
     };
-    require_version(version, min, &format!("The \"{target}\" target"))?;
-    if body.configdrive.is_some() && !matches!(target, "active" | "deploy" | "rebuild") {
+    if !verb.is_supported() {
+        return Err(Error::InvalidParameterValue(format!(
+            "The provision state target \"{target}\" is not supported by Ferrum yet."
+        )));
+    }
+    require_version(version, verb.since(), &format!("The \"{target}\" target"))?;
+    if body.configdrive.is_some() && !matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) {
         return Err(Error::InvalidParameterValue(
             "configdrive can only be specified when deploying or rebuilding a node.".to_owned(),
         ));
     }
-    if body.clean_steps.is_some() && target != "clean" {
+    if body.clean_steps.is_some() && verb != Verb::Clean {
         return Err(Error::InvalidParameterValue(
             "\"clean_steps\" is only valid when setting target provision state to clean".to_owned(),
         ));
     }
-    if target == "clean" && body.clean_steps.is_none() {
+    if verb == Verb::Clean && body.clean_steps.is_none() {
         return Err(Error::InvalidParameterValue(
             "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
         ));
     }
     if body.rescue_password.is_some() {
         require_version(version, 38, "rescue_password")?;
-        if target != "rescue" {
+        if verb != Verb::Rescue {
             return Err(Error::InvalidParameterValue(
                 "\"rescue_password\" is only valid when setting target provision state to rescue"
                     .to_owned(),
             ));
         }
     }
-    if body.configdrive.is_some() && target == "rebuild" {
+    if body.configdrive.is_some() && verb == Verb::Rebuild {
         require_version(version, 35, "configdrive on rebuild")?;
     }
     let node = find(&state, &ident, version).await?;
     let node = Box::new(node);
-    let request = match target {
-        "active" | "deploy" => RpcRequest::DoNodeDeploy {
+    let request = match verb {
+        Verb::Active | Verb::Deploy => RpcRequest::DoNodeDeploy {
             node,
             rebuild: false,
             configdrive: body.configdrive,
         },
-        "rebuild" => RpcRequest::DoNodeDeploy {
+        Verb::Rebuild => RpcRequest::DoNodeDeploy {
             node,
             rebuild: true,
             configdrive: body.configdrive,
         },
-        "deleted" | "undeploy" => RpcRequest::DoNodeTearDown { node },
-        "rescue" => {
+        Verb::Deleted | Verb::Undeploy => RpcRequest::DoNodeTearDown { node },
+        Verb::Rescue => {
             let password = body.rescue_password.unwrap_or_default();
             if password.trim().is_empty() {
                 return Err(Error::InvalidParameterValue(
@@ -762,15 +641,18 @@ pub async fn set_provision_state(
                 rescue_password: password,
             }
         }
-        "unrescue" => RpcRequest::DoNodeUnrescue { node },
-        "clean" => RpcRequest::DoNodeClean {
+        Verb::Unrescue => RpcRequest::DoNodeUnrescue { node },
+        Verb::Clean => RpcRequest::DoNodeClean {
             node,
             clean_steps: body.clean_steps.unwrap_or_default(),
         },
-        action => RpcRequest::DoProvisioningAction {
-            node,
-            action: action.to_owned(),
-        },
+        Verb::Manage
+        | Verb::Provide
+        | Verb::Inspect
+        | Verb::Abort
+        | Verb::Adopt
+        | Verb::Unhold
+        | Verb::Service => RpcRequest::DoProvisioningAction { node, action: verb },
     };
     call(&state, &request_id, request).await?;
     Ok(accepted(&base, &ident))
@@ -791,8 +673,8 @@ pub async fn set_power_state(
     ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<PowerBody>,
 ) -> Result<Response> {
-    crate::conductor::power::parse_target(&body.target)?;
-    if body.target.starts_with("soft") || body.timeout.is_some() {
+    let target = PowerTarget::parse(&body.target)?;
+    if target.is_soft() || body.timeout.is_some() {
         require_version(version, 27, "Soft power actions and timeout")?;
     }
     let timeout = match body.timeout {
@@ -810,7 +692,7 @@ pub async fn set_power_state(
         &request_id,
         RpcRequest::ChangeNodePowerState {
             node: Box::new(node),
-            new_state: body.target,
+            new_state: target,
             timeout,
         },
     )

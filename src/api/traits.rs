@@ -17,30 +17,11 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
+    node::validate_trait,
     rpc::RpcRequest,
 };
 
 const MIN_VERSION: u32 = 37;
-
-/// A trait is a custom one (`CUSTOM_[A-Z0-9_]+`) or named like os-traits' standard ones
-/// (upper-case letters, digits and `_`), at most 255 characters. Ferrum does not carry the
-/// os-traits catalogue, so a well-formed standard-looking name is accepted.
-pub fn validate_trait(what: &str, name: &str) -> Result<()> {
-    let well_formed = !name.is_empty()
-        && name.len() <= 255
-        && name.starts_with(|c: char| c.is_ascii_uppercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        && name != "CUSTOM_";
-    if well_formed {
-        Ok(())
-    } else {
-        Err(Error::InvalidParameterValue(format!(
-            "Schema error for {what}: '{name}' is not valid under any of the given schemas. A trait is at most 255 characters: a standard os-traits name, or CUSTOM_ followed by A-Z, 0-9 and _."
-        )))
-    }
-}
 
 pub async fn list(
     State(state): State<ApiState>,

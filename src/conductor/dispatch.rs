@@ -135,7 +135,7 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
             .await
             .map(|()| RpcReply::Accepted),
         RpcRequest::DoProvisioningAction { node, action } => {
-            provision::do_provisioning_action(&ctx, *node, &action, deadline)
+            provision::do_provisioning_action(&ctx, *node, action, deadline)
                 .await
                 .map(|()| RpcReply::Accepted)
         }
@@ -143,7 +143,7 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
             node,
             new_state,
             timeout,
-        } => power::change_node_power_state(&ctx, *node, &new_state, timeout, deadline)
+        } => power::change_node_power_state(&ctx, *node, new_state, timeout, deadline)
             .await
             .map(|()| RpcReply::Accepted),
         RpcRequest::SetMaintenance {

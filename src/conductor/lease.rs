@@ -139,7 +139,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
     let drivers = ctx.drivers.names();
     let timeout =
         chrono::Duration::from_std(ctx.config.heartbeat_timeout).unwrap_or(chrono::Duration::MAX);
-    let fresh = |c: &Conductor| c.updated_at >= db::now() - timeout;
+    let fresh = |c: &Conductor| c.updated_at >= crate::node::now() - timeout;
     let embedded = ctx.db.backend() == db::Backend::Sqlite;
     let mut watched: Option<Conductor> = None;
     for _ in 0..4 {

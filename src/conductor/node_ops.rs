@@ -7,13 +7,12 @@ use super::{
     Ctx,
     task::{Decision, Hold, change_node},
 };
+use serde_json::Value;
+
 use crate::{
-    db::{
-        self,
-        models::{NewNodeRow, Node, NodeChanges, json_text, traits_text},
-    },
-    drivers::InterfaceChoice,
+    db,
     error::{Error, Result},
+    node::{self, InterfaceKind, Json, Node, NodeChanges},
     patch::{self, PatchOp},
     rpc::{InterfaceValidation, NodeCreate},
     states::ProvisionState,
@@ -33,64 +32,23 @@ fn interface_change_allowed(state: ProvisionState) -> bool {
 }
 
 pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
-    let initial: ProvisionState = n
-        .initial_state
-        .parse()
-        .map_err(|e| Error::InvalidParameterValue(format!("{e}")))?;
-    if let Some(name) = &n.name {
-        patch::validate_name(name)?;
-    }
-    let interfaces = ctx.drivers.resolve(
-        &n.driver,
-        &InterfaceChoice {
-            deploy: n.deploy_interface.as_deref(),
-            power: n.power_interface.as_deref(),
-            management: n.management_interface.as_deref(),
-        },
-    )?;
-    let passive = |kind: &str| {
-        ctx.drivers.resolve_passive(
-            &n.driver,
-            kind,
-            n.passive_interfaces.get(kind).map(String::as_str),
-        )
-    };
+    let interfaces = ctx.drivers.resolve_all(&n.driver, |kind| {
+        n.fields.get(kind.field()).and_then(Value::as_str)
+    })?;
     let request_id = super::task::REQUEST_ID.try_with(Clone::clone).ok();
-    let row = NewNodeRow {
-        bios_interface: passive("bios")?,
-        boot_interface: passive("boot")?,
-        console_interface: passive("console")?,
-        inspect_interface: passive("inspect")?,
-        network_interface: passive("network")?,
-        raid_interface: passive("raid")?,
-        rescue_interface: passive("rescue")?,
-        storage_interface: passive("storage")?,
-        vendor_interface: passive("vendor")?,
-        traits: "[]".to_owned(),
-        deploy_step: "{}".to_owned(),
-        automated_clean: n.automated_clean,
+    let mut row = Node {
         uuid: n.uuid,
-        name: n.name,
         driver: n.driver,
-        deploy_interface: interfaces.deploy,
-        power_interface: interfaces.power,
-        management_interface: interfaces.management,
-        resource_class: n.resource_class,
-        conductor_group: n.conductor_group.to_lowercase(),
-        driver_info: json_text(&n.driver_info),
-        driver_internal_info: "{}".to_owned(),
-        properties: json_text(&n.properties),
-        instance_info: json_text(&n.instance_info),
-        instance_uuid: n.instance_uuid,
-        extra: json_text(&n.extra),
-        provision_state: initial.api_name().to_owned(),
-        power_state: None,
-        maintenance: false,
-        created_at: db::now(),
+        conductor_group: n.conductor_group,
+        interfaces,
+        provision_state: n.initial_state,
+        created_at: node::now(),
         last_request_id: request_id.clone(),
+        ..Node::default()
     };
+    patch::changes_for_create(&row, n.fields)?.set_into(&mut row);
     let uuid = row.uuid.clone();
-    match db::nodes::insert(&ctx.db, row).await {
+    match db::nodes::insert(&ctx.db, &row).await {
         // The first attempt of this very request created it (its answer was lost with a
         // conductor, and the API sent the request on with the node's UUID it had chosen).
         Err(Error::Conflict(why)) => match db::nodes::get_by_uuid(&ctx.db, &uuid).await {
@@ -137,61 +95,34 @@ pub async fn update(
             // The API has checked that the patch sets the driver (perhaps to the same one).
             // Every interface the patch does not set goes back to the driver's default.
             let driver = changes.driver.clone().unwrap_or_else(|| node.driver.clone());
-            let patched = |kind: &str| {
-                let field = format!("/{kind}_interface");
-                ops.iter().any(|op| op.path == field)
-            };
-            let defaults = ctx.drivers.resolve(&driver, &InterfaceChoice::default())?;
-            for (kind, name) in [
-                ("deploy", defaults.deploy),
-                ("power", defaults.power),
-                ("management", defaults.management),
-            ] {
-                if !patched(kind) {
-                    changes.set_interface(kind, name);
-                }
-            }
-            for (kind, _) in node.passive_interfaces() {
-                if !patched(kind) {
-                    changes.set_interface(kind, ctx.drivers.resolve_passive(&driver, kind, None)?);
+            for kind in InterfaceKind::ALL {
+                let field = format!("/{}", kind.field());
+                if !ops.iter().any(|op| op.path == field) {
+                    changes
+                        .interfaces
+                        .set(kind, ctx.drivers.resolve(&driver, kind, None)?);
                 }
             }
             // Writing an interface that is already the node's is a no-op, but it must pass the
             // state gate below like any interface change.
             changes.driver.get_or_insert(driver);
         }
-        let passive_changes = changes.passive_interfaces();
-        let hardware_changes = changes.driver.is_some()
-            || changes.deploy_interface.is_some()
-            || changes.power_interface.is_some()
-            || changes.management_interface.is_some()
-            || passive_changes.iter().any(|(_, new)| new.is_some());
-        if hardware_changes {
+        if changes.driver.is_some() || changes.interfaces.any() {
             if !node.maintenance && !interface_change_allowed(node.provision_state) {
                 return Err(Error::InvalidState(format!(
                     "Node {} must be in maintenance mode or in one of the states enroll, manageable, available, inspecting, inspect wait to change its driver or interfaces; it is in \"{}\".",
                     node.uuid, node.provision_state
                 )));
             }
-            let pick = |new: &Option<String>, old: &str| new.clone().unwrap_or_else(|| old.to_owned());
-            let (deploy, power, management) = (
-                pick(&changes.deploy_interface, &node.deploy_interface),
-                pick(&changes.power_interface, &node.power_interface),
-                pick(&changes.management_interface, &node.management_interface),
-            );
             let driver = changes.driver.as_deref().unwrap_or(&node.driver);
-            for ((kind, new), (_, old)) in passive_changes.iter().zip(node.passive_interfaces()) {
-                ctx.drivers
-                    .resolve_passive(driver, kind, Some(new.unwrap_or(old)))?;
-            }
-            ctx.drivers.resolve(
-                driver,
-                &InterfaceChoice {
-                    deploy: Some(&deploy),
-                    power: Some(&power),
-                    management: Some(&management),
-                },
-            )?;
+            ctx.drivers.resolve_all(driver, |kind| {
+                Some(
+                    changes
+                        .interfaces
+                        .get(kind)
+                        .unwrap_or(node.interfaces.get(kind)),
+                )
+            })?;
         }
         if let (Some(Some(new)), Some(old)) = (&changes.instance_uuid, &node.instance_uuid)
             && new != old
@@ -220,7 +151,7 @@ pub async fn set_maintenance(
         let changes = NodeChanges {
             maintenance: Some(maintenance),
             maintenance_reason: Some(if maintenance {
-                reason.clone().map(crate::db::models::truncate_error)
+                reason.clone().map(node::truncate_error)
             } else {
                 None
             }),
@@ -248,7 +179,7 @@ pub async fn add_traits(
 ) -> Result<()> {
     let uuid = node.uuid.clone();
     change_node(ctx, &uuid, Some(node), deadline, |node| {
-        let mut all = if replace { Vec::new() } else { node.traits.clone() };
+        let mut all = if replace { Vec::new() } else { node.traits.0.clone() };
         for t in &traits {
             if !all.contains(t) {
                 all.push(t.clone());
@@ -263,7 +194,7 @@ pub async fn add_traits(
         }
         all.sort();
         let changes = NodeChanges {
-            traits: Some(traits_text(&all)),
+            traits: Some(Json(all)),
             ..NodeChanges::default()
         };
         Ok(Decision::Write(changes, Hold::Release))
@@ -298,7 +229,7 @@ pub async fn remove_traits(
             }
         };
         let changes = NodeChanges {
-            traits: Some(traits_text(&kept)),
+            traits: Some(Json(kept)),
             ..NodeChanges::default()
         };
         Ok(Decision::Write(changes, Hold::Release))
@@ -317,7 +248,7 @@ pub async fn set_console_mode(
 ) -> Result<()> {
     let uuid = node.uuid.clone();
     change_node(ctx, &uuid, Some(node), deadline, |node| {
-        if node.console_interface == "no-console" {
+        if node.interfaces.console == "no-console" {
             return Err(Error::InvalidParameterValue(format!(
                 "Driver {} does not support console (disabled or not implemented): node {} uses the no-console interface.",
                 node.driver, node.uuid
@@ -352,13 +283,13 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     ];
     // The others have nothing to configure on fake hardware; a `no-*` one is Ironic's
     // "not supported".
-    for (kind, name) in node.passive_interfaces() {
+    for (kind, name) in node.interfaces.passive() {
         let verdict = if name.starts_with("no-") {
             (None, Some("not supported".to_owned()))
         } else {
             (Some(true), None)
         };
-        out.push(entry(kind, verdict));
+        out.push(entry(kind.name(), verdict));
     }
     out.sort();
     Ok(out)

@@ -10,42 +10,20 @@ use super::{
     task::{Decision, Hold, Task, change_node},
 };
 use crate::{
-    db::models::{Node, NodeChanges},
-    drivers::{Driver, PowerState},
+    drivers::Driver,
     error::{Error, Result},
+    node::{Node, NodeChanges, PowerState, PowerTarget},
     states::ProvisionState,
 };
-
-/// The power targets a client may ask for: (word, resulting state, reboot first).
-const TARGETS: &[(&str, PowerState, bool)] = &[
-    ("power on", PowerState::On, false),
-    ("power off", PowerState::Off, false),
-    ("rebooting", PowerState::On, true),
-    ("soft power off", PowerState::Off, false),
-    ("soft rebooting", PowerState::On, true),
-];
-
-pub fn parse_target(requested: &str) -> Result<(&'static str, PowerState, bool)> {
-    TARGETS
-        .iter()
-        .find(|(word, _, _)| *word == requested)
-        .copied()
-        .ok_or_else(|| {
-            Error::InvalidParameterValue(format!(
-                "Invalid power state '{requested}'. Valid targets are: {}.",
-                TARGETS.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
-            ))
-        })
-}
 
 pub async fn change_node_power_state(
     ctx: &Ctx,
     node: Node,
-    requested: &str,
+    requested: PowerTarget,
     timeout: Option<u32>,
     deadline: Option<Instant>,
 ) -> Result<()> {
-    let (requested, target, reboot) = parse_target(requested)?;
+    let (target, reboot) = (requested.resulting_state(), requested.reboots());
     let timeout = Duration::from_secs(u64::from(timeout.unwrap_or(60)));
     let uuid = node.uuid.clone();
     let mut permit: Option<OwnedSemaphorePermit> = None;
@@ -55,7 +33,7 @@ pub async fn change_node_power_state(
             ProvisionState::Cleaning | ProvisionState::CleanWait
         ) {
             return Err(Error::InvalidStateRequested {
-                action: requested.to_owned(),
+                action: requested.api_name().to_owned(),
                 node: node.uuid.clone(),
                 state: node.provision_state.api_name().to_owned(),
             });
@@ -76,7 +54,7 @@ pub async fn change_node_power_state(
             );
         }
         let mut changes = NodeChanges::default().last_error(None);
-        changes.target_power_state = Some(Some(target.api_name().to_owned()));
+        changes.target_power_state = Some(Some(target));
         Ok(Decision::Write(changes, Hold::Keep))
     })
     .await?;
@@ -85,7 +63,7 @@ pub async fn change_node_power_state(
         let work = Work::Power {
             target,
             reboot,
-            requested,
+            requested: requested.api_name(),
             timeout,
         };
         spawn_worker(task, driver, work, permit);
@@ -117,9 +95,7 @@ pub(super) async fn set_power(
             target.api_name()
         )
     })?;
-    let changes = NodeChanges::default()
-        .power(Some(target.api_name().to_owned()), None)
-        .release();
+    let changes = NodeChanges::default().power(Some(target), None).release();
     task.write(changes)
         .await
         .map_err(|e| format!("Failed to record the power state: {e}"))

@@ -19,9 +19,9 @@ use super::{
     task::{Decision, Hold, Task, apply_event, change_node, log_change, next_state},
 };
 use crate::{
-    db::models::{Node, NodeChanges, json_text},
-    drivers::{DeployOutcome, Driver, PowerState},
+    drivers::{DeployOutcome, Driver},
     error::{Error, Result, panic_message},
+    node::{self, Json, Node, NodeChanges, PowerState, Verb},
     states::{Event, ProvisionState},
 };
 
@@ -152,7 +152,7 @@ pub(super) async fn start(
         }
         let mut changes = apply_event(node, event, true, extra.last_error(None))?;
         if let Some(target) = work.and_then(Work::target_override) {
-            changes.target_provision_state = Some(Some(target.api_name().to_owned()));
+            changes.target_provision_state = Some(Some(target));
         }
         Ok(Decision::Write(changes, Hold::Keep))
     })
@@ -214,9 +214,9 @@ async fn run_worker(mut task: Task, driver: Driver, work: Work, _permit: OwnedSe
     }
     match work {
         // A failed deploy has no current step any more.
-        Work::Deploy => extra.deploy_step = Some("{}".to_owned()),
+        Work::Deploy => extra.deploy_step = Some(Json::default()),
         // Nobody may log into a rescue ramdisk that did not come up.
-        Work::Rescue => extra.instance_info = Some(json_text(&without_rescue_password(&task.node))),
+        Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(&task.node))),
         _ => {}
     }
     task.fail(message, extra, work.fails_provision()).await;
@@ -252,13 +252,13 @@ pub async fn do_node_deploy(
                 ))
             })?;
         let mut extra = NodeChanges {
-            deploy_step: Some(json_text(&deploy_step())),
+            deploy_step: Some(Json(deploy_step())),
             ..NodeChanges::default()
         };
         if let Some(configdrive) = &configdrive {
-            let mut instance_info = node.instance_info.clone();
+            let mut instance_info = node.instance_info.0.clone();
             instance_info.insert("configdrive".to_owned(), configdrive.clone());
-            extra.instance_info = Some(json_text(&instance_info));
+            extra.instance_info = Some(Json(instance_info));
         }
         Ok(extra)
     })
@@ -299,13 +299,13 @@ pub async fn do_node_rescue(
     start(ctx, node, deadline, "rescue", Event::Rescue, |node, _| {
         refuse_in_maintenance(node, "rescuing")?;
         require_rescue_interface(node)?;
-        let mut instance_info = node.instance_info.clone();
+        let mut instance_info = node.instance_info.0.clone();
         instance_info.insert(
             "rescue_password".to_owned(),
             Value::String(rescue_password.clone()),
         );
         Ok(NodeChanges {
-            instance_info: Some(json_text(&instance_info)),
+            instance_info: Some(Json(instance_info)),
             ..NodeChanges::default()
         })
     })
@@ -342,7 +342,7 @@ fn refuse_in_maintenance(node: &Node, op: &str) -> Result<()> {
 
 /// A `no-rescue` node cannot be rescued: Ironic's UnsupportedDriverExtension.
 fn require_rescue_interface(node: &Node) -> Result<()> {
-    if node.rescue_interface.starts_with("no-") {
+    if node.interfaces.rescue.starts_with("no-") {
         return Err(Error::UnsupportedDriverExtension {
             driver: node.driver.clone(),
             extension: "rescue".to_owned(),
@@ -352,7 +352,7 @@ fn require_rescue_interface(node: &Node) -> Result<()> {
 }
 
 pub(super) fn without_rescue_password(node: &Node) -> serde_json::Map<String, Value> {
-    let mut instance_info = node.instance_info.clone();
+    let mut instance_info = node.instance_info.0.clone();
     instance_info.remove("rescue_password");
     instance_info.remove("hashed_rescue_password");
     instance_info
@@ -408,25 +408,30 @@ pub async fn do_node_clean(
 pub async fn do_provisioning_action(
     ctx: &Ctx,
     node: Node,
-    action: &str,
+    action: Verb,
     deadline: Option<Instant>,
 ) -> Result<()> {
     let event = match action {
-        "manage" => Event::Manage,
-        "provide" => Event::Provide,
-        "abort" => Event::Abort,
-        "inspect" => Event::Inspect,
-        "adopt" => Event::Adopt,
-        other => {
+        Verb::Manage | Verb::Provide | Verb::Abort | Verb::Inspect | Verb::Adopt => action.event(),
+        Verb::Active
+        | Verb::Deploy
+        | Verb::Rebuild
+        | Verb::Deleted
+        | Verb::Undeploy
+        | Verb::Clean
+        | Verb::Rescue
+        | Verb::Unrescue
+        | Verb::Unhold
+        | Verb::Service => {
             return Err(Error::InvalidParameterValue(format!(
-                "The provisioning action \"{other}\" is not supported."
+                "The provisioning action \"{action}\" is not supported."
             )));
         }
     };
-    start(ctx, node, deadline, action, event, |node, _| {
+    start(ctx, node, deadline, action.api_name(), event, |node, _| {
         let mut extra = NodeChanges::default();
         if event == Event::Inspect {
-            extra.inspection_started_at = Some(Some(crate::db::now()));
+            extra.inspection_started_at = Some(Some(node::now()));
             extra.inspection_finished_at = Some(None);
         }
         if event == Event::Abort {
@@ -441,7 +446,7 @@ pub async fn do_provisioning_action(
                 "By request, the {what} operation was aborted"
             )));
             if what == "deploy" {
-                extra.deploy_step = Some("{}".to_owned());
+                extra.deploy_step = Some(Json::default());
             }
         }
         Ok(extra)
@@ -472,9 +477,8 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             )
             .await?
             .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
-            let mut changes =
-                NodeChanges::default().power(Some(PowerState::On.api_name().to_owned()), None);
-            changes.deploy_step = Some("{}".to_owned());
+            let mut changes = NodeChanges::default().power(Some(PowerState::On), None);
+            changes.deploy_step = Some(Json::default());
             (Event::Done, changes)
         }
         DeployOutcome::Wait => (Event::Wait, NodeChanges::default()),
@@ -497,11 +501,10 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     )
     .await?
     .map_err(|e| format!("Failed to tear down: {e}"))?;
-    let mut changes =
-        NodeChanges::default().power(Some(PowerState::Off.api_name().to_owned()), None);
-    changes.instance_info = Some("{}".to_owned());
+    let mut changes = NodeChanges::default().power(Some(PowerState::Off), None);
+    changes.instance_info = Some(Json::default());
     changes.instance_uuid = Some(None);
-    changes.deploy_step = Some("{}".to_owned());
+    changes.deploy_step = Some(Json::default());
     task.process_event(Event::Clean, true, changes)
         .await
         .map_err(|e| format!("Failed to tear down: {e}"))?;
@@ -541,7 +544,7 @@ async fn rescue(task: &mut Task) -> std::result::Result<(), String> {
 /// Unrescue on the fake rescue interface: back to the instance, forgetting the rescue password.
 async fn unrescue(task: &mut Task) -> std::result::Result<(), String> {
     let changes = NodeChanges {
-        instance_info: Some(json_text(&without_rescue_password(&task.node))),
+        instance_info: Some(Json(without_rescue_password(&task.node))),
         ..NodeChanges::default()
     };
     task.process_event(Event::Done, false, changes.release())
@@ -552,7 +555,7 @@ async fn unrescue(task: &mut Task) -> std::result::Result<(), String> {
 /// Inspection. The fake hardware has nothing to discover, so inspection completes at once.
 async fn inspect(task: &mut Task) -> std::result::Result<(), String> {
     let changes = NodeChanges {
-        inspection_finished_at: Some(Some(crate::db::now())),
+        inspection_finished_at: Some(Some(node::now())),
         ..NodeChanges::default()
     };
     task.process_event(Event::Done, false, changes.release())
@@ -572,7 +575,7 @@ async fn adopt(task: &mut Task, driver: &Driver) -> std::result::Result<(), Stri
     let power = hw(task, driver.power.get_power_state(&task.node))
         .await?
         .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
-    let changes = NodeChanges::default().power(Some(power.api_name().to_owned()), None);
+    let changes = NodeChanges::default().power(Some(power), None);
     task.process_event(Event::Done, false, changes.release())
         .await
         .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))
@@ -588,7 +591,7 @@ async fn verify(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
     let power = hw(task, driver.power.get_power_state(&task.node))
         .await?
         .map_err(|e| format!("Failed to get power state for node {uuid}: {e}"))?;
-    let changes = NodeChanges::default().power(Some(power.api_name().to_owned()), None);
+    let changes = NodeChanges::default().power(Some(power), None);
     task.process_event(Event::Done, false, changes.release())
         .await
         .map_err(|e| format!("Failed to finish verification: {e}"))

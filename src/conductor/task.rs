@@ -20,11 +20,9 @@ use tracing::{info, warn};
 
 use super::Ctx;
 use crate::{
-    db::{
-        self,
-        models::{Node, NodeChanges},
-    },
+    db,
     error::{Error, Result},
+    node::{Node, NodeChanges},
     states::{self, Event, ProvisionState},
 };
 
@@ -130,7 +128,7 @@ pub async fn change_node(
             changes.reservation = Some(Some(ctx.host.clone()));
         }
         if db::nodes::update_unlocked(&ctx.db, node.id, node.version, changes.clone()).await? {
-            changes.mirror_into(&mut node)?;
+            changes.mirror_into(&mut node);
             let task = (hold == Hold::Keep).then(|| Task {
                 ctx: ctx.clone(),
                 node: node.clone(),
@@ -277,7 +275,7 @@ impl Task {
         if changes.reservation == Some(None) {
             self.held = false;
         }
-        changes.mirror_into(&mut self.node)?;
+        changes.mirror_into(&mut self.node);
         Ok(())
     }
 

@@ -11,11 +11,13 @@ use diesel_async::RunQueryDsl;
 use super::{
     Db,
     models::{Conductor, ConductorRow},
-    now,
-    schema::conductors,
     with_conn, with_conn_result,
 };
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    node::now,
+    schema::conductors,
+};
 
 /// What [`claim`] found.
 #[derive(Debug)]

@@ -8,14 +8,11 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{
-    Db,
-    models::{NewNodeRow, Node, NodeChanges, NodeRow},
-    schema::nodes,
-    with_conn, with_conn_result,
-};
+use super::{Db, with_conn, with_conn_result};
 use crate::{
     error::{Error, Result},
+    node::{Node, NodeChanges},
+    schema::nodes,
     states::ProvisionState,
 };
 
@@ -38,22 +35,22 @@ impl<'a> NodeIdent<'a> {
 }
 
 pub async fn get(db: &Db, ident: NodeIdent<'_>) -> Result<Node> {
-    let row: Option<NodeRow> = with_conn!(db, |conn| match ident {
+    let node: Option<Node> = with_conn!(db, |conn| match ident {
         NodeIdent::Uuid(u) => nodes::table
             .filter(nodes::uuid.eq(u.to_ascii_lowercase()))
-            .select(NodeRow::as_select())
+            .select(Node::as_select())
             .first(conn)
             .await
             .optional()?,
         NodeIdent::Name(n) => nodes::table
             .filter(nodes::name.eq(n))
-            .select(NodeRow::as_select())
+            .select(Node::as_select())
             .first(conn)
             .await
             .optional()?,
     });
-    match row {
-        Some(row) => row.try_into(),
+    match node {
+        Some(node) => Ok(node),
         None => Err(Error::node_not_found(match ident {
             NodeIdent::Uuid(s) | NodeIdent::Name(s) => s,
         })),
@@ -67,7 +64,7 @@ pub async fn get_by_uuid(db: &Db, uuid: &str) -> Result<Node> {
 /// What a node listing is narrowed to; every filter runs in SQL, before the page is cut.
 #[derive(Debug, Clone, Default)]
 pub struct NodeFilter {
-    pub provision_state: Option<String>,
+    pub provision_state: Option<ProvisionState>,
     pub maintenance: Option<bool>,
     pub driver: Option<String>,
     /// Some(true): nodes with an instance; Some(false): nodes without.
@@ -187,10 +184,10 @@ pub async fn list_filtered(
             }
         }};
     }
-    let rows: Vec<NodeRow> = with_conn!(db, |conn| {
-        let mut q = nodes::table.select(NodeRow::as_select()).into_boxed();
+    Ok(with_conn!(db, |conn| {
+        let mut q = nodes::table.select(Node::as_select()).into_boxed();
         if let Some(v) = &filter.provision_state {
-            q = q.filter(nodes::provision_state.eq(v.clone()));
+            q = q.filter(nodes::provision_state.eq(*v));
         }
         if let Some(v) = filter.maintenance {
             q = q.filter(nodes::maintenance.eq(v));
@@ -228,7 +225,7 @@ pub async fn list_filtered(
             SortKey::ProvisionState => ordered!(
                 q,
                 nodes::provision_state,
-                m.map(|m| (m.provision_state.api_name().to_owned(), m.id))
+                m.map(|m| (m.provision_state, m.id))
             ),
             SortKey::Driver => ordered!(q, nodes::driver, m.map(|m| (m.driver.clone(), m.id))),
             SortKey::ConductorGroup => ordered!(
@@ -245,11 +242,9 @@ pub async fn list_filtered(
                 nodes::provision_updated_at,
                 m.map(|m| (m.provision_updated_at, m.id))
             ),
-            SortKey::PowerState => ordered_nullable!(
-                q,
-                nodes::power_state,
-                m.map(|m| (m.power_state.clone(), m.id))
-            ),
+            SortKey::PowerState => {
+                ordered_nullable!(q, nodes::power_state, m.map(|m| (m.power_state, m.id)))
+            }
             SortKey::InstanceUuid => ordered_nullable!(
                 q,
                 nodes::instance_uuid,
@@ -262,8 +257,7 @@ pub async fn list_filtered(
             ),
         };
         q.limit(limit).load(conn).await?
-    });
-    rows.into_iter().map(Node::try_from).collect()
+    }))
 }
 
 /// One page of nodes in id order, after the node `marker` (a UUID) if given.
@@ -279,11 +273,12 @@ pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Node>
     .await
 }
 
-/// Inserts a node and reads it back. A duplicate UUID, name or instance UUID is a 409.
-pub async fn insert(db: &Db, row: NewNodeRow) -> Result<Node> {
-    let uuid = row.uuid.clone();
+/// Inserts a node (all but its `id`, which the database assigns) and reads it back. A duplicate
+/// UUID, name or instance UUID is a 409.
+pub async fn insert(db: &Db, node: &Node) -> Result<Node> {
+    let uuid = node.uuid.clone();
     let inserted = with_conn_result!(db, |conn| diesel::insert_into(nodes::table)
-        .values(&row)
+        .values(node)
         .execute(conn)
         .await?);
     match inserted {
@@ -353,7 +348,7 @@ pub async fn update_held(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.eq(holder))
-            .filter(nodes::provision_state.eq(expected.api_name()))
+            .filter(nodes::provision_state.eq(expected))
             .filter(nodes::version.eq(version))
     )
     .set((&changes, nodes::version.eq(nodes::version + 1)))
@@ -418,10 +413,10 @@ async fn explain_lost_write(
     holder: &str,
     expected: Option<ProvisionState>,
 ) -> Error {
-    let row: Result<Option<NodeRow>> = async {
+    let row: Result<Option<Node>> = async {
         Ok(with_conn!(db, |conn| nodes::table
             .filter(nodes::id.eq(node_id))
-            .select(NodeRow::as_select())
+            .select(Node::as_select())
             .first(conn)
             .await
             .optional()?))
@@ -450,38 +445,30 @@ pub async fn states_of(
     db: &Db,
     uuids: &[String],
 ) -> Result<Vec<(String, ProvisionState, Option<String>)>> {
-    let rows: Vec<(String, String, Option<String>)> = with_conn!(db, |conn| nodes::table
+    Ok(with_conn!(db, |conn| nodes::table
         .filter(nodes::uuid.eq_any(uuids))
         .select((nodes::uuid, nodes::provision_state, nodes::reservation))
         .load(conn)
-        .await?);
-    rows.into_iter()
-        .map(|(uuid, state, reservation)| {
-            let state = state.parse().map_err(Error::internal)?;
-            Ok((uuid, state, reservation))
-        })
-        .collect()
+        .await?))
 }
 
 /// Nodes whose lock `host` holds (to recover them when that conductor starts or stops).
 pub async fn held_by(db: &Db, host: &str) -> Result<Vec<Node>> {
-    let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
+    Ok(with_conn!(db, |conn| nodes::table
         .filter(nodes::reservation.eq(host))
-        .select(NodeRow::as_select())
+        .select(Node::as_select())
         .load(conn)
-        .await?);
-    rows.into_iter().map(Node::try_from).collect()
+        .await?))
 }
 
 /// Nodes locked by a host not in `alive` (a conductor that died holding them).
 pub async fn locked_by_others(db: &Db, alive: &[String]) -> Result<Vec<Node>> {
-    let rows: Vec<NodeRow> = with_conn!(db, |conn| nodes::table
+    Ok(with_conn!(db, |conn| nodes::table
         .filter(nodes::reservation.is_not_null())
         .filter(nodes::reservation.ne_all(alive))
-        .select(NodeRow::as_select())
+        .select(Node::as_select())
         .load(conn)
-        .await?);
-    rows.into_iter().map(Node::try_from).collect()
+        .await?))
 }
 
 /// Releases every lock held under `host`: exact match, unlike Ironic's LIKE (§12 #11).

@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 
 use super::{DeployInterface, DeployOutcome, DriverError};
-use crate::db::models::Node;
+use crate::node::Node;
 
 pub struct DirectDeploy;
 
@@ -74,7 +74,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_http_images_are_acceptable() {
-        let mut node: Node = crate::db::models::tests_support::node();
+        let mut node: Node = crate::node::tests_support::node();
         for (image, ok) in [
             ("http://example.com/img.qcow2", true),
             ("HTTPS://example.com/img", true),

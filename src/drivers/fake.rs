@@ -12,23 +12,23 @@ use tracing::info;
 
 use super::{
     DeployInterface, DeployOutcome, DriverError, HardwareType, ManagementInterface, PowerInterface,
-    PowerState, direct::DirectDeploy,
+    direct::DirectDeploy,
 };
-use crate::db::models::Node;
+use crate::node::{InterfaceKind, Node, PowerState};
 
 pub fn hardware_type() -> HardwareType {
     HardwareType {
         name: "fake-hardware",
         passive: &[
-            ("boot", &["fake"]),
-            ("console", &["no-console", "fake"]),
-            ("inspect", &["no-inspect", "fake"]),
-            ("network", &["noop", "flat"]),
-            ("raid", &["no-raid", "fake"]),
-            ("vendor", &["no-vendor", "fake"]),
-            ("storage", &["noop", "fake"]),
-            ("rescue", &["no-rescue", "fake"]),
-            ("bios", &["no-bios", "fake"]),
+            (InterfaceKind::Boot, &["fake"]),
+            (InterfaceKind::Console, &["no-console", "fake"]),
+            (InterfaceKind::Inspect, &["no-inspect", "fake"]),
+            (InterfaceKind::Network, &["noop", "flat"]),
+            (InterfaceKind::Raid, &["no-raid", "fake"]),
+            (InterfaceKind::Vendor, &["no-vendor", "fake"]),
+            (InterfaceKind::Storage, &["noop", "fake"]),
+            (InterfaceKind::Rescue, &["no-rescue", "fake"]),
+            (InterfaceKind::Bios, &["no-bios", "fake"]),
         ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
@@ -50,10 +50,7 @@ impl PowerInterface for FakePower {
 
     /// The fake machine is in whatever state it was last put in (off when new).
     async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError> {
-        Ok(match node.power_state.as_deref() {
-            Some("power on") => PowerState::On,
-            _ => PowerState::Off,
-        })
+        Ok(node.power_state.unwrap_or(PowerState::Off))
     }
 
     async fn set_power_state(

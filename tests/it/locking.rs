@@ -6,8 +6,9 @@ use serde_json::json;
 
 use crate::util::{Cluster, ClusterOptions, TestDb, on_both_stacks};
 use ferrum::{
-    db::{self, models::NodeChanges},
+    db,
     error::Error,
+    node::{Interfaces, Json, Node, NodeChanges},
     states::ProvisionState,
 };
 
@@ -142,40 +143,28 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         return;
     };
     let db = &test_db.db;
-    let row = db::models::NewNodeRow {
+    let row = Node {
         uuid: uuid::Uuid::new_v4().to_string(),
-        name: None,
         driver: "fake-hardware".into(),
-        deploy_interface: "fake".into(),
-        power_interface: "fake".into(),
-        management_interface: "fake".into(),
-        resource_class: None,
-        conductor_group: String::new(),
-        driver_info: "{}".into(),
-        driver_internal_info: "{}".into(),
-        properties: "{}".into(),
-        instance_info: "{}".into(),
-        instance_uuid: None,
-        extra: "{}".into(),
-        provision_state: "available".into(),
-        power_state: None,
-        maintenance: false,
-        created_at: db::now(),
-        last_request_id: None,
-        boot_interface: "fake".into(),
-        console_interface: "no-console".into(),
-        inspect_interface: "no-inspect".into(),
-        network_interface: "noop".into(),
-        raid_interface: "no-raid".into(),
-        vendor_interface: "no-vendor".into(),
-        storage_interface: "noop".into(),
-        rescue_interface: "no-rescue".into(),
-        bios_interface: "no-bios".into(),
-        traits: "[]".into(),
-        deploy_step: "{}".into(),
-        automated_clean: None,
+        interfaces: Interfaces {
+            deploy: "fake".into(),
+            power: "fake".into(),
+            management: "fake".into(),
+            bios: "no-bios".into(),
+            boot: "fake".into(),
+            console: "no-console".into(),
+            inspect: "no-inspect".into(),
+            network: "noop".into(),
+            raid: "no-raid".into(),
+            rescue: "no-rescue".into(),
+            storage: "noop".into(),
+            vendor: "no-vendor".into(),
+        },
+        provision_state: ProvisionState::Available,
+        created_at: ferrum::node::now(),
+        ..Node::default()
     };
-    let node = db::nodes::insert(db, row).await.unwrap();
+    let node = db::nodes::insert(db, &row).await.unwrap();
     let deploying =
         NodeChanges::default().provision(ProvisionState::Deploying, Some(ProvisionState::Active));
 
@@ -236,7 +225,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
 
     // A write for nodes nobody holds is refused while the node is locked...
     let tag = NodeChanges {
-        extra: Some(r#"{"tag":1}"#.into()),
+        extra: Some(Json(json!({"tag": 1}).as_object().cloned().unwrap())),
         ..NodeChanges::default()
     };
     assert!(

@@ -228,7 +228,7 @@ impl Cluster {
     /// Starts a process again after it was killed or stopped, and waits until it has registered
     /// anew (a killed conductor's old row still looks alive for a while) and the API answers.
     pub async fn restart_conductor(&mut self, i: usize) {
-        let since = db::now();
+        let since = ferrum::node::now();
         self.spawn_conductor(i);
         let host = self.conductor_hosts[i].clone();
         let deadline = Instant::now() + Duration::from_secs(30);

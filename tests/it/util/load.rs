@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ferrum::{db, db::models::Node, states::ProvisionState};
+use ferrum::{db, node::Node, states::ProvisionState};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;

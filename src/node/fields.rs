@@ -1,0 +1,751 @@
+//! The node as the API sees it: one row per field, naming the API version it appeared in, how a
+//! response shows it, and how a client writes it (at create, by PATCH, what `remove` resets it
+//! to). The API's version gates for create, PATCH and `?fields=`, the rendering of a node, and
+//! the typed reading of written values (in `patch.rs`) all read this table.
+//!
+//! Must not: know HTTP, the database or the conductor. Versions are API minor numbers (1.x).
+
+use chrono::NaiveDateTime;
+use serde_json::{Map, Value, json};
+
+use super::{
+    InterfaceKind, Json, JsonObject, Node, NodeChanges, mask, normalize_conductor_group,
+    normalize_uuid, validate_name, validate_resource_class,
+};
+use crate::{
+    error::{Error, Result},
+    states::ProvisionState,
+};
+
+/// What a response is rendered from.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub node: &'a Node,
+    /// The negotiated API minor version.
+    pub minor: u32,
+    /// The API's public URL, for links.
+    pub base: &'a str,
+    /// The node's conductor on the hash ring (shown from 1.49).
+    pub conductor: Option<&'a str>,
+}
+
+/// One field of the node in the API.
+pub struct Field {
+    pub name: &'static str,
+    /// The API minor version that introduced it.
+    pub since: u32,
+    /// Its value in a response.
+    pub show: fn(&View<'_>) -> Value,
+    /// How a client writes it; None for a read-only field.
+    pub write: Option<Write>,
+}
+
+/// How a client writes a field.
+pub struct Write {
+    /// Whether POST /v1/nodes may set it.
+    pub create: bool,
+    /// Whether PATCH may change it.
+    pub patch: bool,
+    /// What a PATCH `remove` of the whole field sets it to.
+    pub reset: Reset,
+    /// The stored value as JSON, unmasked (what a patch is applied to).
+    pub get: fn(field: &str, node: &Node) -> Value,
+    /// Type-checks and validates a written value and records it in the changes when it differs
+    /// from the node's.
+    pub set: fn(field: &str, node: &Node, value: Value, changes: &mut NodeChanges) -> Result<()>,
+}
+
+/// What a PATCH `remove` of a whole field does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reset {
+    /// Refused: the field is mandatory.
+    Mandatory,
+    Null,
+    False,
+    EmptyString,
+    EmptyObject,
+}
+
+impl Reset {
+    /// The value a removed field gets, or None when it may not be removed.
+    pub fn value(self) -> Option<Value> {
+        match self {
+            Reset::Mandatory => None,
+            Reset::Null => Some(Value::Null),
+            Reset::False => Some(Value::Bool(false)),
+            Reset::EmptyString => Some(Value::String(String::new())),
+            Reset::EmptyObject => Some(Value::Object(Map::new())),
+        }
+    }
+}
+
+/// The field named `name`, if the node has one by that name in any version.
+pub fn field(name: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.name == name)
+}
+
+/// The names of the fields PATCH may change, sorted.
+pub fn patchable_names() -> Vec<&'static str> {
+    let mut names: Vec<_> = FIELDS
+        .iter()
+        .filter(|f| f.write.as_ref().is_some_and(|w| w.patch))
+        .map(|f| f.name)
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+/// The full node as `view` shows it: every field of its version.
+pub fn render(view: &View<'_>) -> Map<String, Value> {
+    FIELDS
+        .iter()
+        .filter(|f| f.since <= view.minor)
+        .map(|f| (f.name.to_owned(), (f.show)(view)))
+        .collect()
+}
+
+pub fn timestamp(t: &NaiveDateTime) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
+}
+
+pub fn opt_timestamp(t: &Option<NaiveDateTime>) -> Value {
+    t.as_ref()
+        .map(|t| Value::String(timestamp(t)))
+        .unwrap_or(Value::Null)
+}
+
+/// A provision state as the version shows it: `available` is null before 1.2, `inspect wait`
+/// is `inspecting` before 1.39.
+pub fn state_value(state: Option<ProvisionState>, minor: u32) -> Value {
+    match state {
+        Some(ProvisionState::Available) if minor < 2 => Value::Null,
+        Some(ProvisionState::InspectWait) if minor < 39 => {
+            Value::String(ProvisionState::Inspecting.api_name().to_owned())
+        }
+        Some(s) => Value::String(s.api_name().to_owned()),
+        None => Value::Null,
+    }
+}
+
+/// A resource's `links`: itself and its bookmark.
+pub fn links(base: &str, resource: &str, id: &str) -> Value {
+    json!([
+        {"href": format!("{base}/v1/{resource}/{id}"), "rel": "self"},
+        {"href": format!("{base}/{resource}/{id}"), "rel": "bookmark"},
+    ])
+}
+
+fn sub_links(view: &View<'_>, what: &str) -> Value {
+    links(view.base, "nodes", &format!("{}/{what}", view.node.uuid))
+}
+
+// Readers and writers shared by many rows. `field` names the field in errors.
+
+pub(crate) fn wrong(field: &str, want: &str, got: &Value) -> Error {
+    Error::InvalidParameterValue(format!(
+        "Invalid value for {field}: invalid type {got}, expected {want}"
+    ))
+}
+
+fn string(field: &str, v: Value) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(wrong(field, "a string", &other)),
+    }
+}
+
+fn opt_string(field: &str, v: Value) -> Result<Option<String>> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        other => Err(wrong(field, "a string or null", &other)),
+    }
+}
+
+fn object(field: &str, v: Value) -> Result<JsonObject> {
+    match v {
+        Value::Object(m) => Ok(m),
+        other => Err(wrong(field, "an object", &other)),
+    }
+}
+
+/// A boolean as Ironic's PATCH takes it: JSON true/false, or a string oslo's strict
+/// `bool_from_string` reads (the `baremetal` CLI sends `"True"`); null is None.
+pub fn boolean(field: &str, v: Value) -> Result<Option<bool>> {
+    let parsed = match &v {
+        Value::Null => return Ok(None),
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "1" | "t" | "true" | "on" | "y" | "yes" => Some(true),
+            "0" | "f" | "false" | "off" | "n" | "no" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    };
+    parsed.map(Some).ok_or_else(|| {
+        Error::InvalidParameterValue(format!(
+            "Invalid value for {field}: expected a boolean, got {v}"
+        ))
+    })
+}
+
+/// Records `new` in `slot` when it differs from `old`.
+fn set_if<T: PartialEq>(slot: &mut Option<T>, new: T, old: &T) {
+    if new != *old {
+        *slot = Some(new);
+    }
+}
+
+fn kind_of(field: &str) -> Result<InterfaceKind> {
+    InterfaceKind::from_field(field)
+        .ok_or_else(|| Error::internal(format!("{field} is not an interface field")))
+}
+
+fn get_interface(field: &str, node: &Node) -> Value {
+    match InterfaceKind::from_field(field) {
+        Some(kind) => json!(node.interfaces.get(kind)),
+        None => Value::Null,
+    }
+}
+
+fn set_interface(field: &str, node: &Node, v: Value, c: &mut NodeChanges) -> Result<()> {
+    let kind = kind_of(field)?;
+    let name = string(field, v)?;
+    if name != node.interfaces.get(kind) {
+        c.interfaces.set(kind, name);
+    }
+    Ok(())
+}
+
+/// A writable JSON-object field: `$field` of the node.
+macro_rules! document {
+    ($field:ident) => {
+        Write {
+            create: true,
+            patch: true,
+            reset: Reset::EmptyObject,
+            get: |_, n| Value::Object(n.$field.0.clone()),
+            set: |f, n, v, c| {
+                let new = object(f, v)?;
+                if new != n.$field.0 {
+                    c.$field = Some(Json(new));
+                }
+                Ok(())
+            },
+        }
+    };
+}
+
+/// An interface field (`$kind` of the node's interfaces), shown and written from 1.`$since`.
+macro_rules! interface {
+    ($name:literal, $kind:ident, $since:literal) => {
+        Field {
+            name: $name,
+            since: $since,
+            show: |v| json!(v.node.interfaces.$kind),
+            write: Some(Write {
+                create: true,
+                patch: true,
+                reset: Reset::Mandatory,
+                get: get_interface,
+                set: set_interface,
+            }),
+        }
+    };
+}
+
+/// Every node field of the API, in no particular order (responses are JSON objects).
+pub static FIELDS: &[Field] = &[
+    Field {
+        name: "uuid",
+        since: 1,
+        show: |v| json!(v.node.uuid),
+        write: Some(Write {
+            create: true,
+            patch: false,
+            reset: Reset::Mandatory,
+            get: |_, n| json!(n.uuid),
+            set: |f, n, v, _| {
+                let uuid = normalize_uuid(f, &string(f, v)?)?;
+                if uuid != n.uuid {
+                    return Err(Error::InvalidParameterValue(format!("Cannot change {f}.")));
+                }
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "created_at",
+        since: 1,
+        show: |v| json!(timestamp(&v.node.created_at)),
+        write: None,
+    },
+    Field {
+        name: "updated_at",
+        since: 1,
+        show: |v| opt_timestamp(&v.node.updated_at),
+        write: None,
+    },
+    Field {
+        name: "chassis_uuid",
+        since: 1,
+        show: |_| Value::Null,
+        write: None,
+    },
+    Field {
+        name: "console_enabled",
+        since: 1,
+        show: |v| json!(v.node.console_enabled),
+        write: None,
+    },
+    Field {
+        name: "driver",
+        since: 1,
+        show: |v| json!(v.node.driver),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Mandatory,
+            get: |_, n| json!(n.driver),
+            set: |f, n, v, c| {
+                set_if(&mut c.driver, string(f, v)?, &n.driver);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "driver_info",
+        since: 1,
+        show: |v| Value::Object(mask::mask_secrets(&v.node.driver_info)),
+        write: Some(document!(driver_info)),
+    },
+    Field {
+        name: "extra",
+        since: 1,
+        show: |v| Value::Object(v.node.extra.0.clone()),
+        write: Some(document!(extra)),
+    },
+    Field {
+        name: "instance_info",
+        since: 1,
+        show: |v| Value::Object(mask::masked_instance_info(&v.node.instance_info)),
+        write: Some(document!(instance_info)),
+    },
+    Field {
+        name: "properties",
+        since: 1,
+        show: |v| Value::Object(v.node.properties.0.clone()),
+        write: Some(document!(properties)),
+    },
+    Field {
+        name: "instance_uuid",
+        since: 1,
+        show: |v| json!(v.node.instance_uuid),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.instance_uuid),
+            set: |f, n, v, c| {
+                // Stored in one spelling, so that uniqueness and the filter see one value.
+                let new = opt_string(f, v)?
+                    .map(|u| normalize_uuid(f, &u))
+                    .transpose()?;
+                set_if(&mut c.instance_uuid, new, &n.instance_uuid);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "last_error",
+        since: 1,
+        show: |v| json!(v.node.last_error),
+        write: None,
+    },
+    Field {
+        name: "maintenance",
+        since: 1,
+        show: |v| json!(v.node.maintenance),
+        write: Some(Write {
+            create: false,
+            patch: true,
+            reset: Reset::False,
+            get: |_, n| json!(n.maintenance),
+            set: |f, n, v, c| {
+                let Some(m) = boolean(f, v)? else {
+                    return Err(wrong(f, "a boolean", &Value::Null));
+                };
+                if m != n.maintenance {
+                    c.maintenance = Some(m);
+                    if !m {
+                        // Leaving maintenance forgets why, and the fault that put it there.
+                        c.maintenance_reason = Some(None);
+                        c.fault = Some(None);
+                    }
+                }
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "maintenance_reason",
+        since: 1,
+        show: |v| json!(v.node.maintenance_reason),
+        write: None,
+    },
+    Field {
+        name: "power_state",
+        since: 1,
+        show: |v| json!(v.node.power_state),
+        write: None,
+    },
+    Field {
+        name: "target_power_state",
+        since: 1,
+        show: |v| json!(v.node.target_power_state),
+        write: None,
+    },
+    Field {
+        name: "provision_state",
+        since: 1,
+        show: |v| state_value(Some(v.node.provision_state), v.minor),
+        write: None,
+    },
+    Field {
+        name: "target_provision_state",
+        since: 1,
+        show: |v| state_value(v.node.target_provision_state, v.minor),
+        write: None,
+    },
+    Field {
+        name: "provision_updated_at",
+        since: 1,
+        show: |v| opt_timestamp(&v.node.provision_updated_at),
+        write: None,
+    },
+    Field {
+        name: "reservation",
+        since: 1,
+        show: |v| json!(v.node.reservation),
+        write: None,
+    },
+    Field {
+        name: "links",
+        since: 1,
+        show: |v| links(v.base, "nodes", &v.node.uuid),
+        write: None,
+    },
+    Field {
+        name: "ports",
+        since: 1,
+        show: |v| sub_links(v, "ports"),
+        write: None,
+    },
+    Field {
+        name: "driver_internal_info",
+        since: 3,
+        show: |v| Value::Object(mask::mask_secrets(&v.node.driver_internal_info)),
+        write: None,
+    },
+    Field {
+        name: "name",
+        since: 5,
+        show: |v| json!(v.node.name),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.name),
+            set: |f, n, v, c| {
+                let name = opt_string(f, v)?;
+                if let Some(name) = &name {
+                    validate_name(name)?;
+                }
+                set_if(&mut c.name, name, &n.name);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "inspection_started_at",
+        since: 6,
+        show: |v| opt_timestamp(&v.node.inspection_started_at),
+        write: None,
+    },
+    Field {
+        name: "inspection_finished_at",
+        since: 6,
+        show: |v| opt_timestamp(&v.node.inspection_finished_at),
+        write: None,
+    },
+    Field {
+        name: "clean_step",
+        since: 7,
+        show: |_| json!({}),
+        write: None,
+    },
+    Field {
+        name: "raid_config",
+        since: 12,
+        show: |_| json!({}),
+        write: None,
+    },
+    Field {
+        name: "target_raid_config",
+        since: 12,
+        show: |_| json!({}),
+        write: None,
+    },
+    Field {
+        name: "states",
+        since: 14,
+        show: |v| sub_links(v, "states"),
+        write: None,
+    },
+    interface!("network_interface", network, 20),
+    Field {
+        name: "resource_class",
+        since: 21,
+        show: |v| json!(v.node.resource_class),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.resource_class),
+            set: |f, n, v, c| {
+                let rc = opt_string(f, v)?;
+                if let Some(rc) = &rc {
+                    validate_resource_class(rc)?;
+                }
+                set_if(&mut c.resource_class, rc, &n.resource_class);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "portgroups",
+        since: 24,
+        show: |v| sub_links(v, "portgroups"),
+        write: None,
+    },
+    interface!("boot_interface", boot, 31),
+    interface!("console_interface", console, 31),
+    interface!("deploy_interface", deploy, 31),
+    interface!("inspect_interface", inspect, 31),
+    interface!("management_interface", management, 31),
+    interface!("power_interface", power, 31),
+    interface!("raid_interface", raid, 31),
+    interface!("vendor_interface", vendor, 31),
+    interface!("storage_interface", storage, 33),
+    Field {
+        name: "traits",
+        since: 37,
+        show: |v| json!(v.node.traits.0),
+        write: None,
+    },
+    interface!("rescue_interface", rescue, 38),
+    interface!("bios_interface", bios, 40),
+    Field {
+        name: "fault",
+        since: 42,
+        show: |v| json!(v.node.fault),
+        write: None,
+    },
+    Field {
+        name: "deploy_step",
+        since: 44,
+        show: |v| Value::Object(v.node.deploy_step.0.clone()),
+        write: None,
+    },
+    Field {
+        name: "conductor_group",
+        since: 46,
+        show: |v| json!(v.node.conductor_group),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::EmptyString,
+            get: |_, n| json!(n.conductor_group),
+            set: |f, n, v, c| {
+                let group = normalize_conductor_group(&string(f, v)?)?;
+                set_if(&mut c.conductor_group, group, &n.conductor_group);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "automated_clean",
+        since: 47,
+        show: |v| json!(v.node.automated_clean),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.automated_clean),
+            set: |f, n, v, c| {
+                set_if(&mut c.automated_clean, boolean(f, v)?, &n.automated_clean);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "protected",
+        since: 48,
+        show: |v| json!(v.node.protected),
+        write: Some(Write {
+            create: false,
+            patch: true,
+            reset: Reset::False,
+            get: |_, n| json!(n.protected),
+            set: |f, n, v, c| {
+                // null (as after `remove`) is false, as in Ironic.
+                let protected = boolean(f, v)?.unwrap_or(false);
+                set_if(&mut c.protected, protected, &n.protected);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "protected_reason",
+        since: 48,
+        show: |v| json!(v.node.protected_reason),
+        write: Some(Write {
+            create: false,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.protected_reason),
+            set: |f, n, v, c| {
+                set_if(
+                    &mut c.protected_reason,
+                    opt_string(f, v)?,
+                    &n.protected_reason,
+                );
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "conductor",
+        since: 49,
+        show: |v| json!(v.conductor),
+        write: None,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table as text, one field per line: name, version, and how it is written. A change to
+    /// the API's node shows up here in review.
+    fn render_table() -> String {
+        let mut fields: Vec<_> = FIELDS.iter().collect();
+        fields.sort_by_key(|f| (f.since, f.name));
+        fields
+            .iter()
+            .map(|f| {
+                let write = match &f.write {
+                    None => "read-only".to_owned(),
+                    Some(w) => format!(
+                        "{}{} remove={:?}",
+                        if w.create { "create " } else { "" },
+                        if w.patch { "patch" } else { "" },
+                        w.reset
+                    ),
+                };
+                format!("1.{:<2} {:<24} {write}", f.since, f.name)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    const SNAPSHOT: &str = "\
+1.1  chassis_uuid             read-only
+1.1  console_enabled          read-only
+1.1  created_at               read-only
+1.1  driver                   create patch remove=Mandatory
+1.1  driver_info              create patch remove=EmptyObject
+1.1  extra                    create patch remove=EmptyObject
+1.1  instance_info            create patch remove=EmptyObject
+1.1  instance_uuid            create patch remove=Null
+1.1  last_error               read-only
+1.1  links                    read-only
+1.1  maintenance              patch remove=False
+1.1  maintenance_reason       read-only
+1.1  ports                    read-only
+1.1  power_state              read-only
+1.1  properties               create patch remove=EmptyObject
+1.1  provision_state          read-only
+1.1  provision_updated_at     read-only
+1.1  reservation              read-only
+1.1  target_power_state       read-only
+1.1  target_provision_state   read-only
+1.1  updated_at               read-only
+1.1  uuid                     create  remove=Mandatory
+1.3  driver_internal_info     read-only
+1.5  name                     create patch remove=Null
+1.6  inspection_finished_at   read-only
+1.6  inspection_started_at    read-only
+1.7  clean_step               read-only
+1.12 raid_config              read-only
+1.12 target_raid_config       read-only
+1.14 states                   read-only
+1.20 network_interface        create patch remove=Mandatory
+1.21 resource_class           create patch remove=Null
+1.24 portgroups               read-only
+1.31 boot_interface           create patch remove=Mandatory
+1.31 console_interface        create patch remove=Mandatory
+1.31 deploy_interface         create patch remove=Mandatory
+1.31 inspect_interface        create patch remove=Mandatory
+1.31 management_interface     create patch remove=Mandatory
+1.31 power_interface          create patch remove=Mandatory
+1.31 raid_interface           create patch remove=Mandatory
+1.31 vendor_interface         create patch remove=Mandatory
+1.33 storage_interface        create patch remove=Mandatory
+1.37 traits                   read-only
+1.38 rescue_interface         create patch remove=Mandatory
+1.40 bios_interface           create patch remove=Mandatory
+1.42 fault                    read-only
+1.44 deploy_step              read-only
+1.46 conductor_group          create patch remove=EmptyString
+1.47 automated_clean          create patch remove=Null
+1.48 protected                patch remove=False
+1.48 protected_reason         patch remove=Null
+1.49 conductor                read-only";
+
+    #[test]
+    fn the_table_matches_the_snapshot() {
+        let table = render_table();
+        assert_eq!(table, SNAPSHOT, "the node's API fields changed:\n{table}");
+    }
+
+    #[test]
+    fn names_are_unique_and_every_interface_kind_has_its_field() {
+        let mut names: Vec<_> = FIELDS.iter().map(|f| f.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a field is listed twice");
+        for kind in InterfaceKind::ALL {
+            assert!(field(kind.field()).is_some(), "{}", kind.field());
+        }
+    }
+
+    #[test]
+    fn every_writable_field_reads_back_what_it_writes() {
+        let node = crate::node::tests_support::node();
+        for f in FIELDS {
+            let Some(w) = &f.write else { continue };
+            let mut changes = NodeChanges::default();
+            (w.set)(f.name, &node, (w.get)(f.name, &node), &mut changes)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.name));
+            let mut after = node.clone();
+            changes.set_into(&mut after);
+            assert_eq!(
+                after, node,
+                "writing {}'s own value changes nothing",
+                f.name
+            );
+        }
+    }
+}
