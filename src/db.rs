@@ -530,9 +530,18 @@ mod tests {
             Failure::Answered
         );
         // What the API makes of them: 503 for the first two kinds, 500 for the last.
-        assert_eq!(Error::from(db_error(lost[0])).status(), 503);
-        assert_eq!(Error::from(db_error(transient[0])).status(), 503);
-        assert_eq!(Error::from(db_error("Unknown column 'x'")).status(), 500);
+        assert_eq!(
+            Error::from(db_error(lost[0])).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            Error::from(db_error(transient[0])).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            Error::from(db_error("Unknown column 'x'")).status(),
+            http::StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ use tracing::error;
 
 use crate::error::Error;
 
-pub fn envelope(status: u16, faultstring: &str) -> String {
-    let faultcode = if (400..500).contains(&status) {
+pub fn envelope(status: StatusCode, faultstring: &str) -> String {
+    let faultcode = if status.is_client_error() {
         "Client"
     } else {
         "Server"
@@ -26,17 +26,13 @@ pub fn envelope(status: u16, faultstring: &str) -> String {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status == 500 {
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
             error!(error = %self, "internal error");
-        } else if status == 503 {
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
             tracing::warn!(error = %self, "service unavailable");
         }
         let body = envelope(status, &self.client_message());
-        let mut response = (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            body,
-        )
-            .into_response();
+        let mut response = (status, body).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -51,7 +47,7 @@ mod tests {
 
     #[test]
     fn envelope_matches_ironic() {
-        let body = envelope(409, "Node x is \"locked\"");
+        let body = envelope(StatusCode::CONFLICT, "Node x is \"locked\"");
         let outer: serde_json::Value = serde_json::from_str(&body).unwrap();
         let text = outer["error_message"].as_str().unwrap();
         assert_eq!(
@@ -60,6 +56,8 @@ mod tests {
         );
         let inner: serde_json::Value = serde_json::from_str(text).unwrap();
         assert_eq!(inner["faultstring"], "Node x is \"locked\"");
-        assert!(envelope(503, "x").contains(r#"\"faultcode\": \"Server\""#));
+        assert!(
+            envelope(StatusCode::SERVICE_UNAVAILABLE, "x").contains(r#"\"faultcode\": \"Server\""#)
+        );
     }
 }
