@@ -10,6 +10,7 @@
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
 pub mod conductors;
+mod errors;
 pub mod models;
 pub mod nodes;
 pub mod schema;

@@ -3,7 +3,8 @@
 //! Variants mirror the exceptions Ironic shows to clients (`ironic/common/exception.py`), with the
 //! same message texts where clients may match on them. The enum is serializable so that a conductor's
 //! answer crosses RPC intact and the API renders it exactly as the conductor raised it.
-//! It must not know about axum: `api::error_body` renders it.
+//! It must not know about axum (`api::error_body` renders it) nor diesel (`db::errors` converts
+//! database failures into it).
 #![deny(clippy::wildcard_enum_match_arm)]
 
 use http::StatusCode;
@@ -157,25 +158,6 @@ impl Error {
 
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         Error::Internal(cause.to_string())
-    }
-}
-
-impl From<diesel::result::Error> for Error {
-    /// A database that did not answer, or refused for a passing reason, is unavailable (503,
-    /// retry); any other database error is a fault of ours (500).
-    fn from(e: diesel::result::Error) -> Self {
-        match crate::db::classify(&e) {
-            crate::db::Failure::ConnectionLost | crate::db::Failure::Transient => {
-                Error::DatabaseUnavailable(e.to_string())
-            }
-            crate::db::Failure::Answered => Error::Internal(format!("database error: {e}")),
-        }
-    }
-}
-
-impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
-    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
-        Error::DatabaseUnavailable(e.to_string())
     }
 }
 
