@@ -88,11 +88,21 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/conductors", get(conductors::list))
         .route("/v1/conductors/{host}", get(conductors::show))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    with_middleware(routes, state)
+}
+
+/// The middleware around every route, innermost first: panics become 500s, the body limits,
+/// version negotiation and request ids, and outermost the one log line of a 5xx's cause
+/// (`error_body::log_server_errors`), so that it sees the errors of all the others. The API has
+/// no per-request span yet; one would wrap this whole stack, so that the line carries its fields.
+fn with_middleware<S: Clone + Send + Sync + 'static>(routes: Router<S>, state: S) -> Router {
+    let routes = routes
         .layer(middleware::from_fn(catch_panics))
         .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
         .layer(middleware::from_fn(extract::refuse_oversized_body))
         .layer(middleware::from_fn(extract::version_and_request_id))
+        .layer(middleware::from_fn(error_body::log_server_errors))
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
     // before routing.
@@ -115,7 +125,8 @@ fn strip_trailing_slash(mut request: Request) -> Request {
     request
 }
 
-/// A handler that panics answers 500 in the envelope; the process and its other requests go on.
+/// A handler that panics answers 500 in the envelope (its cause logged by
+/// `error_body::log_server_errors`); the process and its other requests go on.
 async fn catch_panics(request: Request, next: middleware::Next) -> axum::response::Response {
     use axum::response::IntoResponse;
     use futures::FutureExt;
@@ -205,4 +216,100 @@ async fn v1(
         doc["conductors"] = res("conductors");
     }
     Json(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::{
+        body::Body,
+        http::{Request, StatusCode},
+    };
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Log lines written by the test's subscriber.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Logs {
+        fn take(&self) -> String {
+            String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+        }
+    }
+
+    async fn fetch(app: &Router, path: &str) -> (StatusCode, String) {
+        let response = app
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    async fn panics() -> Error {
+        panic!("boom in a handler")
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_logged_once_with_its_cause() {
+        let logs = Logs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let routes = Router::new()
+            .route("/panic", get(panics))
+            .route("/busy", get(|| async { Error::NoFreeConductorWorker }))
+            .fallback(not_found);
+        let app = with_middleware(routes, ());
+
+        let (status, body) = fetch(&app, "/panic").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(body.contains("An internal error occurred"), "{body}");
+        assert!(!body.contains("boom"), "{body}");
+        let lines = logs.take();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains("ERROR"), "{lines}");
+        assert!(
+            lines.contains("internal error error=request handler panicked: boom in a handler"),
+            "{lines}"
+        );
+
+        let (status, _) = fetch(&app, "/busy").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let lines = logs.take();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains("WARN"), "{lines}");
+        assert!(
+            lines.contains("service unavailable error=Requested action cannot be performed"),
+            "{lines}"
+        );
+
+        // A client's error is answered, not logged.
+        let (status, _) = fetch(&app, "/nowhere").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(logs.take(), "");
+    }
 }

@@ -10,6 +10,7 @@
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
 pub mod conductors;
+mod errors;
 pub mod models;
 pub mod nodes;
 mod sql_types;
@@ -521,9 +522,18 @@ mod tests {
             Failure::Answered
         );
         // What the API makes of them: 503 for the first two kinds, 500 for the last.
-        assert_eq!(Error::from(db_error(lost[0])).status(), 503);
-        assert_eq!(Error::from(db_error(transient[0])).status(), 503);
-        assert_eq!(Error::from(db_error("Unknown column 'x'")).status(), 500);
+        assert_eq!(
+            Error::from(db_error(lost[0])).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            Error::from(db_error(transient[0])).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            Error::from(db_error("Unknown column 'x'")).status(),
+            http::StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 
     #[test]

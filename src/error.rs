@@ -3,9 +3,11 @@
 //! Variants mirror the exceptions Ironic shows to clients (`ironic/common/exception.py`), with the
 //! same message texts where clients may match on them. The enum is serializable so that a conductor's
 //! answer crosses RPC intact and the API renders it exactly as the conductor raised it.
-//! It must not know about axum: `api::error_body` renders it.
+//! It must not know about axum (`api::error_body` renders it) nor diesel (`db::errors` converts
+//! database failures into it).
 #![deny(clippy::wildcard_enum_match_arm)]
 
+use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -105,7 +107,7 @@ pub enum Error {
 
 impl Error {
     /// The HTTP status code of the error, as Ironic gives it.
-    pub fn status(&self) -> u16 {
+    pub fn status(&self) -> StatusCode {
         match self {
             Error::InvalidParameterValue(_)
             | Error::MissingParameterValue(_)
@@ -114,27 +116,27 @@ impl Error {
             | Error::PatchError { .. }
             | Error::InvalidConductorGroup(_)
             | Error::UnsupportedDriverExtension { .. }
-            | Error::NoValidHost(_) => 400,
-            Error::NodeProtected { .. } => 403,
+            | Error::NoValidHost(_) => StatusCode::BAD_REQUEST,
+            Error::NodeProtected { .. } => StatusCode::FORBIDDEN,
             Error::NodeNotFound { .. }
             | Error::NodeTraitNotFound { .. }
             | Error::BiosSettingNotFound { .. }
             | Error::ConductorNotFound(_)
-            | Error::NotFound(_) => 404,
-            Error::MethodNotAllowed(_) => 405,
-            Error::NotAcceptable(_) => 406,
+            | Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Error::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Error::NodeLocked { .. }
             | Error::InvalidState(_)
             | Error::NodeAssociated { .. }
-            | Error::Conflict(_) => 409,
-            Error::PayloadTooLarge(_) => 413,
-            Error::UnsupportedMediaType(_) => 415,
+            | Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::NoFreeConductorWorker
             | Error::TemporaryFailure(_)
             | Error::ConductorUnreachable { .. }
             | Error::ConductorLost { .. }
-            | Error::DatabaseUnavailable(_) => 503,
-            Error::Internal(_) => 500,
+            | Error::DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -159,25 +161,6 @@ impl Error {
     }
 }
 
-impl From<diesel::result::Error> for Error {
-    /// A database that did not answer, or refused for a passing reason, is unavailable (503,
-    /// retry); any other database error is a fault of ours (500).
-    fn from(e: diesel::result::Error) -> Self {
-        match crate::db::classify(&e) {
-            crate::db::Failure::ConnectionLost | crate::db::Failure::Transient => {
-                Error::DatabaseUnavailable(e.to_string())
-            }
-            crate::db::Failure::Answered => Error::Internal(format!("database error: {e}")),
-        }
-    }
-}
-
-impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
-    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
-        Error::DatabaseUnavailable(e.to_string())
-    }
-}
-
 /// The text a panic carried, if it was a string.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
@@ -196,38 +179,56 @@ mod tests {
     #[test]
     fn statuses_follow_ironic() {
         let cases = [
-            (Error::InvalidParameterValue("x".into()), 400),
+            (
+                Error::InvalidParameterValue("x".into()),
+                StatusCode::BAD_REQUEST,
+            ),
             (
                 Error::InvalidStateRequested {
                     action: "provide".into(),
                     node: "n".into(),
                     state: "deploy failed".into(),
                 },
-                400,
+                StatusCode::BAD_REQUEST,
             ),
-            (Error::node_not_found("n"), 404),
+            (Error::node_not_found("n"), StatusCode::NOT_FOUND),
             (
                 Error::NodeLocked {
                     node: "n".into(),
                     host: "h".into(),
                 },
-                409,
+                StatusCode::CONFLICT,
             ),
-            (Error::InvalidState("x".into()), 409),
-            (Error::NoFreeConductorWorker, 503),
-            (Error::TemporaryFailure("x".into()), 503),
-            (Error::NotAcceptable("x".into()), 406),
-            (Error::MethodNotAllowed("x".into()), 405),
-            (Error::internal("boom"), 500),
-            (Error::NodeProtected { node: "n".into() }, 403),
+            (Error::InvalidState("x".into()), StatusCode::CONFLICT),
+            (
+                Error::NoFreeConductorWorker,
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                Error::TemporaryFailure("x".into()),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (Error::NotAcceptable("x".into()), StatusCode::NOT_ACCEPTABLE),
+            (
+                Error::MethodNotAllowed("x".into()),
+                StatusCode::METHOD_NOT_ALLOWED,
+            ),
+            (Error::internal("boom"), StatusCode::INTERNAL_SERVER_ERROR),
+            (
+                Error::NodeProtected { node: "n".into() },
+                StatusCode::FORBIDDEN,
+            ),
             (
                 Error::NodeTraitNotFound {
                     node: "n".into(),
                     name: "CUSTOM_X".into(),
                 },
-                404,
+                StatusCode::NOT_FOUND,
             ),
-            (Error::InvalidConductorGroup("a b".into()), 400),
+            (
+                Error::InvalidConductorGroup("a b".into()),
+                StatusCode::BAD_REQUEST,
+            ),
         ];
         for (err, status) in cases {
             assert_eq!(err.status(), status, "{err:?}");

@@ -294,7 +294,7 @@ mod tests {
             &ops(json!([{"op": "replace", "path": "/extra/missing", "value": 1}])),
         )
         .unwrap_err();
-        assert_eq!(err.status(), 400);
+        assert_eq!(err.status(), http::StatusCode::BAD_REQUEST);
         assert!(
             err.to_string().starts_with("Couldn't apply patch '"),
             "{err}"

@@ -1,17 +1,20 @@
 //! Renders [`Error`] as Ironic's error envelope: `{"error_message": "<JSON text>"}` whose text is
 //! `{"faultcode": "Client"|"Server", "faultstring": ..., "debuginfo": null}`, keys in that order.
-//! The one place an error becomes HTTP; a 500's cause is logged here and not shown.
+//! The one place an error becomes HTTP. A 5xx's cause is not shown: it rides in the response's
+//! extensions ([`ErrorCause`]), and one middleware ([`log_server_errors`]) logs it, once.
 
 use axum::{
+    extract::Request,
     http::{HeaderValue, StatusCode, header},
+    middleware::Next,
     response::{IntoResponse, Response},
 };
 use tracing::error;
 
 use crate::error::Error;
 
-pub fn envelope(status: u16, faultstring: &str) -> String {
-    let faultcode = if (400..500).contains(&status) {
+pub fn envelope(status: StatusCode, faultstring: &str) -> String {
+    let faultcode = if status.is_client_error() {
         "Client"
     } else {
         "Server"
@@ -23,26 +26,41 @@ pub fn envelope(status: u16, faultstring: &str) -> String {
     serde_json::json!({ "error_message": inner }).to_string()
 }
 
+/// The error a 5xx response was rendered from, for [`log_server_errors`]. Extensions never reach
+/// the client.
+#[derive(Debug, Clone)]
+pub struct ErrorCause(pub Error);
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status == 500 {
-            error!(error = %self, "internal error");
-        } else if status == 503 {
-            tracing::warn!(error = %self, "service unavailable");
-        }
         let body = envelope(status, &self.client_message());
-        let mut response = (
-            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            body,
-        )
-            .into_response();
+        let mut response = (status, body).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if status.is_server_error() {
+            response.extensions_mut().insert(ErrorCause(self));
+        }
         response
     }
+}
+
+/// Middleware: logs the cause of a 500 (as an error) or a 503 (as a warning) that any handler,
+/// extractor or other middleware answered, once: it takes the [`ErrorCause`] out as it logs.
+/// It runs outside every other layer of the router, so it sees their errors too.
+pub async fn log_server_errors(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    if let Some(ErrorCause(e)) = response.extensions_mut().remove::<ErrorCause>() {
+        let status = e.status();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            error!(error = %e, "internal error");
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::warn!(error = %e, "service unavailable");
+        }
+    }
+    response
 }
 
 #[cfg(test)]
@@ -51,7 +69,7 @@ mod tests {
 
     #[test]
     fn envelope_matches_ironic() {
-        let body = envelope(409, "Node x is \"locked\"");
+        let body = envelope(StatusCode::CONFLICT, "Node x is \"locked\"");
         let outer: serde_json::Value = serde_json::from_str(&body).unwrap();
         let text = outer["error_message"].as_str().unwrap();
         assert_eq!(
@@ -60,6 +78,8 @@ mod tests {
         );
         let inner: serde_json::Value = serde_json::from_str(text).unwrap();
         assert_eq!(inner["faultstring"], "Node x is \"locked\"");
-        assert!(envelope(503, "x").contains(r#"\"faultcode\": \"Server\""#));
+        assert!(
+            envelope(StatusCode::SERVICE_UNAVAILABLE, "x").contains(r#"\"faultcode\": \"Server\""#)
+        );
     }
 }

@@ -352,7 +352,7 @@ mod tests {
         for bad in ["1.999", "2.1", "abc", "1"] {
             let e = ApiVersion::negotiate(&headers(&[("x-openstack-ironic-api-version", bad)]))
                 .unwrap_err();
-            assert_eq!(e.status(), 406, "{bad}");
+            assert_eq!(e.status(), axum::http::StatusCode::NOT_ACCEPTABLE, "{bad}");
         }
     }
 }

@@ -180,7 +180,8 @@ fn parse_bool(name: &str, value: &str) -> Result<bool> {
 }
 
 /// The query string of the next page: every filter of this one, then limit and marker
-/// (Ironic drops most filters here, §12 #8).
+/// (Ironic's `next` link drops provision_state, driver, resource_class, conductor_group and
+/// other filters: `_get_nodes_collection` in `ironic/api/controllers/v1/node.py`).
 fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) -> String {
     let params = [
         ("sort_key", &q.sort_key),

@@ -74,7 +74,7 @@ impl RequestHandler for Dispatcher {
         };
         if let Err(e) = &result {
             let _guard = span.enter();
-            if e.status() >= 500 {
+            if e.status().is_server_error() {
                 warn!(error = %e, "{method} failed");
             }
         }

@@ -8,7 +8,8 @@
 //! slip in: the exclusion Ironic's lock gives, without its extra round trips.
 //!
 //! Every write of a held task is conditional on still holding the lock *and* on the provision state
-//! it last saw (`db::nodes::update_held`), so the lock is enforced, not advisory (Ironic §12 #2).
+//! it last saw (`db::nodes::update_held`), so the lock is enforced, not advisory as Ironic's is
+//! (its `Node.save()`, in `ironic/objects/node.py`, writes without checking `reservation`).
 //! Provision states change only through [`Task::process_event`] and [`apply_event`], which read the
 //! state table. A held task is released by its last write, or explicitly; [`Drop`] is only a
 //! backstop for a panic that unwinds through one.
@@ -326,7 +327,9 @@ impl Task {
     /// Ends a failed piece of work: with `fail_edge`, the flow's `fail` edge if the state has one
     /// (deploying → deploy failed, deleting → error, ...); `last_error` set, `extra` written, lock
     /// released, all in one statement. Never leaves a node in a transient state when the table says
-    /// where a failure goes (Ironic §12 #6).
+    /// where a failure goes (in Ironic an exception escaping a worker only sets `last_error`,
+    /// `_write_exception` in `ironic/conductor/task_manager.py`, and the node stays in deploying
+    /// or cleaning, unlocked, until its conductor restarts).
     pub async fn fail(mut self, message: String, extra: NodeChanges, fail_edge: bool) {
         for attempt in 0..2 {
             let changes = extra.clone().last_error(Some(message.clone())).release();

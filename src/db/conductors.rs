@@ -1,7 +1,8 @@
 //! Queries on `conductors`: registration, heartbeat, and who is alive.
 //!
-//! One definition of alive, used by the hash ring and the API alike (unlike Ironic, §12 #12):
-//! `online` and heard from within the heartbeat timeout.
+//! One definition of alive, used by the hash ring and the API alike: `online` and heard from
+//! within the heartbeat timeout. (Ironic has two in `ironic/db/sqlalchemy/api.py`: its query for
+//! offline conductors ignores `online` on MySQL, its query for active ones requires it.)
 
 use std::time::Duration;
 

@@ -471,7 +471,9 @@ pub async fn locked_by_others(db: &Db, alive: &[String]) -> Result<Vec<Node>> {
         .await?))
 }
 
-/// Releases every lock held under `host`: exact match, unlike Ironic's LIKE (§12 #11).
+/// Releases every lock held under `host`: exact match, unlike Ironic's case-insensitive LIKE, in
+/// which `_` and `%` in a host name act as wildcards (`clear_node_reservations_for_conductor` in
+/// `ironic/db/sqlalchemy/api.py`).
 pub async fn clear_reservations(db: &Db, host: &str) -> Result<usize> {
     Ok(with_conn!(db, |conn| diesel::update(
         nodes::table.filter(nodes::reservation.eq(host))

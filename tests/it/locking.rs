@@ -64,9 +64,10 @@ async fn requests_on_a_locked_node_get_409_node_locked(stack) {
 }
 
 on_both_stacks! {
-/// Ironic §12 #13: Ironic answered 409 or 400 for the same bad verb depending on whether the row it
-/// read had a reservation. Ferrum decides under the lock: the conductor waits for the running
-/// deploy to release the node, then judges the verb against the state it finds (active).
+/// Ironic answers 409 or 400 for the same bad verb depending on whether the row its API read had a
+/// reservation (`provision` in `ironic/api/controllers/v1/node.py`). Ferrum decides under the
+/// lock: the conductor waits for the running deploy to release the node, then judges the verb
+/// against the state it finds (active).
 async fn an_invalid_verb_on_a_busy_node_is_judged_under_the_lock(stack) {
     let options = ClusterOptions {
         stack,
@@ -137,7 +138,8 @@ async fn a_call_that_timed_out_is_not_carried_out_later(stack) {
 }
 
 on_both_stacks! {
-/// Ironic §12 #2: the lock was advisory. In Ferrum a write by anyone but the holder changes nothing.
+/// Ironic's lock is advisory (`Node.save()` in `ironic/objects/node.py` ignores `reservation`). In
+/// Ferrum a write by anyone but the holder changes nothing.
 async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
     let Some(test_db) = TestDb::new(stack).await else {
         return;

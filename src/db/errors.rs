@@ -1,0 +1,28 @@
+//! How database and pool failures become Ferrum's [`Error`]: here, so that `error.rs` does not
+//! know diesel. A query that finds no row says which [`Error`] that is itself (`NodeNotFound`,
+//! ...); these conversions are for everything else `?` carries out of a query.
+
+use diesel_async::pooled_connection::deadpool::PoolError;
+
+use super::{Failure, classify};
+use crate::error::Error;
+
+impl From<diesel::result::Error> for Error {
+    /// A database that did not answer, or refused for a passing reason, is unavailable (503,
+    /// retry); any other database error is a fault of ours (500).
+    fn from(e: diesel::result::Error) -> Self {
+        match classify(&e) {
+            Failure::ConnectionLost | Failure::Transient => {
+                Error::DatabaseUnavailable(e.to_string())
+            }
+            Failure::Answered => Error::Internal(format!("database error: {e}")),
+        }
+    }
+}
+
+impl From<PoolError> for Error {
+    /// No connection could be had from the pool (the server is away, none came free in time): 503.
+    fn from(e: PoolError) -> Self {
+        Error::DatabaseUnavailable(e.to_string())
+    }
+}
