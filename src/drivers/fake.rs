@@ -217,3 +217,37 @@ impl DeployInterface for FakeDeploy {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deploys wait at a closed gate, are reported in the order they arrived, and go on one
+    /// by one as they are released, then all at once when it opens.
+    #[tokio::test]
+    async fn a_gate_holds_deploys_until_released() {
+        let gate = DeployGate::new();
+        let first = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass("a").await }
+        });
+        assert_eq!(gate.reached().await, "a");
+        let second = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass("b").await }
+        });
+        assert_eq!(gate.reached().await, "b");
+        assert!(!first.is_finished() && !second.is_finished());
+        gate.release(1);
+        first.await.unwrap();
+        assert!(!second.is_finished(), "one release lets one deploy through");
+        gate.open();
+        second.await.unwrap();
+        gate.pass("c").await;
+        assert_eq!(
+            gate.reached().await,
+            "c",
+            "an open gate still reports arrivals"
+        );
+    }
+}
