@@ -120,8 +120,18 @@ pub struct Registry {
 impl Registry {
     /// Every hardware type Ferrum ships (today `fake-hardware`, always enabled).
     pub fn builtin() -> Self {
+        Self::with_fake(None)
+    }
+
+    /// The built-in hardware types, the fake deploy waiting at `gate` (for tests; see
+    /// [`fake::DeployGate`]).
+    pub fn with_deploy_gate(gate: fake::DeployGate) -> Self {
+        Self::with_fake(Some(gate))
+    }
+
+    fn with_fake(gate: Option<fake::DeployGate>) -> Self {
         let mut types = BTreeMap::new();
-        let fake = fake::hardware_type();
+        let fake = fake::hardware_type(gate);
         types.insert(fake.name, fake);
         Registry { types }
     }

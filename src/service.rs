@@ -12,6 +12,7 @@ use crate::{
     conductor,
     config::Config,
     db::{self, Db, redact_url},
+    drivers::Registry,
     rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
 };
 
@@ -129,38 +130,88 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
 /// `ferrum all-in-one` (and `ferrum` alone): the API and one conductor in one process, by
 /// default on an embedded SQLite file and the in-process transport.
 pub async fn run_all_in_one(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    // One process per SQLite file: held until this function returns.
-    let _file_lock = match db::sqlite_path(&config.database.url) {
-        Some(path) => Some(lock_database_file(path)?),
-        None => None,
-    };
-    let db = connect_db(&config).await?;
-    if db.backend() == db::Backend::Sqlite {
-        let applied = db.migrate().await?;
-        if !applied.is_empty() {
-            info!(migrations = ?applied, "prepared the database file");
-        }
-    }
-    let transport = connect_transport(&config).await?;
-    let ctx = conductor::Context::new(db.clone(), config.conductor.clone());
-    // The conductor serves before the API takes its first request.
-    let serving = conductor::start(ctx, transport.clone(), shutdown.clone()).await?;
-    // A conductor that stops by itself (it lost its lease) takes the API with it: the process
-    // exits with its error rather than serve requests nobody can carry out.
-    let conductor = tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            let stopped = serving.run().await;
-            shutdown.cancel();
-            stopped
-        }
-    });
-    let state = api_state(&config, db, transport);
-    let served = serve_api(&config, state, shutdown.clone(), || banner(&config)).await;
+    let all = AllInOne::start(&config, Registry::builtin(), shutdown.clone()).await?;
+    let served = serve_api(&config, all.api_state(), shutdown, || banner(&config)).await;
     // The API stops with the signal (or failed to start: then stop the conductor too).
-    shutdown.cancel();
-    let stopped = conductor.await.context("conductor task")?;
+    let stopped = all.stop().await;
     served.and(stopped)
+}
+
+/// The pieces of `ferrum all-in-one` without its listening socket: one conductor serving over
+/// the configured transport (the in-process one by default) with the `drivers` given, and the
+/// API state in front of it. `run_all_in_one` serves its API on `config.api.bind`; tests send
+/// requests to [`api::router`] on it directly.
+pub struct AllInOne {
+    state: ApiState,
+    conductor: conductor::Ctx,
+    shutdown: CancellationToken,
+    stopped: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// One process per SQLite file: held until this is stopped or dropped.
+    _file_lock: Option<std::fs::File>,
+}
+
+impl AllInOne {
+    /// Locks and migrates an SQLite database file, connects, and starts the conductor, which
+    /// serves until `shutdown` is cancelled. A conductor that stops by itself (it lost its
+    /// lease) cancels `shutdown`, taking the API with it: the process exits with its error
+    /// rather than serve requests nobody can carry out.
+    pub async fn start(
+        config: &Config,
+        drivers: Registry,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<AllInOne> {
+        let file_lock = match db::sqlite_path(&config.database.url) {
+            Some(path) => Some(lock_database_file(path)?),
+            None => None,
+        };
+        let db = connect_db(config).await?;
+        if db.backend() == db::Backend::Sqlite {
+            let applied = db.migrate().await?;
+            if !applied.is_empty() {
+                info!(migrations = ?applied, "prepared the database file");
+            }
+        }
+        let transport = connect_transport(config).await?;
+        let mut ctx = conductor::Context::new(db.clone(), config.conductor.clone());
+        // Not shared yet: the context is this function's alone until the conductor starts.
+        Arc::get_mut(&mut ctx)
+            .context("a new conductor context is not shared")?
+            .drivers = drivers;
+        // The conductor serves before the API takes its first request.
+        let serving = conductor::start(ctx.clone(), transport.clone(), shutdown.clone()).await?;
+        let stopped = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                let stopped = serving.run().await;
+                shutdown.cancel();
+                stopped
+            }
+        });
+        Ok(AllInOne {
+            state: api_state(config, db, transport),
+            conductor: ctx,
+            shutdown,
+            stopped,
+            _file_lock: file_lock,
+        })
+    }
+
+    /// What the API's handlers share: serve it with [`api::router`].
+    pub fn api_state(&self) -> ApiState {
+        self.state.clone()
+    }
+
+    /// The conductor's context (its database, drivers, workers).
+    pub fn conductor(&self) -> &conductor::Ctx {
+        &self.conductor
+    }
+
+    /// Cancels the shutdown token (if nobody did yet) and waits for the conductor's graceful
+    /// stop; its error is the conductor's (it lost its lease, or could not recover its nodes).
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.stopped.await.context("conductor task")?
+    }
 }
 
 /// Takes an exclusive lock on `<file>.lock`, refusing a second process on the same database

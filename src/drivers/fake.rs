@@ -4,10 +4,16 @@
 //! deploy and its failure paths: `fake_deploy_delay` (seconds the deploy takes) and
 //! `fake_deploy_panic` (a message the deploy panics with, to prove a panicking driver cannot wedge
 //! a node). Each run of the deploy step logs "fake deploy started on node <uuid>" at INFO.
+//!
+//! Tests that build the service in process can also hand the fake deploy a [`DeployGate`]: each
+//! deploy then waits at it until the test lets it through, so a test knows the node is in
+//! `deploying` with its lock held for as long as it likes, without timing anything. The service
+//! itself never sets one.
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+use tokio::sync::{Mutex, Semaphore, mpsc};
 use tracing::info;
 
 use super::{
@@ -16,7 +22,8 @@ use super::{
 };
 use crate::node::{InterfaceKind, Node, PowerState};
 
-pub fn hardware_type() -> HardwareType {
+/// `fake-hardware`; with a gate, every fake deploy waits at it (see [`DeployGate`]).
+pub fn hardware_type(gate: Option<DeployGate>) -> HardwareType {
     HardwareType {
         name: "fake-hardware",
         passive: &[
@@ -32,7 +39,7 @@ pub fn hardware_type() -> HardwareType {
         ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
-        deploy: vec![Arc::new(FakeDeploy), Arc::new(DirectDeploy)],
+        deploy: vec![Arc::new(FakeDeploy { gate }), Arc::new(DirectDeploy)],
     }
 }
 
@@ -79,7 +86,76 @@ impl ManagementInterface for FakeManagement {
     }
 }
 
-pub struct FakeDeploy;
+pub struct FakeDeploy {
+    gate: Option<DeployGate>,
+}
+
+/// A gate the fake deploy waits at, for tests: a deploy that reaches it announces its node
+/// (see [`DeployGate::reached`]) and goes on only once the test lets it through
+/// ([`DeployGate::release`], [`DeployGate::open`]). It waits inside the deploy step, so while
+/// it waits the node is in `deploying` and its lock is held by the worker; a conductor shutting
+/// down cuts the wait like any driver call.
+#[derive(Clone)]
+pub struct DeployGate {
+    inner: Arc<GateInner>,
+}
+
+struct GateInner {
+    reached_tx: mpsc::UnboundedSender<String>,
+    reached_rx: Mutex<mpsc::UnboundedReceiver<String>>,
+    /// One permit per deploy let through; closed once the gate is open for good.
+    passes: Semaphore,
+}
+
+impl DeployGate {
+    /// A closed gate: every deploy waits at it.
+    pub fn new() -> Self {
+        let (reached_tx, reached_rx) = mpsc::unbounded_channel();
+        DeployGate {
+            inner: Arc::new(GateInner {
+                reached_tx,
+                reached_rx: Mutex::new(reached_rx),
+                passes: Semaphore::new(0),
+            }),
+        }
+    }
+
+    /// Waits until the next deploy reaches the gate and returns its node's UUID; deploys are
+    /// reported in the order they arrived, each once.
+    pub async fn reached(&self) -> String {
+        self.inner
+            .reached_rx
+            .lock()
+            .await
+            .recv()
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Lets `n` deploys through, waiting ones first.
+    pub fn release(&self, n: usize) {
+        self.inner.passes.add_permits(n);
+    }
+
+    /// Lets every deploy through, now and from now on.
+    pub fn open(&self) {
+        self.inner.passes.close();
+    }
+
+    async fn pass(&self, uuid: impl std::fmt::Display) {
+        let _ = self.inner.reached_tx.send(uuid.to_string());
+        // Closed (open for good): the acquire fails at once, and the deploy goes on.
+        if let Ok(permit) = self.inner.passes.acquire().await {
+            permit.forget();
+        }
+    }
+}
+
+impl Default for DeployGate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl FakeDeploy {
     fn delay(node: &Node) -> Result<Option<Duration>, DriverError> {
@@ -118,6 +194,9 @@ impl DeployInterface for FakeDeploy {
         // deploy that ran twice.
         let uuid = &node.uuid;
         info!(node.uuid = %uuid, "fake deploy started on node {uuid}");
+        if let Some(gate) = &self.gate {
+            gate.pass(uuid).await;
+        }
         if let Some(delay) = Self::delay(node)? {
             tokio::time::sleep(delay).await;
         }
@@ -133,5 +212,39 @@ impl DeployInterface for FakeDeploy {
 
     async fn clean_up(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deploys wait at a closed gate, are reported in the order they arrived, and go on one
+    /// by one as they are released, then all at once when it opens.
+    #[tokio::test]
+    async fn a_gate_holds_deploys_until_released() {
+        let gate = DeployGate::new();
+        let first = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass("a").await }
+        });
+        assert_eq!(gate.reached().await, "a");
+        let second = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass("b").await }
+        });
+        assert_eq!(gate.reached().await, "b");
+        assert!(!first.is_finished() && !second.is_finished());
+        gate.release(1);
+        first.await.unwrap();
+        assert!(!second.is_finished(), "one release lets one deploy through");
+        gate.open();
+        second.await.unwrap();
+        gate.pass("c").await;
+        assert_eq!(
+            gate.reached().await,
+            "c",
+            "an open gate still reports arrivals"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The integration suite: real `ferrum` processes against real MariaDB/MySQL and RabbitMQ.
+//! The integration suite: real `ferrum` processes against real MariaDB/MySQL and RabbitMQ, and
+//! the service in process (`inprocess`) where a test is about logic, not processes.
 //! One binary (like crates.io's), so the build links once and tests run in parallel.
 
 #![expect(
@@ -17,6 +18,7 @@ mod deploy;
 mod embedded;
 mod failures;
 mod faults;
+mod inprocess;
 mod limits;
 mod locking;
 mod node_features;

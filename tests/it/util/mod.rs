@@ -1,11 +1,14 @@
 //! Test support: the real services (MariaDB/MySQL and RabbitMQ on loopback by default), a fresh
-//! database per test, and a cluster of real `ferrum` processes driven over HTTP.
+//! database per test, a cluster of real `ferrum` processes driven over HTTP, and the service in
+//! process ([`TestApp`]) driven through its router.
 
+pub mod app;
 pub mod cluster;
 pub mod load;
 pub mod private;
 pub mod services;
 
+pub use app::TestApp;
 pub use cluster::{Api, Cluster, ClusterOptions};
 pub use private::{PrivateMariaDb, PrivateRabbit};
 pub use services::{Stack, TestDb, amqp_url, clients_venv};
