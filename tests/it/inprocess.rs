@@ -5,8 +5,9 @@
 use axum::http::Method;
 use ferrum::{
     conductor::task::{Decision, Hold, Task, apply_event, change_node},
-    db::{self, models::NodeChanges},
+    db,
     error::Error,
+    node::NodeChanges,
     states::Event,
 };
 use serde_json::json;
