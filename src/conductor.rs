@@ -232,8 +232,8 @@ async fn recover_node(ctx: &Ctx, node: &crate::db::models::Node, holder: &str, r
         ));
     }
     if state.stuck_fail_event_applies() {
-        match task::apply_event(node, Event::Fail, false, changes.clone()) {
-            Ok(failed) => changes = failed,
+        match task::Move::of(node, Event::Fail, Event::Fail.name()) {
+            Ok(step) => changes = step.changes(false, changes.clone()),
             Err(e) => warn!(node.uuid = %node.uuid, error = %e, "no fail edge"),
         }
     } else if node.target_power_state.is_none() {

@@ -19,19 +19,6 @@ use crate::{
     states::ProvisionState,
 };
 
-/// States in which interfaces and the driver may change without maintenance (Ironic's
-/// `update_node`).
-fn interface_change_allowed(state: ProvisionState) -> bool {
-    matches!(
-        state,
-        ProvisionState::Enroll
-            | ProvisionState::Inspecting
-            | ProvisionState::InspectWait
-            | ProvisionState::Manageable
-            | ProvisionState::Available
-    )
-}
-
 pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
     let initial: ProvisionState = n
         .initial_state
@@ -123,10 +110,7 @@ pub async fn update(
         }
         let mut changes = patch::apply(node, ops)?;
         if changes.protected == Some(true)
-            && !matches!(
-                node.provision_state,
-                ProvisionState::Active | ProvisionState::Rescue
-            )
+            && !node.provision_state.protect_allowed()
         {
             return Err(Error::InvalidState(format!(
                 "Node {} can only be made protected in provision states 'active' or 'rescue', the current state is '{}'",
@@ -167,7 +151,7 @@ pub async fn update(
             || changes.management_interface.is_some()
             || passive_changes.iter().any(|(_, new)| new.is_some());
         if hardware_changes {
-            if !node.maintenance && !interface_change_allowed(node.provision_state) {
+            if !node.maintenance && !node.provision_state.interface_change_allowed() {
                 return Err(Error::InvalidState(format!(
                     "Node {} must be in maintenance mode or in one of the states enroll, manageable, available, inspecting, inspect wait to change its driver or interfaces; it is in \"{}\".",
                     node.uuid, node.provision_state

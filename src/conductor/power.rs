@@ -13,7 +13,6 @@ use crate::{
     db::models::{Node, NodeChanges},
     drivers::{Driver, PowerState},
     error::{Error, Result},
-    states::ProvisionState,
 };
 
 /// The power targets a client may ask for: (word, resulting state, reboot first).
@@ -50,10 +49,7 @@ pub async fn change_node_power_state(
     let uuid = node.uuid.clone();
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let (_, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
-        if matches!(
-            node.provision_state,
-            ProvisionState::Cleaning | ProvisionState::CleanWait
-        ) {
+        if !node.provision_state.power_change_allowed() {
             return Err(Error::InvalidStateRequested {
                 action: requested.to_owned(),
                 node: node.uuid.clone(),

@@ -16,7 +16,7 @@ use tracing::{Instrument, info_span};
 
 use super::{
     Ctx, power,
-    task::{Decision, Hold, Task, apply_event, change_node, log_change, next_state},
+    task::{Decision, Hold, Move, Task, change_node, log_change},
 };
 use crate::{
     db::models::{Node, NodeChanges, json_text},
@@ -49,21 +49,46 @@ pub enum Work {
 
 impl Work {
     /// The work that must follow a move into `to`, None when the move completes the operation.
+    /// Which flow Ferrum runs in a state is the conductor's own fact, decided for every state.
+    #[deny(clippy::wildcard_enum_match_arm)]
     fn after(to: ProvisionState, event: Event) -> Result<Option<Work>> {
+        use ProvisionState as S;
         match to {
-            ProvisionState::Deploying => Ok(Some(Work::Deploy)),
-            ProvisionState::Deleting => Ok(Some(Work::TearDown)),
-            ProvisionState::Cleaning if event == Event::Clean => Ok(Some(Work::ManualClean)),
-            ProvisionState::Cleaning => Ok(Some(Work::Clean)),
-            ProvisionState::Verifying => Ok(Some(Work::Verify)),
-            ProvisionState::Inspecting => Ok(Some(Work::Inspect)),
-            ProvisionState::Adopting => Ok(Some(Work::Adopt)),
-            ProvisionState::Rescuing => Ok(Some(Work::Rescue)),
-            ProvisionState::Unrescuing => Ok(Some(Work::Unrescue)),
-            s if s.is_unstable() => Err(Error::InvalidParameterValue(format!(
-                "Moving a node to \"{s}\" is not supported by Ferrum yet."
+            S::Deploying => Ok(Some(Work::Deploy)),
+            S::Deleting => Ok(Some(Work::TearDown)),
+            S::Cleaning if event == Event::Clean => Ok(Some(Work::ManualClean)),
+            S::Cleaning => Ok(Some(Work::Clean)),
+            S::Verifying => Ok(Some(Work::Verify)),
+            S::Inspecting => Ok(Some(Work::Inspect)),
+            S::Adopting => Ok(Some(Work::Adopt)),
+            S::Rescuing => Ok(Some(Work::Rescue)),
+            S::Unrescuing => Ok(Some(Work::Unrescue)),
+            // Unstable states whose work Ferrum does not run yet.
+            S::DeployWait
+            | S::CleanWait
+            | S::InspectWait
+            | S::RescueWait
+            | S::Servicing
+            | S::ServiceWait => Err(Error::InvalidParameterValue(format!(
+                "Moving a node to \"{to}\" is not supported by Ferrum yet."
             ))),
-            _ => Ok(None),
+            // Stable, failure and hold states: the move completes the operation.
+            S::Enroll
+            | S::Manageable
+            | S::Available
+            | S::Active
+            | S::Error
+            | S::Rescue
+            | S::DeployFail
+            | S::CleanFail
+            | S::InspectFail
+            | S::AdoptFail
+            | S::RescueFail
+            | S::UnrescueFail
+            | S::ServiceFail
+            | S::DeployHold
+            | S::CleanHold
+            | S::ServiceHold => Ok(None),
         }
     }
 
@@ -132,15 +157,13 @@ pub(super) async fn start(
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut work = None;
     let (node, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
-        let to = next_state(node, event, verb)?;
+        // The move is computed once, from the node as read, and carried to the write.
+        let step = Move::of(node, event, verb)?;
         let driver = ctx.drivers.for_node(node)?;
         let extra = check(node, &driver)?;
-        work = Work::after(to, event)?;
+        work = Work::after(step.to(), event)?;
         if work.is_none() {
-            return Ok(Decision::Write(
-                apply_event(node, event, false, extra)?,
-                Hold::Release,
-            ));
+            return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
         }
         if permit.is_none() {
             permit = Some(
@@ -150,7 +173,7 @@ pub(super) async fn start(
                     .map_err(|_| Error::NoFreeConductorWorker)?,
             );
         }
-        let mut changes = apply_event(node, event, true, extra.last_error(None))?;
+        let mut changes = step.changes(true, extra.last_error(None));
         if let Some(target) = work.and_then(Work::target_override) {
             changes.target_provision_state = Some(Some(target.api_name().to_owned()));
         }
@@ -430,13 +453,14 @@ pub async fn do_provisioning_action(
             extra.inspection_finished_at = Some(None);
         }
         if event == Event::Abort {
-            let what = match node.provision_state {
-                ProvisionState::DeployWait | ProvisionState::DeployHold => "deploy",
-                ProvisionState::CleanWait | ProvisionState::CleanHold => "clean",
-                ProvisionState::InspectWait => "inspection",
-                ProvisionState::RescueWait => "rescue",
-                _ => "service",
-            };
+            // The table has an abort edge here (checked before `check` runs), so the state
+            // names the operation it stops.
+            let what = node.provision_state.aborted_operation().ok_or_else(|| {
+                Error::internal(format!(
+                    "no aborted operation is named for state {}",
+                    node.provision_state
+                ))
+            })?;
             extra = extra.last_error(Some(format!(
                 "By request, the {what} operation was aborted"
             )));
@@ -592,4 +616,25 @@ async fn verify(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
     task.process_event(Event::Done, false, changes.release())
         .await
         .map_err(|e| format!("Failed to finish verification: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_follows_a_move_into_a_state_the_conductor_works_in() {
+        for state in ProvisionState::ALL {
+            // The states whose work runs on a conductor, less servicing, which Ferrum lacks.
+            let runs = state.stuck_fail_event_applies() && state != ProvisionState::Servicing;
+            match Work::after(state, Event::Deploy) {
+                Ok(Some(_)) => assert!(runs, "{state}"),
+                Ok(None) => assert!(!state.is_unstable(), "{state}"),
+                Err(_) => assert!(state.is_unstable() && !runs, "{state}"),
+            }
+        }
+        let clean = |event| Work::after(ProvisionState::Cleaning, event).ok().flatten();
+        assert!(matches!(clean(Event::Clean), Some(Work::ManualClean)));
+        assert!(matches!(clean(Event::Provide), Some(Work::Clean)));
+    }
 }
