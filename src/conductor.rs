@@ -12,6 +12,7 @@ pub mod node_ops;
 pub mod power;
 pub mod provision;
 pub mod task;
+pub mod worker;
 
 use std::sync::Arc;
 
