@@ -43,29 +43,32 @@ pub struct ApiState {
 
 pub fn router(state: ApiState) -> Router {
     let nodes = Router::new()
-        .route("/", get(nodes::list).post(nodes::create))
-        .route("/detail", get(nodes::list_detail))
+        .route("/", get(nodes::list::list).post(nodes::create::create))
+        .route("/detail", get(nodes::list::list_detail))
         .route(
             "/{ident}",
-            get(nodes::show).patch(nodes::update).delete(nodes::delete),
+            get(nodes::show::show)
+                .patch(nodes::update::update)
+                .delete(nodes::delete::delete),
         )
-        .route("/{ident}/states", get(nodes::states))
+        .route("/{ident}/states", get(nodes::show::states))
         .route(
             "/{ident}/states/provision",
-            axum::routing::put(nodes::set_provision_state),
+            axum::routing::put(nodes::provision::set_provision_state),
         )
         .route(
             "/{ident}/states/power",
-            axum::routing::put(nodes::set_power_state),
+            axum::routing::put(nodes::power::set_power_state),
         )
         .route(
             "/{ident}/maintenance",
-            axum::routing::put(nodes::set_maintenance).delete(nodes::unset_maintenance),
+            axum::routing::put(nodes::maintenance::set_maintenance)
+                .delete(nodes::maintenance::unset_maintenance),
         )
-        .route("/{ident}/validate", get(nodes::validate))
+        .route("/{ident}/validate", get(nodes::validate::validate))
         .route(
             "/{ident}/states/console",
-            get(nodes::console).put(nodes::set_console),
+            get(nodes::show::console).put(nodes::console::set_console),
         )
         .route(
             "/{ident}/traits",

@@ -5,13 +5,21 @@
 //! the work then continues in a bounded worker pool, which owns the lock and releases it when the
 //! work ends, whether it succeeded, failed, or panicked. No database transaction is held across a
 //! driver call: every write is one conditional statement.
+//!
+//! This file owns what every part shares ([`Context`]), start-up (the lease, recovery of what
+//! this host left locked, listening, going online) and graceful shutdown. Recovery, the periodic
+//! loops, the worker pool and the flows live in the submodules; none of them reaches back here
+//! for more than the [`Context`].
 
 pub mod dispatch;
 pub mod lease;
 pub mod node_ops;
+pub mod periodic;
 pub mod power;
 pub mod provision;
+pub mod recovery;
 pub mod task;
+pub mod worker;
 
 use std::sync::Arc;
 
@@ -24,9 +32,7 @@ use crate::{
     config::ConductorConfig,
     db::{self, Db},
     drivers::Registry,
-    node::{Json, Node, NodeChanges},
     rpc::transport::Transport,
-    states::Event,
 };
 
 /// What every request and worker of one conductor shares.
@@ -98,7 +104,7 @@ pub async fn start(
     // Renewed from now on, also while recovering: a namesake starting now sees it move.
     let stop_keeping = CancellationToken::new();
     let keeper = tokio::spawn(lease::keep(ctx.clone(), stop_keeping.clone()));
-    recover_held_nodes(
+    recovery::recover_held_nodes(
         &ctx,
         &format!("The conductor {host} restarted while this node was locked by it."),
     )
@@ -129,7 +135,7 @@ pub async fn start(
         anyhow::bail!("the lease on the host name {host} was taken by another process");
     }
     info!(conductor.host = %host, "Conductor {host} is serving");
-    tokio::spawn(takeover_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn(periodic::takeover_loop(ctx.clone(), shutdown.clone()));
     Ok(Serving {
         ctx,
         shutdown,
@@ -188,7 +194,7 @@ impl Serving {
                  next start recovers the nodes it still holds"
             );
         }
-        recover_held_nodes(
+        recovery::recover_held_nodes(
             &ctx,
             &format!("The conductor {host} shut down while this node was locked by it."),
         )
@@ -202,112 +208,4 @@ impl Serving {
         info!(conductor.host = %host, "Conductor {host} stopped");
         Ok(())
     }
-}
-
-/// Every node whose lock this host holds (left over from a crash, or from work cut short by
-/// shutdown) is moved out of its transient state along the table's `fail` edge with `reason` as
-/// its `last_error`, its pending power change dropped, and its lock released.
-pub async fn recover_held_nodes(ctx: &Ctx, reason: &str) -> crate::error::Result<()> {
-    for node in db::nodes::held_by(&ctx.db, &ctx.host).await? {
-        recover_node(ctx, &node, &ctx.host, reason).await;
-    }
-    db::nodes::clear_reservations(&ctx.db, &ctx.host).await?;
-    Ok(())
-}
-
-/// Moves `node`, locked by `holder` (this host, or a dead one), out of a transient state along
-/// the table's `fail` edge with `reason` as its `last_error`, drops a pending power change, and
-/// releases the lock: one statement, conditional on the holder, state and version read.
-async fn recover_node(ctx: &Ctx, node: &Node, holder: &str, reason: &str) {
-    let state = node.provision_state;
-    let mut changes = NodeChanges::default().last_error(Some(reason.to_owned()));
-    if node.target_power_state.is_some() {
-        changes.target_power_state = Some(None);
-    }
-    if !node.deploy_step.is_empty() {
-        changes.deploy_step = Some(Json::default());
-    }
-    if state == crate::states::ProvisionState::Rescuing {
-        changes.instance_info = Some(Json(provision::without_rescue_password(node)));
-    }
-    if state.stuck_fail_event_applies() {
-        match task::apply_event(node, Event::Fail, false, changes.clone()) {
-            Ok(failed) => changes = failed,
-            Err(e) => warn!(node.uuid = %node.uuid, error = %e, "no fail edge"),
-        }
-    } else if node.target_power_state.is_none() {
-        // Nothing was in progress: only the lock is left to release.
-        changes = NodeChanges::default();
-    }
-    let written = db::nodes::update_held(
-        &ctx.db,
-        node.id,
-        holder,
-        state,
-        node.version,
-        changes.release(),
-    )
-    .await;
-    match written {
-        Ok(()) => warn!(node.uuid = %node.uuid, "recovered node from {state}: {reason}"),
-        Err(e) => warn!(node.uuid = %node.uuid, error = %e, "could not recover node"),
-    }
-}
-
-/// Takes over the nodes that a dead conductor left locked: every `heartbeat_interval`, the locks
-/// held by hosts that are not alive, on nodes this conductor now owns on the hash ring, are
-/// recovered as that host's own restart would (Ironic's `_check_orphan_nodes`, for every
-/// transient state).
-async fn takeover_loop(ctx: Ctx, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        if let Err(e) = take_over_orphans(&ctx).await {
-            warn!(error = %e, "take-over check failed");
-        }
-    }
-}
-
-async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
-    // After a database outage every lease looks run out until its owner renews it.
-    if !ctx.lease.db_ok_for(ctx.config.heartbeat_timeout) || ctx.lease.is_lost() {
-        return Ok(());
-    }
-    let leased = db::conductors::leased_hosts(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    let orphans = db::nodes::locked_by_others(&ctx.db, &leased).await?;
-    if orphans.is_empty() {
-        return Ok(());
-    }
-    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    for node in orphans {
-        let ring = crate::rpc::topology::HashRing::new(
-            alive
-                .iter()
-                .filter(|c| {
-                    c.conductor_group == node.conductor_group && c.drivers.contains(&node.driver)
-                })
-                .map(|c| c.hostname.clone()),
-        );
-        if ring.owner(&node.uuid) != Some(ctx.host.as_str()) {
-            continue;
-        }
-        let Some(dead) = node.reservation.clone() else {
-            continue;
-        };
-        recover_node(
-            ctx,
-            &node,
-            &dead,
-            &format!(
-                "Operation was aborted due to conductor take over: {dead} stopped heartbeating."
-            ),
-        )
-        .await;
-    }
-    Ok(())
 }

@@ -238,6 +238,28 @@ pub enum RpcReply {
     Done,
 }
 
+impl RpcReply {
+    /// The node a create or update answered with.
+    pub fn into_node(self) -> Result<Node, Error> {
+        match self {
+            RpcReply::Node(node) => Ok(*node),
+            other => Err(Error::internal(format!(
+                "expected a node in the answer, got {other:?}"
+            ))),
+        }
+    }
+
+    /// The verdicts `validate` answered with.
+    pub fn into_validation(self) -> Result<Vec<InterfaceValidation>, Error> {
+        match self {
+            RpcReply::Validation(results) => Ok(results),
+            other => Err(Error::internal(format!(
+                "expected validation results in the answer, got {other:?}"
+            ))),
+        }
+    }
+}
+
 /// One interface's verdict in `validate`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct InterfaceValidation {

@@ -1,18 +1,23 @@
-//! The provisioning state machine of a node, kept as one table.
+//! The provisioning state machine of a node, kept as two tables.
 //!
 //! This module owns the provision states, the events that move a node between
 //! them, the [`TRANSITIONS`] table (one row per edge of Ironic's machine) and
-//! the per-state facts that other layers ask about: the API string, whether a
-//! state is stable, which target it carries, and whether a node in it may be
-//! updated, deleted or failed on recovery.
+//! the [`STATES`] table of per-state facts that other layers ask about (one row
+//! per state): the API string, whether a state is stable, which target it
+//! carries, whether a node in it may be updated, deleted, protected, have its
+//! interfaces or power changed, or be failed on recovery, and what an `abort`
+//! there stops.
 //!
 //! It must not know about the database, RPC or HTTP. It answers "may this event
 //! happen here, and where does it lead"; writing the new state, holding the node
 //! lock, choosing status codes and rendering states for old API versions belong
 //! to the callers.
 //!
-//! Every per-state fact is an exhaustive `match`, and wildcard arms are denied,
-//! so adding a state or an event fails to compile until each fact is decided.
+//! The per-state accessors read only [`STATES`]. One exhaustive `match`
+//! (`ProvisionState::row`) gives each state its row, and wildcard arms are
+//! denied, so adding a state fails to compile until it has a row; every row
+//! decides every fact, and a compile-time check keeps row `i` the state whose
+//! row is `i`.
 
 #![deny(clippy::wildcard_enum_match_arm)]
 
@@ -26,7 +31,7 @@ use self::ProvisionState as S;
 ///
 /// Only real states of the machine are listed. API words such as `deleted`,
 /// `rebuild`, `deploy`, `undeploy` and `service` are verbs that are never
-/// stored, so they are [`Event`]s (see [`Event::from_verb`]), not states.
+/// stored, so they are [`Event`]s (see `node::Verb::event`), not states.
 #[derive(
     Debug,
     Clone,
@@ -105,7 +110,7 @@ pub enum ProvisionState {
 
 /// An event fed to the machine.
 ///
-/// Most events are requested through the API (see [`Event::from_verb`]).
+/// Most events are requested through the API (see `node::Verb::event`).
 /// `done`, `fail`, `wait`, `resume` and `hold` are only raised by the conductor
 /// itself, as are `clean` from `deleting` and `manage` from `cleaning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -280,40 +285,206 @@ pub const TRANSITIONS: &[(ProvisionState, Event, ProvisionState)] = &[
     (S::ServiceFail, E::Delete, S::Deleting),
 ];
 
+/// What kind of rest a state is: Ironic's `STABLE_STATES`, `UNSTABLE_STATES`, `FAILURE_STATES`,
+/// and the hold states, which are in none of Ironic's sets. Every state is of exactly one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The node rests until someone asks for something; no work is in progress.
+    Stable,
+    /// An operation is in progress, on a conductor or awaited from the ramdisk.
+    Unstable,
+    /// An operation failed; nothing runs, and the node keeps its target.
+    Failure,
+    /// A step asked to pause until `unhold`; nothing runs, and the node keeps its target.
+    Hold,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Stable => "stable",
+            Kind::Unstable => "unstable",
+            Kind::Failure => "failure",
+            Kind::Hold => "hold",
+        }
+    }
+}
+
+/// May be PATCHed although it has a target ([`ProvisionState::update_allowed`]).
+const UPDATE: u8 = 1;
+/// May be deleted without maintenance ([`ProvisionState::delete_allowed`]).
+const DELETE: u8 = 1 << 1;
+/// Failed along its `fail` edge when found stuck ([`ProvisionState::stuck_fail_event_applies`]).
+const STUCK_FAILS: u8 = 1 << 2;
+/// Driver and interfaces may change without maintenance
+/// ([`ProvisionState::interface_change_allowed`]).
+const INTERFACES: u8 = 1 << 3;
+/// May be made protected ([`ProvisionState::protect_allowed`]).
+const PROTECT: u8 = 1 << 4;
+/// Takes a power change requested through the API ([`ProvisionState::power_change_allowed`]).
+const POWER: u8 = 1 << 5;
+
+/// The names [`render_states`] prints for the allowance bits, in bit order.
+const ALLOWANCES: [(u8, &str); 6] = [
+    (UPDATE, "update"),
+    (DELETE, "delete"),
+    (STUCK_FAILS, "stuck-fails"),
+    (INTERFACES, "interfaces"),
+    (PROTECT, "protect"),
+    (POWER, "power"),
+];
+
+/// The facts about one provision state: one row of [`STATES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateFacts {
+    /// The state this row is about.
+    pub state: ProvisionState,
+    /// See [`ProvisionState::api_name`].
+    pub api_name: &'static str,
+    /// See [`Kind`].
+    pub kind: Kind,
+    /// See [`ProvisionState::target`].
+    pub target: Option<ProvisionState>,
+    /// See [`ProvisionState::aborted_operation`].
+    pub aborts: Option<&'static str>,
+    /// What a node in this state allows: a set of the allowance bits above, read through the
+    /// accessors of [`ProvisionState`].
+    allows: u8,
+}
+
+const fn row(
+    state: ProvisionState,
+    api_name: &'static str,
+    kind: Kind,
+    target: Option<ProvisionState>,
+    aborts: Option<&'static str>,
+    allows: u8,
+) -> StateFacts {
+    StateFacts {
+        state,
+        api_name,
+        kind,
+        target,
+        aborts,
+        allows,
+    }
+}
+
+/// Every per-state fact, one row per state in declaration order (row `i` is the state whose
+/// `row()` is `i`, checked when this compiles).
+///
+/// Columns: the state; its API name; its [`Kind`]; its registered target; the operation an
+/// `abort` here stops; and what a node in it allows: `UPDATE` (PATCH despite a target),
+/// `DELETE` (without maintenance), `STUCK_FAILS` (failed on recovery), `INTERFACES` (driver
+/// and interface changes without maintenance), `PROTECT` (may be made protected), `POWER`
+/// (takes a power change). [`render_states`] prints it for a snapshot test.
+#[rustfmt::skip]
+pub const STATES: &[StateFacts] = {
+    use Kind::{Failure, Hold, Stable, Unstable};
+    &[
+        //  state            API name           kind      target               abort names         allows
+        row(S::Enroll,       "enroll",          Stable,   None,                None,               DELETE | INTERFACES | POWER),
+        row(S::Verifying,    "verifying",       Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | POWER),
+        row(S::Manageable,   "manageable",      Stable,   None,                None,               DELETE | INTERFACES | POWER),
+        row(S::Available,    "available",       Stable,   None,                None,               DELETE | INTERFACES | POWER),
+        row(S::Active,       "active",          Stable,   None,                None,               PROTECT | POWER),
+        row(S::DeployWait,   "wait call-back",  Unstable, Some(S::Active),     Some("deploy"),     POWER),
+        row(S::Deploying,    "deploying",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
+        row(S::DeployFail,   "deploy failed",   Failure,  Some(S::Active),     None,               UPDATE | POWER),
+        row(S::DeployHold,   "deploy hold",     Hold,     Some(S::Active),     Some("deploy"),     POWER),
+        row(S::Deleting,     "deleting",        Unstable, Some(S::Available),  None,               STUCK_FAILS | POWER),
+        // Cleaning drives the power itself.
+        row(S::Cleaning,     "cleaning",        Unstable, Some(S::Available),  None,               STUCK_FAILS),
+        row(S::CleanWait,    "clean wait",      Unstable, Some(S::Available),  Some("clean"),      0),
+        row(S::CleanFail,    "clean failed",    Failure,  Some(S::Available),  None,               UPDATE | POWER),
+        row(S::CleanHold,    "clean hold",      Hold,     Some(S::Available),  Some("clean"),      POWER),
+        row(S::Error,        "error",           Stable,   None,                None,               UPDATE | POWER),
+        row(S::Inspecting,   "inspecting",      Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | INTERFACES | POWER),
+        row(S::InspectFail,  "inspect failed",  Failure,  Some(S::Manageable), None,               UPDATE | POWER),
+        row(S::InspectWait,  "inspect wait",    Unstable, Some(S::Manageable), Some("inspection"), UPDATE | INTERFACES | POWER),
+        row(S::Adopting,     "adopting",        Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
+        row(S::AdoptFail,    "adopt failed",    Failure,  Some(S::Active),     None,               UPDATE | DELETE | POWER),
+        row(S::Rescue,       "rescue",          Stable,   None,                None,               PROTECT | POWER),
+        row(S::RescueFail,   "rescue failed",   Failure,  Some(S::Rescue),     None,               UPDATE | POWER),
+        row(S::RescueWait,   "rescue wait",     Unstable, Some(S::Rescue),     Some("rescue"),     POWER),
+        row(S::Rescuing,     "rescuing",        Unstable, Some(S::Rescue),     None,               STUCK_FAILS | POWER),
+        row(S::UnrescueFail, "unrescue failed", Failure,  Some(S::Active),     None,               UPDATE | POWER),
+        row(S::Unrescuing,   "unrescuing",      Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
+        row(S::Servicing,    "servicing",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
+        row(S::ServiceWait,  "service wait",    Unstable, Some(S::Active),     Some("service"),    POWER),
+        row(S::ServiceFail,  "service failed",  Failure,  Some(S::Active),     Some("service"),    UPDATE | POWER),
+        row(S::ServiceHold,  "service hold",    Hold,     Some(S::Active),     Some("service"),    UPDATE | POWER),
+    ]
+};
+
+// Row i of the table is the state whose `row()` is i, and every state has a row (`row()` is an
+// exhaustive match onto 0..30, and there are 30 rows): checked when this compiles.
+const _: () = {
+    assert!(STATES.len() == ProvisionState::ALL.len());
+    let mut i = 0;
+    while i < STATES.len() {
+        assert!(STATES[i].state.row() == i);
+        i += 1;
+    }
+};
+
 impl ProvisionState {
-    /// Every state, in declaration order.
-    pub const ALL: [ProvisionState; 30] = [
-        S::Enroll,
-        S::Verifying,
-        S::Manageable,
-        S::Available,
-        S::Active,
-        S::DeployWait,
-        S::Deploying,
-        S::DeployFail,
-        S::DeployHold,
-        S::Deleting,
-        S::Cleaning,
-        S::CleanWait,
-        S::CleanFail,
-        S::CleanHold,
-        S::Error,
-        S::Inspecting,
-        S::InspectFail,
-        S::InspectWait,
-        S::Adopting,
-        S::AdoptFail,
-        S::Rescue,
-        S::RescueFail,
-        S::RescueWait,
-        S::Rescuing,
-        S::UnrescueFail,
-        S::Unrescuing,
-        S::Servicing,
-        S::ServiceWait,
-        S::ServiceFail,
-        S::ServiceHold,
-    ];
+    /// Every state, in declaration order (the order of [`STATES`]).
+    pub const ALL: [ProvisionState; 30] = {
+        let mut all = [S::Enroll; 30];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = STATES[i].state;
+            i += 1;
+        }
+        all
+    };
+
+    /// The index of this state's row in [`STATES`]. The one exhaustive match over the states:
+    /// adding a state fails to compile until it has a row.
+    const fn row(self) -> usize {
+        match self {
+            Self::Enroll => 0,
+            Self::Verifying => 1,
+            Self::Manageable => 2,
+            Self::Available => 3,
+            Self::Active => 4,
+            Self::DeployWait => 5,
+            Self::Deploying => 6,
+            Self::DeployFail => 7,
+            Self::DeployHold => 8,
+            Self::Deleting => 9,
+            Self::Cleaning => 10,
+            Self::CleanWait => 11,
+            Self::CleanFail => 12,
+            Self::CleanHold => 13,
+            Self::Error => 14,
+            Self::Inspecting => 15,
+            Self::InspectFail => 16,
+            Self::InspectWait => 17,
+            Self::Adopting => 18,
+            Self::AdoptFail => 19,
+            Self::Rescue => 20,
+            Self::RescueFail => 21,
+            Self::RescueWait => 22,
+            Self::Rescuing => 23,
+            Self::UnrescueFail => 24,
+            Self::Unrescuing => 25,
+            Self::Servicing => 26,
+            Self::ServiceWait => 27,
+            Self::ServiceFail => 28,
+            Self::ServiceHold => 29,
+        }
+    }
+
+    /// This state's row of [`STATES`].
+    pub fn facts(self) -> &'static StateFacts {
+        &STATES[self.row()]
+    }
+
+    fn allows(self, allowance: u8) -> bool {
+        self.facts().allows & allowance != 0
+    }
 
     /// The string used in the API and stored in `nodes.provision_state`.
     ///
@@ -322,38 +493,7 @@ impl ProvisionState {
     /// `null` below 1.2, `inspect wait` as `inspecting` below 1.39) are the
     /// API's business, not this function's.
     pub fn api_name(self) -> &'static str {
-        match self {
-            Self::Enroll => "enroll",
-            Self::Verifying => "verifying",
-            Self::Manageable => "manageable",
-            Self::Available => "available",
-            Self::Active => "active",
-            Self::DeployWait => "wait call-back",
-            Self::Deploying => "deploying",
-            Self::DeployFail => "deploy failed",
-            Self::DeployHold => "deploy hold",
-            Self::Deleting => "deleting",
-            Self::Cleaning => "cleaning",
-            Self::CleanWait => "clean wait",
-            Self::CleanFail => "clean failed",
-            Self::CleanHold => "clean hold",
-            Self::Error => "error",
-            Self::Inspecting => "inspecting",
-            Self::InspectFail => "inspect failed",
-            Self::InspectWait => "inspect wait",
-            Self::Adopting => "adopting",
-            Self::AdoptFail => "adopt failed",
-            Self::Rescue => "rescue",
-            Self::RescueFail => "rescue failed",
-            Self::RescueWait => "rescue wait",
-            Self::Rescuing => "rescuing",
-            Self::UnrescueFail => "unrescue failed",
-            Self::Unrescuing => "unrescuing",
-            Self::Servicing => "servicing",
-            Self::ServiceWait => "service wait",
-            Self::ServiceFail => "service failed",
-            Self::ServiceHold => "service hold",
-        }
+        self.facts().api_name
     }
 
     /// The state whose [`api_name`](Self::api_name) is exactly `s`.
@@ -361,7 +501,10 @@ impl ProvisionState {
     /// Matching is case-sensitive and takes no verbs: `deleted` or `rebuild`
     /// give `None`.
     pub fn from_api_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|state| state.api_name() == s)
+        STATES
+            .iter()
+            .find(|facts| facts.api_name == s)
+            .map(|facts| facts.state)
     }
 
     /// Whether the state is registered as stable (Ironic's `STABLE_STATES`).
@@ -369,38 +512,7 @@ impl ProvisionState {
     /// A node rests in a stable state until someone asks for something; no
     /// conductor work is in progress.
     pub fn is_stable(self) -> bool {
-        match self {
-            Self::Enroll
-            | Self::Manageable
-            | Self::Available
-            | Self::Active
-            | Self::Error
-            | Self::Rescue => true,
-            Self::Verifying
-            | Self::DeployWait
-            | Self::Deploying
-            | Self::DeployFail
-            | Self::DeployHold
-            | Self::Deleting
-            | Self::Cleaning
-            | Self::CleanWait
-            | Self::CleanFail
-            | Self::CleanHold
-            | Self::Inspecting
-            | Self::InspectFail
-            | Self::InspectWait
-            | Self::Adopting
-            | Self::AdoptFail
-            | Self::RescueFail
-            | Self::RescueWait
-            | Self::Rescuing
-            | Self::UnrescueFail
-            | Self::Unrescuing
-            | Self::Servicing
-            | Self::ServiceWait
-            | Self::ServiceFail
-            | Self::ServiceHold => false,
-        }
+        self.facts().kind == Kind::Stable
     }
 
     /// Whether an operation is in progress in this state (Ironic's
@@ -410,38 +522,7 @@ impl ProvisionState {
     /// hold states are in neither set, because nothing runs in them but they
     /// still carry a target.
     pub fn is_unstable(self) -> bool {
-        match self {
-            Self::Deploying
-            | Self::DeployWait
-            | Self::Cleaning
-            | Self::CleanWait
-            | Self::Verifying
-            | Self::Deleting
-            | Self::Inspecting
-            | Self::InspectWait
-            | Self::Adopting
-            | Self::Rescuing
-            | Self::RescueWait
-            | Self::Unrescuing
-            | Self::Servicing
-            | Self::ServiceWait => true,
-            Self::Enroll
-            | Self::Manageable
-            | Self::Available
-            | Self::Active
-            | Self::Error
-            | Self::Rescue
-            | Self::DeployFail
-            | Self::CleanFail
-            | Self::InspectFail
-            | Self::AdoptFail
-            | Self::RescueFail
-            | Self::UnrescueFail
-            | Self::ServiceFail
-            | Self::DeployHold
-            | Self::CleanHold
-            | Self::ServiceHold => false,
-        }
+        self.facts().kind == Kind::Unstable
     }
 
     /// Whether the state records a failed operation (Ironic's `FAILURE_STATES`).
@@ -449,38 +530,7 @@ impl ProvisionState {
     /// `error` is not one of them: it is the stable state a failed tear-down
     /// ends in.
     pub fn is_failure(self) -> bool {
-        match self {
-            Self::DeployFail
-            | Self::CleanFail
-            | Self::InspectFail
-            | Self::RescueFail
-            | Self::UnrescueFail
-            | Self::AdoptFail
-            | Self::ServiceFail => true,
-            Self::Enroll
-            | Self::Verifying
-            | Self::Manageable
-            | Self::Available
-            | Self::Active
-            | Self::DeployWait
-            | Self::Deploying
-            | Self::DeployHold
-            | Self::Deleting
-            | Self::Cleaning
-            | Self::CleanWait
-            | Self::CleanHold
-            | Self::Error
-            | Self::Inspecting
-            | Self::InspectWait
-            | Self::Adopting
-            | Self::Rescue
-            | Self::RescueWait
-            | Self::Rescuing
-            | Self::Unrescuing
-            | Self::Servicing
-            | Self::ServiceWait
-            | Self::ServiceHold => false,
-        }
+        self.facts().kind == Kind::Failure
     }
 
     /// The target registered for the state: the stable state the node is
@@ -496,38 +546,7 @@ impl ProvisionState {
     /// `manageable`, not `available`, and clean, service and rescue wait
     /// timeouts keep the target the node already had.
     pub fn target(self) -> Option<ProvisionState> {
-        match self {
-            Self::Enroll
-            | Self::Manageable
-            | Self::Available
-            | Self::Active
-            | Self::Error
-            | Self::Rescue => None,
-            Self::Verifying => Some(Self::Manageable),
-            Self::DeployWait => Some(Self::Active),
-            Self::Deploying => Some(Self::Active),
-            Self::DeployFail => Some(Self::Active),
-            Self::DeployHold => Some(Self::Active),
-            Self::Deleting => Some(Self::Available),
-            Self::Cleaning => Some(Self::Available),
-            Self::CleanWait => Some(Self::Available),
-            Self::CleanFail => Some(Self::Available),
-            Self::CleanHold => Some(Self::Available),
-            Self::Inspecting => Some(Self::Manageable),
-            Self::InspectFail => Some(Self::Manageable),
-            Self::InspectWait => Some(Self::Manageable),
-            Self::Adopting => Some(Self::Active),
-            Self::AdoptFail => Some(Self::Active),
-            Self::RescueFail => Some(Self::Rescue),
-            Self::RescueWait => Some(Self::Rescue),
-            Self::Rescuing => Some(Self::Rescue),
-            Self::UnrescueFail => Some(Self::Active),
-            Self::Unrescuing => Some(Self::Active),
-            Self::Servicing => Some(Self::Active),
-            Self::ServiceWait => Some(Self::Active),
-            Self::ServiceFail => Some(Self::Active),
-            Self::ServiceHold => Some(Self::Active),
-        }
+        self.facts().target
     }
 
     /// Whether the node may be PATCHed although it has a target (Ironic's
@@ -536,38 +555,7 @@ impl ProvisionState {
     /// Ironic's list also names `service`, but that is a verb and never a
     /// stored state, so it has no counterpart here.
     pub fn update_allowed(self) -> bool {
-        match self {
-            Self::DeployFail
-            | Self::Inspecting
-            | Self::InspectFail
-            | Self::InspectWait
-            | Self::CleanFail
-            | Self::Error
-            | Self::Verifying
-            | Self::AdoptFail
-            | Self::RescueFail
-            | Self::UnrescueFail
-            | Self::ServiceHold
-            | Self::ServiceFail => true,
-            Self::Enroll
-            | Self::Manageable
-            | Self::Available
-            | Self::Active
-            | Self::DeployWait
-            | Self::Deploying
-            | Self::DeployHold
-            | Self::Deleting
-            | Self::Cleaning
-            | Self::CleanWait
-            | Self::CleanHold
-            | Self::Adopting
-            | Self::Rescue
-            | Self::RescueWait
-            | Self::Rescuing
-            | Self::Unrescuing
-            | Self::Servicing
-            | Self::ServiceWait => false,
-        }
+        self.allows(UPDATE)
     }
 
     /// Whether the node may be deleted without maintenance mode (Ironic's
@@ -577,35 +565,7 @@ impl ProvisionState {
     /// defaults to true; a caller honouring that option set to false must
     /// refuse `available` itself, since this module reads no configuration.
     pub fn delete_allowed(self) -> bool {
-        match self {
-            Self::Manageable | Self::Enroll | Self::AdoptFail | Self::Available => true,
-            Self::Verifying
-            | Self::Active
-            | Self::DeployWait
-            | Self::Deploying
-            | Self::DeployFail
-            | Self::DeployHold
-            | Self::Deleting
-            | Self::Cleaning
-            | Self::CleanWait
-            | Self::CleanFail
-            | Self::CleanHold
-            | Self::Error
-            | Self::Inspecting
-            | Self::InspectFail
-            | Self::InspectWait
-            | Self::Adopting
-            | Self::Rescue
-            | Self::RescueFail
-            | Self::RescueWait
-            | Self::Rescuing
-            | Self::UnrescueFail
-            | Self::Unrescuing
-            | Self::Servicing
-            | Self::ServiceWait
-            | Self::ServiceFail
-            | Self::ServiceHold => false,
-        }
+        self.allows(DELETE)
     }
 
     /// Whether an unlocked node found in this state at conductor start is
@@ -615,38 +575,31 @@ impl ProvisionState {
     /// with that conductor and cannot be resumed. Wait states are left alone:
     /// their own timeouts handle them.
     pub fn stuck_fail_event_applies(self) -> bool {
-        match self {
-            Self::Deploying
-            | Self::Cleaning
-            | Self::Verifying
-            | Self::Inspecting
-            | Self::Adopting
-            | Self::Rescuing
-            | Self::Unrescuing
-            | Self::Deleting
-            | Self::Servicing => true,
-            Self::Enroll
-            | Self::Manageable
-            | Self::Available
-            | Self::Active
-            | Self::DeployWait
-            | Self::DeployFail
-            | Self::DeployHold
-            | Self::CleanWait
-            | Self::CleanFail
-            | Self::CleanHold
-            | Self::Error
-            | Self::InspectFail
-            | Self::InspectWait
-            | Self::AdoptFail
-            | Self::Rescue
-            | Self::RescueFail
-            | Self::RescueWait
-            | Self::UnrescueFail
-            | Self::ServiceWait
-            | Self::ServiceFail
-            | Self::ServiceHold => false,
-        }
+        self.allows(STUCK_FAILS)
+    }
+
+    /// Whether a node's driver and interfaces may change without maintenance mode (the states
+    /// Ironic's `update_node` allows them in).
+    pub fn interface_change_allowed(self) -> bool {
+        self.allows(INTERFACES)
+    }
+
+    /// Whether a node may be made `protected` in this state (Ironic allows it only in
+    /// `active` and `rescue`).
+    pub fn protect_allowed(self) -> bool {
+        self.allows(PROTECT)
+    }
+
+    /// Whether a power change requested through the API is taken in this state: not while
+    /// cleaning runs or waits, since cleaning drives the power itself.
+    pub fn power_change_allowed(self) -> bool {
+        self.allows(POWER)
+    }
+
+    /// The operation an `abort` in this state stops, as `last_error` names it ("By request, the
+    /// deploy operation was aborted"); `None` exactly where the table has no `abort` edge.
+    pub fn aborted_operation(self) -> Option<&'static str> {
+        self.facts().aborts
     }
 }
 
@@ -721,33 +674,6 @@ impl Event {
             Self::Rescue => "rescue",
             Self::Unrescue => "unrescue",
             Self::Service => "service",
-        }
-    }
-
-    /// The event requested by the API verb in
-    /// `PUT /v1/nodes/{id}/states/provision {"target": verb}`.
-    ///
-    /// `active` and `deploy` both mean [`Event::Deploy`]; `deleted` and
-    /// `undeploy` both mean [`Event::Delete`]; the other verbs are spelled like
-    /// their events. Internal events (`done`, `fail`, ...) and the event name
-    /// `delete` are not verbs and give `None`, as does anything unknown. Which
-    /// API version allows which verb is the API's concern.
-    pub fn from_verb(verb: &str) -> Option<Event> {
-        match verb {
-            "active" | "deploy" => Some(Self::Deploy),
-            "deleted" | "undeploy" => Some(Self::Delete),
-            "rebuild" => Some(Self::Rebuild),
-            "manage" => Some(Self::Manage),
-            "provide" => Some(Self::Provide),
-            "inspect" => Some(Self::Inspect),
-            "clean" => Some(Self::Clean),
-            "abort" => Some(Self::Abort),
-            "adopt" => Some(Self::Adopt),
-            "rescue" => Some(Self::Rescue),
-            "unrescue" => Some(Self::Unrescue),
-            "unhold" => Some(Self::Unhold),
-            "service" => Some(Self::Service),
-            _ => None,
         }
     }
 }
@@ -826,6 +752,33 @@ pub fn render_table() -> String {
     TRANSITIONS
         .iter()
         .map(|(from, event, to)| format!("{from} --{event}--> {to}\n"))
+        .collect()
+}
+
+/// The per-state facts as text, one line per row of [`STATES`], in table order.
+pub fn render_states() -> String {
+    STATES
+        .iter()
+        .map(|facts| {
+            let name = |state: Option<ProvisionState>| state.map_or("-", ProvisionState::api_name);
+            let allows: Vec<&str> = ALLOWANCES
+                .iter()
+                .filter(|&&(bit, _)| facts.allows & bit != 0)
+                .map(|&(_, word)| word)
+                .collect();
+            format!(
+                "{}: {}, target {}, abort stops {}, allows {}\n",
+                facts.api_name,
+                facts.kind.name(),
+                name(facts.target),
+                facts.aborts.unwrap_or("-"),
+                if allows.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    allows.join(" ")
+                },
+            )
+        })
         .collect()
 }
 
@@ -931,6 +884,41 @@ service failed --hold--> service hold
 service failed --rescue--> rescuing
 service failed --abort--> active
 service failed --delete--> deleting
+";
+
+    /// The per-state facts as they stand, one line per state. Update it only together with a
+    /// deliberate change to a state's facts.
+    const EXPECTED_STATES: &str = "\
+enroll: stable, target -, abort stops -, allows delete interfaces power
+verifying: unstable, target manageable, abort stops -, allows update stuck-fails power
+manageable: stable, target -, abort stops -, allows delete interfaces power
+available: stable, target -, abort stops -, allows delete interfaces power
+active: stable, target -, abort stops -, allows protect power
+wait call-back: unstable, target active, abort stops deploy, allows power
+deploying: unstable, target active, abort stops -, allows stuck-fails power
+deploy failed: failure, target active, abort stops -, allows update power
+deploy hold: hold, target active, abort stops deploy, allows power
+deleting: unstable, target available, abort stops -, allows stuck-fails power
+cleaning: unstable, target available, abort stops -, allows stuck-fails
+clean wait: unstable, target available, abort stops clean, allows nothing
+clean failed: failure, target available, abort stops -, allows update power
+clean hold: hold, target available, abort stops clean, allows power
+error: stable, target -, abort stops -, allows update power
+inspecting: unstable, target manageable, abort stops -, allows update stuck-fails interfaces power
+inspect failed: failure, target manageable, abort stops -, allows update power
+inspect wait: unstable, target manageable, abort stops inspection, allows update interfaces power
+adopting: unstable, target active, abort stops -, allows stuck-fails power
+adopt failed: failure, target active, abort stops -, allows update delete power
+rescue: stable, target -, abort stops -, allows protect power
+rescue failed: failure, target rescue, abort stops -, allows update power
+rescue wait: unstable, target rescue, abort stops rescue, allows power
+rescuing: unstable, target rescue, abort stops -, allows stuck-fails power
+unrescue failed: failure, target active, abort stops -, allows update power
+unrescuing: unstable, target active, abort stops -, allows stuck-fails power
+servicing: unstable, target active, abort stops -, allows stuck-fails power
+service wait: unstable, target active, abort stops service, allows power
+service failed: failure, target active, abort stops service, allows update power
+service hold: hold, target active, abort stops service, allows update power
 ";
 
     /// The API names of the states for which `fact` holds, sorted.
@@ -1320,12 +1308,20 @@ service failed --delete--> deleting
             ("service", Event::Service),
         ];
         for (verb, event) in verbs {
-            assert_eq!(Event::from_verb(verb), Some(event), "{verb}");
+            assert_eq!(
+                crate::node::Verb::parse(verb).map(crate::node::Verb::event),
+                Some(event),
+                "{verb}"
+            );
         }
         for word in [
             "delete", "done", "fail", "wait", "resume", "hold", "bogus", "", "Active",
         ] {
-            assert_eq!(Event::from_verb(word), None, "{word:?}");
+            assert_eq!(
+                crate::node::Verb::parse(word).map(crate::node::Verb::event),
+                None,
+                "{word:?}"
+            );
         }
     }
 
@@ -1399,7 +1395,7 @@ service failed --delete--> deleting
             ("service", &["active", "service hold", "service failed"]),
         ];
         for (verb, names) in valid_from {
-            let Some(event) = Event::from_verb(verb) else {
+            let Some(event) = crate::node::Verb::parse(verb).map(crate::node::Verb::event) else {
                 panic!("{verb} is not a verb");
             };
             let want: HashSet<_> = names.iter().map(|&name| named(name)).collect();
@@ -1415,5 +1411,65 @@ service failed --delete--> deleting
     #[test]
     fn rendered_table_matches_the_snapshot() {
         assert_eq!(render_table(), EXPECTED_TABLE);
+    }
+
+    #[test]
+    fn rendered_states_match_the_snapshot() {
+        assert_eq!(render_states(), EXPECTED_STATES);
+    }
+
+    #[test]
+    fn facts_table_has_one_row_per_state_in_order() {
+        assert_eq!(STATES.len(), ProvisionState::ALL.len());
+        for (i, facts) in STATES.iter().enumerate() {
+            assert_eq!(facts.state, ProvisionState::ALL[i], "row {i}");
+            assert_eq!(facts.state.row(), i, "row {i}");
+            assert_eq!(facts.state.facts(), facts, "row {i}");
+        }
+        let states: HashSet<_> = STATES.iter().map(|facts| facts.state).collect();
+        assert_eq!(states.len(), STATES.len());
+    }
+
+    #[test]
+    fn abort_names_an_operation_exactly_where_abort_is_actionable() {
+        for state in ProvisionState::ALL {
+            assert_eq!(
+                state.aborted_operation().is_some(),
+                is_actionable(state, Event::Abort),
+                "{state}"
+            );
+        }
+        assert_eq!(
+            ProvisionState::DeployHold.aborted_operation(),
+            Some("deploy")
+        );
+        assert_eq!(
+            ProvisionState::InspectWait.aborted_operation(),
+            Some("inspection")
+        );
+    }
+
+    #[test]
+    fn interface_protect_and_power_states() {
+        assert_eq!(
+            members(ProvisionState::interface_change_allowed),
+            sorted(vec![
+                "enroll",
+                "inspecting",
+                "inspect wait",
+                "manageable",
+                "available"
+            ])
+        );
+        assert_eq!(
+            members(ProvisionState::protect_allowed),
+            sorted(vec!["active", "rescue"])
+        );
+        let refused: Vec<_> = ProvisionState::ALL
+            .into_iter()
+            .filter(|state| !state.power_change_allowed())
+            .map(ProvisionState::api_name)
+            .collect();
+        assert_eq!(refused, vec!["cleaning", "clean wait"]);
     }
 }

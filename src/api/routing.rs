@@ -1,8 +1,8 @@
 //! Which conductor a request goes to: the hash ring of the node's conductor group and driver
-//! over the alive conductors, cached for `hash_ring_reset_interval` and rebuilt at once on a miss.
+//! over the alive conductors (built by `rpc::topology::Rings`, as take-over builds it), cached
+//! for `hash_ring_reset_interval` and rebuilt at once on a miss.
 
 use std::{
-    collections::HashMap,
     sync::{Arc, RwLock},
     time::Duration,
 };
@@ -12,10 +12,7 @@ use tokio::time::Instant;
 use crate::{
     db::{self, Db},
     error::{Error, Result},
-    rpc::{
-        Route,
-        topology::{HashRing, ring_key},
-    },
+    rpc::{Route, topology::Rings},
 };
 
 /// Ironic's NoValidHost for a node whose group has no conductor with its driver.
@@ -26,13 +23,11 @@ pub fn no_valid_host(route: &Route<'_>) -> Error {
     ))
 }
 
-type Rings = Arc<HashMap<String, HashRing>>;
-
 pub struct ConductorRouter {
     db: Db,
     refresh_every: Duration,
     heartbeat_timeout: Duration,
-    cache: RwLock<Option<(Instant, Rings)>>,
+    cache: RwLock<Option<(Instant, Arc<Rings>)>>,
 }
 
 impl ConductorRouter {
@@ -63,10 +58,7 @@ impl ConductorRouter {
                 "No conductor service is online; please retry.".to_owned(),
             ));
         }
-        Ok(rings
-            .get(&route.ring())
-            .and_then(|r| r.owner_excluding(route.uuid, gone))
-            .map(str::to_owned))
+        Ok(rings.owner_excluding(route, gone).map(str::to_owned))
     }
 
     /// The node's conductor as the API shows it (`conductor`, 1.49): the owner on the current
@@ -77,10 +69,7 @@ impl ConductorRouter {
             Some(rings) => rings,
             None => self.rebuild().await?,
         };
-        Ok(rings
-            .get(&route.ring())
-            .and_then(|r| r.owner(route.uuid))
-            .map(str::to_owned))
+        Ok(rings.owner(route).map(str::to_owned))
     }
 
     /// How long a conductor may go unheard before it counts as dead.
@@ -89,13 +78,7 @@ impl ConductorRouter {
     }
 
     async fn lookup(&self, route: &Route<'_>) -> Result<Option<String>> {
-        let key = route.ring();
-        let owner = |rings: &Rings| {
-            rings
-                .get(&key)
-                .and_then(|r| r.owner(route.uuid))
-                .map(str::to_owned)
-        };
+        let owner = |rings: &Rings| rings.owner(route).map(str::to_owned);
         if let Some(rings) = self.cached()
             && let Some(host) = owner(&rings)
         {
@@ -110,29 +93,15 @@ impl ConductorRouter {
         Ok(owner(&rings))
     }
 
-    fn cached(&self) -> Option<Rings> {
+    fn cached(&self) -> Option<Arc<Rings>> {
         let cache = self.cache.read().ok()?;
         let (built, rings) = cache.as_ref()?;
         (built.elapsed() < self.refresh_every).then(|| rings.clone())
     }
 
-    async fn rebuild(&self) -> Result<Rings> {
+    async fn rebuild(&self) -> Result<Arc<Rings>> {
         let alive = db::conductors::list_alive(&self.db, self.heartbeat_timeout).await?;
-        let mut hosts_by_ring: HashMap<String, Vec<String>> = HashMap::new();
-        for c in alive {
-            for d in &c.drivers {
-                hosts_by_ring
-                    .entry(ring_key(&c.conductor_group, d))
-                    .or_default()
-                    .push(c.hostname.clone());
-            }
-        }
-        let rings: Rings = Arc::new(
-            hosts_by_ring
-                .into_iter()
-                .map(|(key, hosts)| (key, HashRing::new(hosts)))
-                .collect(),
-        );
+        let rings = Arc::new(Rings::from_conductors(&alive));
         if let Ok(mut cache) = self.cache.write() {
             *cache = Some((Instant::now(), rings.clone()));
         }

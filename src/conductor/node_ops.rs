@@ -15,21 +15,7 @@ use crate::{
     node::{self, InterfaceKind, Json, Node, NodeChanges},
     patch::{self, PatchOp},
     rpc::{InterfaceValidation, NodeCreate},
-    states::ProvisionState,
 };
-
-/// States in which interfaces and the driver may change without maintenance (Ironic's
-/// `update_node`).
-fn interface_change_allowed(state: ProvisionState) -> bool {
-    matches!(
-        state,
-        ProvisionState::Enroll
-            | ProvisionState::Inspecting
-            | ProvisionState::InspectWait
-            | ProvisionState::Manageable
-            | ProvisionState::Available
-    )
-}
 
 pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
     let interfaces = ctx.drivers.resolve_all(&n.driver, |kind| {
@@ -81,10 +67,7 @@ pub async fn update(
         }
         let mut changes = patch::apply(node, ops)?;
         if changes.protected == Some(true)
-            && !matches!(
-                node.provision_state,
-                ProvisionState::Active | ProvisionState::Rescue
-            )
+            && !node.provision_state.protect_allowed()
         {
             return Err(Error::InvalidState(format!(
                 "Node {} can only be made protected in provision states 'active' or 'rescue', the current state is '{}'",
@@ -108,7 +91,7 @@ pub async fn update(
             changes.driver.get_or_insert(driver);
         }
         if changes.driver.is_some() || changes.interfaces.any() {
-            if !node.maintenance && !interface_change_allowed(node.provision_state) {
+            if !node.maintenance && !node.provision_state.interface_change_allowed() {
                 return Err(Error::InvalidState(format!(
                     "Node {} must be in maintenance mode or in one of the states enroll, manageable, available, inspecting, inspect wait to change its driver or interfaces; it is in \"{}\".",
                     node.uuid, node.provision_state

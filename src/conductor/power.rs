@@ -1,19 +1,20 @@
-//! Power changes requested through the API (`PUT /v1/nodes/{id}/states/power`).
+//! Power changes requested through the API (`PUT /v1/nodes/{id}/states/power`): the check
+//! under the lock, and the change itself as a flow (`PowerChange`) run by a worker. A power
+//! change never changes the provision state.
 
 use std::time::Duration;
 
-use tokio::{sync::OwnedSemaphorePermit, time::Instant};
+use tokio::time::Instant;
 
 use super::{
     Ctx,
-    provision::{Work, hw, spawn_worker},
     task::{Decision, Hold, Task, change_node},
+    worker::{Failure, Flow, Worker, hw},
 };
 use crate::{
     drivers::Driver,
     error::{Error, Result},
     node::{Node, NodeChanges, PowerState, PowerTarget},
-    states::ProvisionState,
 };
 
 pub async fn change_node_power_state(
@@ -26,12 +27,9 @@ pub async fn change_node_power_state(
     let (target, reboot) = (requested.resulting_state(), requested.reboots());
     let timeout = Duration::from_secs(u64::from(timeout.unwrap_or(60)));
     let uuid = node.uuid.clone();
-    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut worker: Option<Worker> = None;
     let (_, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
-        if matches!(
-            node.provision_state,
-            ProvisionState::Cleaning | ProvisionState::CleanWait
-        ) {
+        if !node.provision_state.power_change_allowed() {
             return Err(Error::InvalidStateRequested {
                 action: requested.api_name().to_owned(),
                 node: node.uuid.clone(),
@@ -45,34 +43,64 @@ pub async fn change_node_power_state(
                 node.uuid
             ))
         })?;
-        if permit.is_none() {
-            permit = Some(
-                ctx.workers
-                    .clone()
-                    .try_acquire_owned()
-                    .map_err(|_| Error::NoFreeConductorWorker)?,
-            );
-        }
+        Worker::reserve(ctx, &mut worker)?;
         let mut changes = NodeChanges::default().last_error(None);
         changes.target_power_state = Some(Some(target));
         Ok(Decision::Write(changes, Hold::Keep))
     })
     .await?;
-    if let (Some(task), Some(permit)) = (task, permit) {
-        let driver = ctx.drivers.for_node(&task.node)?;
-        let work = Work::Power {
+    if let (Some(task), Some(worker)) = (task, worker) {
+        let change = PowerChange {
             target,
             reboot,
             requested: requested.api_name(),
             timeout,
         };
-        spawn_worker(task, driver, work, permit);
+        worker.run(task, change)?;
     }
     Ok(())
 }
 
-/// The worker half: drive the hardware, then record the new state and release the lock.
-pub(super) async fn set_power(
+/// The worker half of a power change.
+struct PowerChange {
+    target: PowerState,
+    reboot: bool,
+    requested: &'static str,
+    timeout: Duration,
+}
+
+#[async_trait::async_trait]
+impl Flow for PowerChange {
+    fn name(&self) -> &'static str {
+        "Power change"
+    }
+
+    async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+        set_power(
+            task,
+            driver,
+            self.target,
+            self.reboot,
+            self.requested,
+            self.timeout,
+        )
+        .await
+    }
+
+    /// A failed power change drops the pending target and leaves the provision state alone.
+    fn failure(&self, _: &Node) -> Failure {
+        Failure {
+            extra: NodeChanges {
+                target_power_state: Some(None),
+                ..NodeChanges::default()
+            },
+            fail_edge: false,
+        }
+    }
+}
+
+/// Drive the hardware, then record the new state and release the lock.
+async fn set_power(
     task: &mut Task,
     driver: &Driver,
     target: PowerState,

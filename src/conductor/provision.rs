@@ -1,31 +1,31 @@
-//! Provisioning flows: deploy, rebuild, tear down, manage, provide, abort, and the worker that
-//! runs their long half.
+//! Provisioning flows: deploy, rebuild, tear down, clean, manage, provide, inspect, adopt,
+//! rescue, unrescue, abort.
 //!
 //! Each RPC handler takes the lock, checks the event against the state table, validates, applies
-//! the event (clearing `last_error`) and returns; the flow then continues in a worker that owns the
-//! lock. The worker always ends the node somewhere the table allows: the flow's success state, or
-//! its `fail` edge with `last_error` set, including when the driver panics or the conductor shuts
-//! down. The lock is released in the same statement as that last write.
+//! the event (clearing `last_error`) and returns; the flow then continues as a [`Work`] value on a
+//! worker (`worker.rs`) that owns the lock. The flow always ends the node somewhere the table
+//! allows: its success state, or (recorded by the worker) its `fail` edge with `last_error` set,
+//! including when the driver panics or the conductor shuts down. The lock is released in the same
+//! statement as that last write.
 
-use std::{panic::AssertUnwindSafe, time::Duration};
+use std::time::Duration;
 
-use futures::FutureExt;
 use serde_json::Value;
-use tokio::{sync::OwnedSemaphorePermit, time::Instant};
-use tracing::{Instrument, info_span};
+use tokio::time::Instant;
 
 use super::{
-    Ctx, power,
-    task::{Decision, Hold, Task, apply_event, change_node, log_change, next_state},
+    Ctx,
+    task::{Decision, Hold, Move, Task, change_node, log_change},
+    worker::{Failure, Flow, Worker, hw},
 };
 use crate::{
     drivers::{DeployOutcome, Driver},
-    error::{Error, Result, panic_message},
+    error::{Error, Result},
     node::{self, Json, Node, NodeChanges, PowerState, Verb},
     states::{Event, ProvisionState},
 };
 
-/// The long half of an operation, run by a worker after the RPC has been answered.
+/// The long half of a provisioning operation, run by a worker after the RPC has been answered.
 #[derive(Debug, Clone, Copy)]
 pub enum Work {
     Deploy,
@@ -39,35 +39,77 @@ pub enum Work {
     Adopt,
     Rescue,
     Unrescue,
-    Power {
-        target: PowerState,
-        reboot: bool,
-        requested: &'static str,
-        timeout: Duration,
-    },
 }
 
 impl Work {
     /// The work that must follow a move into `to`, None when the move completes the operation.
+    /// Which flow Ferrum runs in a state is the conductor's own fact, decided for every state.
+    #[deny(clippy::wildcard_enum_match_arm)]
     fn after(to: ProvisionState, event: Event) -> Result<Option<Work>> {
+        use ProvisionState as S;
         match to {
-            ProvisionState::Deploying => Ok(Some(Work::Deploy)),
-            ProvisionState::Deleting => Ok(Some(Work::TearDown)),
-            ProvisionState::Cleaning if event == Event::Clean => Ok(Some(Work::ManualClean)),
-            ProvisionState::Cleaning => Ok(Some(Work::Clean)),
-            ProvisionState::Verifying => Ok(Some(Work::Verify)),
-            ProvisionState::Inspecting => Ok(Some(Work::Inspect)),
-            ProvisionState::Adopting => Ok(Some(Work::Adopt)),
-            ProvisionState::Rescuing => Ok(Some(Work::Rescue)),
-            ProvisionState::Unrescuing => Ok(Some(Work::Unrescue)),
-            s if s.is_unstable() => Err(Error::InvalidParameterValue(format!(
-                "Moving a node to \"{s}\" is not supported by Ferrum yet."
+            S::Deploying => Ok(Some(Work::Deploy)),
+            S::Deleting => Ok(Some(Work::TearDown)),
+            S::Cleaning if event == Event::Clean => Ok(Some(Work::ManualClean)),
+            S::Cleaning => Ok(Some(Work::Clean)),
+            S::Verifying => Ok(Some(Work::Verify)),
+            S::Inspecting => Ok(Some(Work::Inspect)),
+            S::Adopting => Ok(Some(Work::Adopt)),
+            S::Rescuing => Ok(Some(Work::Rescue)),
+            S::Unrescuing => Ok(Some(Work::Unrescue)),
+            // Unstable states whose work Ferrum does not run yet.
+            S::DeployWait
+            | S::CleanWait
+            | S::InspectWait
+            | S::RescueWait
+            | S::Servicing
+            | S::ServiceWait => Err(Error::InvalidParameterValue(format!(
+                "Moving a node to \"{to}\" is not supported by Ferrum yet."
             ))),
-            _ => Ok(None),
+            // Stable, failure and hold states: the move completes the operation.
+            S::Enroll
+            | S::Manageable
+            | S::Available
+            | S::Active
+            | S::Error
+            | S::Rescue
+            | S::DeployFail
+            | S::CleanFail
+            | S::InspectFail
+            | S::AdoptFail
+            | S::RescueFail
+            | S::UnrescueFail
+            | S::ServiceFail
+            | S::DeployHold
+            | S::CleanHold
+            | S::ServiceHold => Ok(None),
         }
     }
 
-    async fn run(self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+    /// The target a flow sets instead of the state's registered one: manual cleaning goes back to
+    /// manageable, not on to available.
+    fn target_override(self) -> Option<ProvisionState> {
+        matches!(self, Work::ManualClean).then_some(ProvisionState::Manageable)
+    }
+}
+
+#[async_trait::async_trait]
+impl Flow for Work {
+    /// How a failure that escaped the flow (a panic, a shutdown) is described.
+    fn name(&self) -> &'static str {
+        match self {
+            Work::Deploy => "Deploy",
+            Work::TearDown => "Tear down",
+            Work::Clean | Work::ManualClean => "Cleaning",
+            Work::Verify => "Verification",
+            Work::Inspect => "Inspection",
+            Work::Adopt => "Adoption",
+            Work::Rescue => "Rescue",
+            Work::Unrescue => "Unrescue",
+        }
+    }
+
+    async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
         match self {
             Work::Deploy => deploy(task, driver).await,
             Work::TearDown => tear_down(task, driver).await,
@@ -78,40 +120,29 @@ impl Work {
             Work::Adopt => adopt(task, driver).await,
             Work::Rescue => rescue(task).await,
             Work::Unrescue => unrescue(task).await,
-            Work::Power {
-                target,
-                reboot,
-                requested,
-                timeout,
-            } => power::set_power(task, driver, target, reboot, requested, timeout).await,
         }
     }
 
-    /// How a failure that escaped the flow (a panic, a shutdown) is described.
-    fn name(self) -> &'static str {
+    /// A failure moves the node along its `fail` edge.
+    fn failure(&self, node: &Node) -> Failure {
+        let mut extra = NodeChanges::default();
         match self {
-            Work::Deploy => "Deploy",
-            Work::TearDown => "Tear down",
-            Work::Clean | Work::ManualClean => "Cleaning",
-            Work::Verify => "Verification",
-            Work::Inspect => "Inspection",
-            Work::Adopt => "Adoption",
-            Work::Rescue => "Rescue",
-            Work::Unrescue => "Unrescue",
-            Work::Power { .. } => "Power change",
+            // A failed deploy has no current step any more.
+            Work::Deploy => extra.deploy_step = Some(Json::default()),
+            // Nobody may log into a rescue ramdisk that did not come up.
+            Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(node))),
+            Work::TearDown
+            | Work::Clean
+            | Work::ManualClean
+            | Work::Verify
+            | Work::Inspect
+            | Work::Adopt
+            | Work::Unrescue => {}
         }
-    }
-
-    /// The target a flow sets instead of the state's registered one: manual cleaning goes back to
-    /// manageable, not on to available.
-    fn target_override(self) -> Option<ProvisionState> {
-        matches!(self, Work::ManualClean).then_some(ProvisionState::Manageable)
-    }
-
-    /// Whether a failure moves the node along the table's `fail` edge (a power change never
-    /// changes the provision state).
-    fn fails_provision(self) -> bool {
-        !matches!(self, Work::Power { .. })
+        Failure {
+            extra,
+            fail_edge: true,
+        }
     }
 }
 
@@ -129,28 +160,19 @@ pub(super) async fn start(
 ) -> Result<()> {
     let before = node.provision_state;
     let uuid = node.uuid.clone();
-    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut worker: Option<Worker> = None;
     let mut work = None;
     let (node, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
-        let to = next_state(node, event, verb)?;
+        // The move is computed once, from the node as read, and carried to the write.
+        let step = Move::of(node, event, verb)?;
         let driver = ctx.drivers.for_node(node)?;
         let extra = check(node, &driver)?;
-        work = Work::after(to, event)?;
+        work = Work::after(step.to(), event)?;
         if work.is_none() {
-            return Ok(Decision::Write(
-                apply_event(node, event, false, extra)?,
-                Hold::Release,
-            ));
+            return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
         }
-        if permit.is_none() {
-            permit = Some(
-                ctx.workers
-                    .clone()
-                    .try_acquire_owned()
-                    .map_err(|_| Error::NoFreeConductorWorker)?,
-            );
-        }
-        let mut changes = apply_event(node, event, true, extra.last_error(None))?;
+        Worker::reserve(ctx, &mut worker)?;
+        let mut changes = step.changes(true, extra.last_error(None));
         if let Some(target) = work.and_then(Work::target_override) {
             changes.target_provision_state = Some(Some(target));
         }
@@ -158,68 +180,10 @@ pub(super) async fn start(
     })
     .await?;
     log_change(before, &node, event);
-    if let (Some(task), Some(work), Some(permit)) = (task, work, permit) {
-        let driver = ctx.drivers.for_node(&task.node)?;
-        spawn_worker(task, driver, work, permit);
+    if let (Some(task), Some(work), Some(worker)) = (task, work, worker) {
+        worker.run(task, work)?;
     }
     Ok(())
-}
-
-/// Runs `work` on a worker that owns `task`'s lock until it ends.
-pub(super) fn spawn_worker(task: Task, driver: Driver, work: Work, permit: OwnedSemaphorePermit) {
-    let ctx = task.ctx().clone();
-    let span = info_span!("work", node.uuid = %task.node.uuid, work = work.name());
-    ctx.tracker
-        .clone()
-        .spawn(run_worker(task, driver, work, permit).instrument(span));
-}
-
-/// Runs a driver call, unless the conductor's graceful-shutdown period ends first: then the work
-/// fails with that reason. Only driver calls are cut short, never a database write, so what the
-/// database says and what the task believes cannot part.
-pub(super) async fn hw<T>(
-    task: &Task,
-    call: impl std::future::Future<Output = T>,
-) -> std::result::Result<T, String> {
-    let ctx = task.ctx();
-    tokio::select! {
-        done = call => Ok(done),
-        () = ctx.abort_work.cancelled() => Err(format!(
-            "The work was aborted: the conductor {} shut down before the driver finished.",
-            ctx.host
-        )),
-    }
-}
-
-async fn run_worker(mut task: Task, driver: Driver, work: Work, _permit: OwnedSemaphorePermit) {
-    let outcome = AssertUnwindSafe(work.run(&mut task, &driver))
-        .catch_unwind()
-        .await;
-    let message = match outcome {
-        Ok(Ok(())) => {
-            // The flow's last write released the lock; this only acts if it did not.
-            task.release().await;
-            return;
-        }
-        Ok(Err(message)) => message,
-        Err(panic) => format!(
-            "{} failed with an unexpected error in the driver: {}",
-            work.name(),
-            panic_message(&*panic)
-        ),
-    };
-    let mut extra = NodeChanges::default();
-    if !work.fails_provision() {
-        extra.target_power_state = Some(None);
-    }
-    match work {
-        // A failed deploy has no current step any more.
-        Work::Deploy => extra.deploy_step = Some(Json::default()),
-        // Nobody may log into a rescue ramdisk that did not come up.
-        Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(&task.node))),
-        _ => {}
-    }
-    task.fail(message, extra, work.fails_provision()).await;
 }
 
 pub async fn do_node_deploy(
@@ -435,13 +399,14 @@ pub async fn do_provisioning_action(
             extra.inspection_finished_at = Some(None);
         }
         if event == Event::Abort {
-            let what = match node.provision_state {
-                ProvisionState::DeployWait | ProvisionState::DeployHold => "deploy",
-                ProvisionState::CleanWait | ProvisionState::CleanHold => "clean",
-                ProvisionState::InspectWait => "inspection",
-                ProvisionState::RescueWait => "rescue",
-                _ => "service",
-            };
+            // The table has an abort edge here (checked before `check` runs), so the state
+            // names the operation it stops.
+            let what = node.provision_state.aborted_operation().ok_or_else(|| {
+                Error::internal(format!(
+                    "no aborted operation is named for state {}",
+                    node.provision_state
+                ))
+            })?;
             extra = extra.last_error(Some(format!(
                 "By request, the {what} operation was aborted"
             )));
@@ -595,4 +560,25 @@ async fn verify(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
     task.process_event(Event::Done, false, changes.release())
         .await
         .map_err(|e| format!("Failed to finish verification: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_follows_a_move_into_a_state_the_conductor_works_in() {
+        for state in ProvisionState::ALL {
+            // The states whose work runs on a conductor, less servicing, which Ferrum lacks.
+            let runs = state.stuck_fail_event_applies() && state != ProvisionState::Servicing;
+            match Work::after(state, Event::Deploy) {
+                Ok(Some(_)) => assert!(runs, "{state}"),
+                Ok(None) => assert!(!state.is_unstable(), "{state}"),
+                Err(_) => assert!(state.is_unstable() && !runs, "{state}"),
+            }
+        }
+        let clean = |event| Work::after(ProvisionState::Cleaning, event).ok().flatten();
+        assert!(matches!(clean(Event::Clean), Some(Work::ManualClean)));
+        assert!(matches!(clean(Event::Provide), Some(Work::Clean)));
+    }
 }

@@ -8,10 +8,10 @@
 //! slip in: the exclusion Ironic's lock gives, without its extra round trips.
 //!
 //! Every write of a held task is conditional on still holding the lock *and* on the provision state
-//! it last saw (`db::nodes::update_held`), so the lock is enforced, not advisory as Ironic's is
-//! (its `Node.save()`, in `ironic/objects/node.py`, writes without checking `reservation`).
-//! Provision states change only through [`Task::process_event`] and [`apply_event`], which read the
-//! state table. A held task is released by its last write, or explicitly; [`Drop`] is only a
+//! it last saw (`db::nodes::update_held`), so the lock is enforced, not advisory (Ironic §12 #2).
+//! Provision states change only through a [`Move`], which only the state table makes: computed
+//! once where a flow decides on the node, and written by [`change_node`]'s decision or by
+//! [`Task::process_event`]. A held task is released by its last write, or explicitly; [`Drop`] is only a
 //! backstop for a panic that unwinds through one.
 
 use std::time::Duration;
@@ -147,26 +147,39 @@ pub async fn change_node(
     }
 }
 
-/// The state `event` leads to from `node`'s state, or InvalidStateRequested naming `verb` (the word
-/// the client used) and the state.
-pub fn next_state(node: &Node, event: Event, verb: &str) -> Result<ProvisionState> {
-    states::transition(node.provision_state, event).map_err(|_| Error::InvalidStateRequested {
-        action: verb.to_owned(),
-        node: node.uuid.clone(),
-        state: node.provision_state.api_name().to_owned(),
-    })
+/// A move of a node along one edge of the state table: computed once, where a flow decides on
+/// the node as read, and carried to the write that makes it. Only [`Move::of`] makes one, from
+/// the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    from: ProvisionState,
+    event: Event,
+    to: ProvisionState,
 }
 
-/// `extra` plus the move of `node` along `event`: the new state, Ironic's target rule, and the
-/// stamp of `provision_updated_at`.
-pub fn apply_event(
-    node: &Node,
-    event: Event,
-    worker_follows: bool,
-    extra: NodeChanges,
-) -> Result<NodeChanges> {
-    let to = next_state(node, event, event.name())?;
-    Ok(extra.provision(to, states::target_after(to, worker_follows)))
+impl Move {
+    /// The move `event` makes from `node`'s state, or InvalidStateRequested naming `verb` (the
+    /// word the client used) and the state.
+    pub fn of(node: &Node, event: Event, verb: &str) -> Result<Move> {
+        let from = node.provision_state;
+        let to = states::transition(from, event).map_err(|_| Error::InvalidStateRequested {
+            action: verb.to_owned(),
+            node: node.uuid.clone(),
+            state: from.api_name().to_owned(),
+        })?;
+        Ok(Move { from, event, to })
+    }
+
+    /// The state the move leads to.
+    pub fn to(self) -> ProvisionState {
+        self.to
+    }
+
+    /// `extra` plus this move: the new state, Ironic's target rule, and the stamp of
+    /// `provision_updated_at`.
+    pub fn changes(self, worker_follows: bool, extra: NodeChanges) -> NodeChanges {
+        extra.provision(self.to, states::target_after(self.to, worker_follows))
+    }
 }
 
 fn log_move(uuid: &str, from: ProvisionState, to: ProvisionState, event: Event) {
@@ -207,10 +220,26 @@ impl Task {
         worker_follows: bool,
         extra: NodeChanges,
     ) -> Result<()> {
-        let from = self.node.provision_state;
-        let changes = apply_event(&self.node, event, worker_follows, extra)?;
-        self.write(changes).await?;
-        log_move(&self.node.uuid, from, self.node.provision_state, event);
+        let step = Move::of(&self.node, event, event.name())?;
+        self.make_move(step, worker_follows, extra).await
+    }
+
+    /// Writes `step` (computed from this task's node as it is) with `extra`, as
+    /// [`process_event`](Self::process_event) does.
+    async fn make_move(
+        &mut self,
+        step: Move,
+        worker_follows: bool,
+        extra: NodeChanges,
+    ) -> Result<()> {
+        if step.from != self.node.provision_state {
+            return Err(Error::internal(format!(
+                "move from {} applied to node {} in {}",
+                step.from, self.node.uuid, self.node.provision_state
+            )));
+        }
+        self.write(step.changes(worker_follows, extra)).await?;
+        log_move(&self.node.uuid, step.from, step.to, step.event);
         Ok(())
     }
 
@@ -327,18 +356,20 @@ impl Task {
     /// Ends a failed piece of work: with `fail_edge`, the flow's `fail` edge if the state has one
     /// (deploying → deploy failed, deleting → error, ...); `last_error` set, `extra` written, lock
     /// released, all in one statement. Never leaves a node in a transient state when the table says
-    /// where a failure goes (in Ironic an exception escaping a worker only sets `last_error`,
-    /// `_write_exception` in `ironic/conductor/task_manager.py`, and the node stays in deploying
-    /// or cleaning, unlocked, until its conductor restarts).
+    /// where a failure goes (Ironic §12 #6).
     pub async fn fail(mut self, message: String, extra: NodeChanges, fail_edge: bool) {
         for attempt in 0..2 {
             let changes = extra.clone().last_error(Some(message.clone())).release();
-            let written =
-                if fail_edge && states::is_actionable(self.node.provision_state, Event::Fail) {
-                    self.process_event(Event::Fail, false, changes).await
-                } else {
-                    self.write(changes).await
-                };
+            // The fail edge of the state as last read (a retry reads the node again).
+            let fail = if fail_edge {
+                Move::of(&self.node, Event::Fail, Event::Fail.name()).ok()
+            } else {
+                None
+            };
+            let written = match fail {
+                Some(step) => self.make_move(step, false, changes).await,
+                None => self.write(changes).await,
+            };
             match written {
                 Ok(()) => {
                     warn!(node.uuid = %self.node.uuid, "{message}");

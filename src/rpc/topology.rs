@@ -1,6 +1,16 @@
 //! Which conductor serves a node: a consistent hash ring over the alive conductors that offer the
 //! node's driver, keyed by the node's UUID. Adding or losing a conductor moves only the nodes of
 //! the ring segments it owned, so the other conductors' work is not disturbed.
+//!
+//! [`Rings`] is the one builder of the rings from the conductors: the API routes with it, a
+//! conductor decides with it which orphaned nodes it takes over, and the tests predict owners
+//! with it, and take-over is only correct while these agree. This module reads no database: the
+//! callers hand it the conductors they read.
+
+use std::collections::HashMap;
+
+use super::Route;
+use crate::db::models::Conductor;
 
 /// The name of the ring of conductors in `group` that offer `driver` (Ironic's
 /// `"<group>:<driver>"`): a node is served only by conductors of its own group.
@@ -58,6 +68,75 @@ impl HashRing {
     }
 }
 
+/// What the rings need to know of a conductor.
+#[derive(Debug, Clone, Copy)]
+pub struct Member<'a> {
+    pub host: &'a str,
+    pub group: &'a str,
+    pub drivers: &'a [String],
+}
+
+impl<'a> From<&'a Conductor> for Member<'a> {
+    fn from(c: &'a Conductor) -> Self {
+        Member {
+            host: &c.hostname,
+            group: &c.conductor_group,
+            drivers: &c.drivers,
+        }
+    }
+}
+
+/// Every ring: one per `group:driver` ([`ring_key`]), over the conductors of that group that
+/// offer that driver.
+#[derive(Debug, Clone, Default)]
+pub struct Rings {
+    rings: HashMap<String, HashRing>,
+}
+
+impl Rings {
+    pub fn new<'a>(members: impl IntoIterator<Item = Member<'a>>) -> Self {
+        let mut hosts_by_ring: HashMap<String, Vec<String>> = HashMap::new();
+        for m in members {
+            for d in m.drivers {
+                hosts_by_ring
+                    .entry(ring_key(m.group, d))
+                    .or_default()
+                    .push(m.host.to_owned());
+            }
+        }
+        Rings {
+            rings: hosts_by_ring
+                .into_iter()
+                .map(|(key, hosts)| (key, HashRing::new(hosts)))
+                .collect(),
+        }
+    }
+
+    /// The rings over `conductors` (the alive ones, as the callers read them).
+    pub fn from_conductors(conductors: &[Conductor]) -> Self {
+        Self::new(conductors.iter().map(Member::from))
+    }
+
+    /// Whether no conductor is on any ring.
+    pub fn is_empty(&self) -> bool {
+        self.rings.is_empty()
+    }
+
+    /// The host serving the node at `route`, or None when no conductor of its group offers its
+    /// driver.
+    pub fn owner(&self, route: &Route<'_>) -> Option<&str> {
+        self.rings.get(&route.ring())?.owner(route.uuid)
+    }
+
+    /// The host serving the node at `route` once `excluded` has left its ring (see
+    /// [`HashRing::owner_excluding`]).
+    pub fn owner_excluding(&self, route: &Route<'_>, excluded: &str) -> Option<&str> {
+        self.rings
+            .get(&route.ring())?
+            .owner_excluding(route.uuid, excluded)
+    }
+}
+
 /// FNV-1a, then a 64-bit finalizer to spread FNV's weak low bits. Stable across processes,
 /// platforms and releases (std's hasher is not), which every API process relies on to agree.
 fn stable_hash(bytes: &[u8]) -> u64 {
@@ -110,6 +189,42 @@ mod tests {
         }
         let one = HashRing::new(["c1".to_owned()]);
         assert_eq!(one.owner_excluding("x", "c1"), None);
+    }
+
+    #[test]
+    fn rings_are_per_group_and_driver() {
+        let (fake, other) = (
+            vec!["fake".to_owned()],
+            vec!["fake".to_owned(), "x".to_owned()],
+        );
+        let member = |host, group, drivers| Member {
+            host,
+            group,
+            drivers,
+        };
+        let rings = Rings::new([
+            member("c1", "", &fake),
+            member("c2", "", &other),
+            member("c3", "rack", &other),
+        ]);
+        let only_c1_c2 = HashRing::new(["c1".to_owned(), "c2".to_owned()]);
+        for k in keys(200) {
+            let route = |driver, group| Route {
+                uuid: &k,
+                driver,
+                group,
+            };
+            assert_eq!(rings.owner(&route("fake", "")), only_c1_c2.owner(&k));
+            assert_eq!(rings.owner(&route("x", "")), Some("c2"));
+            assert_eq!(rings.owner(&route("fake", "rack")), Some("c3"));
+            assert_eq!(rings.owner(&route("x", "rack")), Some("c3"));
+            assert_eq!(rings.owner(&route("y", "")), None);
+            assert_eq!(rings.owner_excluding(&route("x", ""), "c2"), None);
+            assert_eq!(rings.owner_excluding(&route("fake", ""), "c1"), Some("c2"));
+        }
+        assert!(!rings.is_empty());
+        assert!(Rings::new([]).is_empty());
+        assert!(Rings::new([member("c1", "", &[])]).is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use axum::http::Method;
 use ferrum::{
-    conductor::task::{Decision, Hold, Task, apply_event, change_node},
+    conductor::task::{Decision, Hold, Move, Task, change_node},
     db,
     error::Error,
     node::NodeChanges,
@@ -406,7 +406,7 @@ async fn change_node_writes_nothing_when_the_decision_fails() {
 async fn deploying_task(app: &TestApp, uuid: &str) -> Task {
     let (node, task) = change_node(app.conductor(), uuid, None, None, |n| {
         Ok(Decision::Write(
-            apply_event(n, Event::Deploy, true, NodeChanges::default())?,
+            Move::of(n, Event::Deploy, "active")?.changes(true, NodeChanges::default()),
             Hold::Keep,
         ))
     })

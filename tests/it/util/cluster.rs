@@ -355,9 +355,30 @@ impl Cluster {
             .expect("known conductor")
     }
 
+    /// The conductor that owns a `fake-hardware` node of the default group, on the rings the API
+    /// and take-over build (`Rings`), over every conductor of the cluster as it registers.
     pub fn owner_of(&self, node_uuid: &str) -> String {
-        let ring = ferrum::rpc::topology::HashRing::new(self.conductor_hosts.clone());
-        ring.owner(node_uuid).expect("ring").to_owned()
+        use ferrum::rpc::{
+            Route,
+            topology::{Member, Rings},
+        };
+        let drivers = ferrum::drivers::Registry::builtin().names();
+        let rings = Rings::new(
+            self.conductor_hosts
+                .iter()
+                .enumerate()
+                .map(|(i, host)| Member {
+                    host,
+                    group: self.conductor_groups.get(i).map_or("", String::as_str),
+                    drivers: &drivers,
+                }),
+        );
+        let route = Route {
+            uuid: node_uuid,
+            driver: "fake-hardware",
+            group: "",
+        };
+        rings.owner(&route).expect("ring").to_owned()
     }
 
     /// Every node unlocked: the invariant each test ends on.

@@ -1,0 +1,85 @@
+//! POST /v1/nodes: the API checks which fields the request may give at its version and routes
+//! it by driver and group; the conductor reads the values onto a new node.
+
+use axum::{
+    Json,
+    extract::State,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::Value;
+
+use super::{call, check_written_field, detail};
+use crate::{
+    api::{
+        ApiState, BaseUrl,
+        extract::{ApiJson, ApiVersion, RequestId},
+    },
+    error::{Error, Result},
+    node::{JsonObject, fields, normalize_conductor_group, normalize_uuid},
+    rpc::{NodeCreate, RpcRequest},
+    states::ProvisionState,
+};
+
+pub async fn create(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiJson(mut body): ApiJson<JsonObject>,
+) -> Result<Response> {
+    for name in body.keys() {
+        check_written_field(version, name, |w| w.create)?;
+    }
+    let text = |name: &str, value: &Value| match value {
+        Value::String(s) => Ok(s.clone()),
+        other => Err(fields::wrong(name, "a string", other)),
+    };
+    let driver = match body.get("driver") {
+        Some(d) => text("driver", d)?,
+        None => {
+            return Err(Error::MissingParameterValue(
+                "Missing mandatory parameter: driver".to_owned(),
+            ));
+        }
+    };
+    let uuid = match body.remove("uuid") {
+        Some(u) => normalize_uuid("uuid", &text("uuid", &u)?)?,
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let conductor_group = match body.get("conductor_group") {
+        Some(g) => normalize_conductor_group(&text("conductor_group", g)?)?,
+        None => String::new(),
+    };
+    let initial_state = if version.at_least(11) {
+        ProvisionState::Enroll
+    } else {
+        ProvisionState::Available
+    };
+    let create = NodeCreate {
+        uuid,
+        driver,
+        conductor_group,
+        initial_state,
+        fields: body,
+    };
+    let node = call(
+        &state,
+        &request_id,
+        RpcRequest::CreateNode {
+            node: Box::new(create),
+        },
+    )
+    .await?
+    .into_node()?;
+    let location = format!("{base}/v1/nodes/{}", node.uuid);
+    let mut response = (
+        StatusCode::CREATED,
+        Json(detail(&state, &node, version, &base).await?),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(response)
+}

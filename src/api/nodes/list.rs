@@ -1,0 +1,270 @@
+//! GET /v1/nodes and /v1/nodes/detail: filters, sorting and paging in SQL, the fields of the
+//! negotiated version, and `next` links that keep every filter.
+
+use axum::{Json, extract::State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{conductor_shown, parse_bool, require_version};
+use crate::{
+    api::{
+        ApiState, BaseUrl,
+        extract::{ApiQuery, ApiVersion},
+        views,
+    },
+    db,
+    error::{Error, Result},
+    node::normalize_uuid,
+    states::ProvisionState,
+};
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    limit: Option<i64>,
+    marker: Option<String>,
+    sort_key: Option<String>,
+    sort_dir: Option<String>,
+    fields: Option<String>,
+    detail: Option<String>,
+    provision_state: Option<String>,
+    maintenance: Option<String>,
+    driver: Option<String>,
+    associated: Option<String>,
+    instance_uuid: Option<String>,
+    resource_class: Option<String>,
+    conductor_group: Option<String>,
+    fault: Option<String>,
+    conductor: Option<String>,
+    chassis_uuid: Option<String>,
+}
+
+/// Ironic's `faults.VALID_FAULTS`.
+pub const VALID_FAULTS: &[&str] = &[
+    "power failure",
+    "clean failure",
+    "rescue abort failure",
+    "service failure",
+];
+
+const MAX_LIMIT: i64 = 1000;
+
+/// The query string of the next page: every filter of this one, then limit and marker
+/// (Ironic's `next` link drops provision_state, driver, resource_class, conductor_group and
+/// other filters: `_get_nodes_collection` in `ironic/api/controllers/v1/node.py`).
+fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) -> String {
+    let params = [
+        ("sort_key", &q.sort_key),
+        ("sort_dir", &q.sort_dir),
+        ("fields", &q.fields),
+        ("detail", &q.detail),
+        ("provision_state", &q.provision_state),
+        ("maintenance", &q.maintenance),
+        ("driver", &q.driver),
+        ("associated", &q.associated),
+        ("resource_class", &q.resource_class),
+        ("conductor_group", &q.conductor_group),
+        ("fault", &q.fault),
+        ("conductor", &q.conductor),
+    ];
+    let mut url = format!("{base}/v1/{path}?");
+    for (k, v) in params {
+        if let Some(v) = v {
+            url.push_str(&format!("{k}={}&", encode_query_value(v)));
+        }
+    }
+    url.push_str(&format!("limit={limit}&marker={marker}"));
+    url
+}
+
+fn encode_query_value(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b',' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+async fn list_page(
+    state: &ApiState,
+    q: &ListQuery,
+    version: ApiVersion,
+    base: &str,
+    detail_path: bool,
+) -> Result<Value> {
+    let limit = match q.limit {
+        Some(l) if l <= 0 => {
+            return Err(Error::InvalidParameterValue(format!(
+                "Value must be positive: limit={l}"
+            )));
+        }
+        Some(l) => l.min(MAX_LIMIT),
+        None => MAX_LIMIT,
+    };
+    let detail_param = match &q.detail {
+        Some(d) => {
+            require_version(version, 43, "The detail parameter")?;
+            parse_bool("detail", d)?
+        }
+        None => false,
+    };
+    if detail_path && q.detail.is_some() {
+        return Err(Error::InvalidParameterValue(
+            "The detail parameter cannot be used on /v1/nodes/detail.".to_owned(),
+        ));
+    }
+    let detail = detail_path || detail_param;
+    let fields: Option<Vec<String>> = match &q.fields {
+        Some(f) => {
+            require_version(version, 8, "The fields parameter")?;
+            if detail {
+                return Err(Error::InvalidParameterValue(
+                    "Can not specify ?detail=True and fields in the same request.".to_owned(),
+                ));
+            }
+            let names: Vec<String> = f
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            views::check_field_names(version, &names)?;
+            Some(names)
+        }
+        None => None,
+    };
+    let sort = match q.sort_key.as_deref() {
+        None => db::nodes::SortKey::Id,
+        Some(k) => db::nodes::SortKey::parse(k).ok_or_else(|| {
+            Error::InvalidParameterValue(format!(
+                "The sort_key value \"{k}\" is an invalid field for sorting; use one of {}.",
+                db::nodes::SortKey::NAMES.join(", ")
+            ))
+        })?,
+    };
+    let descending = match q.sort_dir.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => {
+            return Err(Error::InvalidParameterValue(format!(
+                "Invalid sort direction: {other}. Acceptable values are 'asc' or 'desc'"
+            )));
+        }
+    };
+    let mut filter = db::nodes::NodeFilter::default();
+    if let Some(s) = &q.provision_state {
+        require_version(version, 9, "The provision_state filter")?;
+        let Some(wanted) = ProvisionState::from_api_name(s) else {
+            return Err(Error::InvalidParameterValue(format!(
+                "Invalid value for provision_state: '{s}' is not a provision state."
+            )));
+        };
+        filter.provision_state = Some(wanted);
+    }
+    if let Some(m) = &q.maintenance {
+        filter.maintenance = Some(parse_bool("maintenance", m)?);
+    }
+    if let Some(d) = &q.driver {
+        require_version(version, 16, "The driver filter")?;
+        filter.driver = Some(d.clone());
+    }
+    if let Some(a) = &q.associated {
+        filter.associated = Some(parse_bool("associated", a)?);
+    }
+    if let Some(c) = &q.chassis_uuid {
+        // Ferrum has no chassis yet, so no node is in one.
+        normalize_uuid("chassis_uuid", c)?;
+        return Ok(json!({ "nodes": [] }));
+    }
+    if let Some(i) = &q.instance_uuid {
+        filter.instance_uuid = Some(normalize_uuid("instance_uuid", i)?);
+    }
+    if let Some(r) = &q.resource_class {
+        require_version(version, 21, "The resource_class filter")?;
+        filter.resource_class = Some(r.clone());
+    }
+    if let Some(g) = &q.conductor_group {
+        require_version(version, 46, "The conductor_group filter")?;
+        filter.conductor_group = Some(g.clone());
+    }
+    if let Some(f) = &q.fault {
+        require_version(version, 42, "The fault filter")?;
+        if !VALID_FAULTS.contains(&f.as_str()) {
+            return Err(Error::InvalidParameterValue(format!(
+                "Unrecognized fault \"{f}\" is specified, allowed faults are {}",
+                VALID_FAULTS.join(", ")
+            )));
+        }
+        filter.fault = Some(f.clone());
+    }
+    if q.conductor.is_some() {
+        require_version(version, 49, "The conductor filter")?;
+    }
+    let nodes = db::nodes::list_filtered(
+        &state.db,
+        &filter,
+        sort,
+        descending,
+        limit,
+        q.marker.as_deref(),
+    )
+    .await?;
+    let wants_conductor = q.conductor.is_some()
+        || match &fields {
+            Some(fields) => fields.iter().any(|f| f == "conductor"),
+            None => detail,
+        };
+    let mut items = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        let conductor = if wants_conductor {
+            conductor_shown(state, n, version).await?
+        } else {
+            None
+        };
+        // As in Ironic, the conductor filter applies to the page read, so a page may come out
+        // short while `next` still leads on.
+        if let Some(wanted) = &q.conductor
+            && conductor.as_deref() != Some(wanted.as_str())
+        {
+            continue;
+        }
+        let conductor = conductor.as_deref();
+        items.push(match &fields {
+            Some(fields) => views::node_fields(n, version, base, conductor, fields),
+            None if detail => views::node_detail(n, version, base, conductor),
+            None => views::node_summary(n, version, base),
+        });
+    }
+    let mut body = json!({ "nodes": items });
+    if nodes.len() as i64 == limit
+        && let Some(last) = nodes.last()
+        && q.instance_uuid.is_none()
+    {
+        let path = if detail_path { "nodes/detail" } else { "nodes" };
+        body["next"] = json!(next_link(base, path, q, limit, &last.uuid));
+    }
+    Ok(body)
+}
+
+pub async fn list(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &query, version, &base, false)
+        .await
+        .map(Json)
+}
+
+pub async fn list_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &query, version, &base, true)
+        .await
+        .map(Json)
+}

@@ -1,0 +1,116 @@
+//! PUT /v1/nodes/{id}/states/provision: the verb's version and arguments are checked here; the
+//! conductor judges it against the node's state under the lock.
+
+use axum::{extract::State, response::Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{accepted, call, find, require_version};
+use crate::{
+    api::{
+        ApiState, BaseUrl,
+        extract::{ApiJson, ApiPath, ApiVersion, RequestId},
+    },
+    error::{Error, Result},
+    node::Verb,
+    rpc::RpcRequest,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvisionBody {
+    target: String,
+    configdrive: Option<Value>,
+    clean_steps: Option<Vec<Value>>,
+    rescue_password: Option<String>,
+}
+
+pub async fn set_provision_state(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiPath(ident): ApiPath<String>,
+    ApiJson(body): ApiJson<ProvisionBody>,
+) -> Result<Response> {
+    let target = body.target.as_str();
+    let Some(verb) = Verb::parse(target) else {
+        return Err(Error::InvalidParameterValue(format!(
+            "\"{target}\" is not a valid provision state target."
+        )));
+    };
+    if !verb.is_supported() {
+        return Err(Error::InvalidParameterValue(format!(
+            "The provision state target \"{target}\" is not supported by Ferrum yet."
+        )));
+    }
+    require_version(version, verb.since(), &format!("The \"{target}\" target"))?;
+    if body.configdrive.is_some() && !matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) {
+        return Err(Error::InvalidParameterValue(
+            "configdrive can only be specified when deploying or rebuilding a node.".to_owned(),
+        ));
+    }
+    if body.clean_steps.is_some() && verb != Verb::Clean {
+        return Err(Error::InvalidParameterValue(
+            "\"clean_steps\" is only valid when setting target provision state to clean".to_owned(),
+        ));
+    }
+    if verb == Verb::Clean && body.clean_steps.is_none() {
+        return Err(Error::InvalidParameterValue(
+            "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
+        ));
+    }
+    if body.rescue_password.is_some() {
+        require_version(version, 38, "rescue_password")?;
+        if verb != Verb::Rescue {
+            return Err(Error::InvalidParameterValue(
+                "\"rescue_password\" is only valid when setting target provision state to rescue"
+                    .to_owned(),
+            ));
+        }
+    }
+    if body.configdrive.is_some() && verb == Verb::Rebuild {
+        require_version(version, 35, "configdrive on rebuild")?;
+    }
+    let node = find(&state, &ident, version).await?;
+    let node = Box::new(node);
+    let request = match verb {
+        Verb::Active | Verb::Deploy => RpcRequest::DoNodeDeploy {
+            node,
+            rebuild: false,
+            configdrive: body.configdrive,
+        },
+        Verb::Rebuild => RpcRequest::DoNodeDeploy {
+            node,
+            rebuild: true,
+            configdrive: body.configdrive,
+        },
+        Verb::Deleted | Verb::Undeploy => RpcRequest::DoNodeTearDown { node },
+        Verb::Rescue => {
+            let password = body.rescue_password.unwrap_or_default();
+            if password.trim().is_empty() {
+                return Err(Error::InvalidParameterValue(
+                    "A non-empty \"rescue_password\" is required when setting target provision state to rescue".to_owned(),
+                ));
+            }
+            RpcRequest::DoNodeRescue {
+                node,
+                rescue_password: password,
+            }
+        }
+        Verb::Unrescue => RpcRequest::DoNodeUnrescue { node },
+        Verb::Clean => RpcRequest::DoNodeClean {
+            node,
+            clean_steps: body.clean_steps.unwrap_or_default(),
+        },
+        Verb::Manage
+        | Verb::Provide
+        | Verb::Inspect
+        | Verb::Abort
+        | Verb::Adopt
+        | Verb::Unhold
+        | Verb::Service => RpcRequest::DoProvisioningAction { node, action: verb },
+    };
+    call(&state, &request_id, request).await?;
+    Ok(accepted(&base, &ident))
+}

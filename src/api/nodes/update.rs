@@ -1,0 +1,96 @@
+//! PATCH /v1/nodes/{id}: the API checks the patch's paths and their versions; the conductor
+//! applies it to the node it reads under the lock.
+
+use axum::{Json, extract::State};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{call, check_written_field, detail, find, parse_bool, require_version};
+use crate::{
+    api::{
+        ApiState, BaseUrl,
+        extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
+    },
+    error::{Error, Result},
+    patch::{self, PatchOp},
+    rpc::{Route, RpcRequest},
+    states::ProvisionState,
+};
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PatchQuery {
+    reset_interfaces: Option<String>,
+}
+
+pub async fn update(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiPath(ident): ApiPath<String>,
+    ApiQuery(query): ApiQuery<PatchQuery>,
+    ApiJson(ops): ApiJson<Vec<PatchOp>>,
+) -> Result<Json<Value>> {
+    patch::validate(&ops)?;
+    let reset_interfaces = match &query.reset_interfaces {
+        Some(r) => {
+            require_version(version, 45, "The reset_interfaces parameter")?;
+            parse_bool("reset_interfaces", r)?
+        }
+        None => false,
+    };
+    if reset_interfaces && !ops.iter().any(|op| op.path == "/driver") {
+        return Err(Error::InvalidParameterValue(
+            "The reset_interfaces parameter can only be used when changing the node's driver."
+                .to_owned(),
+        ));
+    }
+    for op in &ops {
+        // patch::validate has checked that the root is a patchable field.
+        let root = op
+            .path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
+        check_written_field(version, root, |w| w.patch)?;
+    }
+    let node = find(&state, &ident, version).await?;
+    if version.at_least(39) && node.provision_state == ProvisionState::Inspecting {
+        return Err(Error::InvalidState(format!(
+            "Cannot update node \"{}\" while it is in state \"inspecting\".",
+            node.uuid
+        )));
+    }
+    let moves = ops
+        .iter()
+        .any(|op| op.path == "/driver" || op.path == "/conductor_group");
+    if moves {
+        // Like Ironic, refuse a driver or group no conductor serves (400 NoValidHost) rather
+        // than strand the node where no request can reach it.
+        let changes = patch::apply(&node, &ops)?;
+        let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+        let group = changes
+            .conductor_group
+            .as_deref()
+            .unwrap_or(&node.conductor_group);
+        let route = Route {
+            uuid: &node.uuid,
+            driver,
+            group,
+        };
+        state.router.host_for(&route).await?;
+    }
+    let node = call(
+        &state,
+        &request_id,
+        RpcRequest::UpdateNode {
+            node: Box::new(node),
+            patch: ops,
+            reset_interfaces,
+        },
+    )
+    .await?
+    .into_node()?;
+    detail(&state, &node, version, &base).await.map(Json)
+}

@@ -1,0 +1,120 @@
+//! The worker pool: runs the long half of an operation (a [`Flow`]: deploy, tear down, clean, a
+//! power change, ...) after the RPC has been answered, on a worker that owns the node's lock until
+//! the flow ends.
+//!
+//! It owns the permits (one per running flow, taken before the event is applied, so that a busy
+//! conductor refuses with the node untouched), spawning on the conductor's tracker (which shutdown
+//! waits for), the panic guard, cutting driver calls short when the graceful-shutdown period ends
+//! ([`hw`]), and recording a failure: the flow's `fail` edge (when it has one) with `last_error`,
+//! the lock released in the same statement.
+//!
+//! It must not know what any flow does: a flow is handed over as a value, and this module imports
+//! no flow's module (`provision`, `power`).
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::{Instrument, info_span};
+
+use super::{Ctx, task::Task};
+use crate::{
+    drivers::Driver,
+    error::{Error, Result, panic_message},
+    node::{Node, NodeChanges},
+};
+
+/// The long half of an operation, run by a worker that owns the node's lock.
+#[async_trait::async_trait]
+pub trait Flow: Send + Sync + 'static {
+    /// What the flow is called where a failure that escaped it (a panic, a shutdown) is
+    /// described ("Deploy failed with an unexpected error ..."), and in its span.
+    fn name(&self) -> &'static str;
+
+    /// Drives the hardware and records the outcome; the flow's last write releases the lock. An
+    /// error is the `last_error` the worker records (see [`Flow::failure`]).
+    async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String>;
+
+    /// What a failure of the flow writes besides `last_error`, for the node as the flow left it.
+    fn failure(&self, node: &Node) -> Failure;
+}
+
+/// How a failed flow is recorded.
+#[derive(Debug, Default)]
+pub struct Failure {
+    /// Changes written with `last_error`.
+    pub extra: NodeChanges,
+    /// Whether the node moves along the table's `fail` edge (a power change never changes the
+    /// provision state).
+    pub fail_edge: bool,
+}
+
+/// A free worker, taken before the event is applied and then handed the flow.
+pub struct Worker {
+    permit: OwnedSemaphorePermit,
+}
+
+impl Worker {
+    /// Takes a free worker into `slot`, unless it holds one already (a decision may run again on
+    /// a fresher read). None free: NoFreeConductorWorker.
+    pub fn reserve(ctx: &Ctx, slot: &mut Option<Worker>) -> Result<()> {
+        if slot.is_none() {
+            let permit = ctx
+                .workers
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| Error::NoFreeConductorWorker)?;
+            *slot = Some(Worker { permit });
+        }
+        Ok(())
+    }
+
+    /// Runs `flow` on this worker, which owns `task`'s lock until the flow ends.
+    pub fn run(self, task: Task, flow: impl Flow) -> Result<()> {
+        let driver = task.ctx().drivers.for_node(&task.node)?;
+        let ctx = task.ctx().clone();
+        let span = info_span!("work", node.uuid = %task.node.uuid, work = flow.name());
+        ctx.tracker
+            .clone()
+            .spawn(run_flow(task, driver, flow, self.permit).instrument(span));
+        Ok(())
+    }
+}
+
+/// Runs a driver call, unless the conductor's graceful-shutdown period ends first: then the work
+/// fails with that reason. Only driver calls are cut short, never a database write, so what the
+/// database says and what the task believes cannot part.
+pub async fn hw<T>(
+    task: &Task,
+    call: impl std::future::Future<Output = T>,
+) -> std::result::Result<T, String> {
+    let ctx = task.ctx();
+    tokio::select! {
+        done = call => Ok(done),
+        () = ctx.abort_work.cancelled() => Err(format!(
+            "The work was aborted: the conductor {} shut down before the driver finished.",
+            ctx.host
+        )),
+    }
+}
+
+async fn run_flow(mut task: Task, driver: Driver, flow: impl Flow, _permit: OwnedSemaphorePermit) {
+    let outcome = AssertUnwindSafe(flow.run(&mut task, &driver))
+        .catch_unwind()
+        .await;
+    let message = match outcome {
+        Ok(Ok(())) => {
+            // The flow's last write released the lock; this only acts if it did not.
+            task.release().await;
+            return;
+        }
+        Ok(Err(message)) => message,
+        Err(panic) => format!(
+            "{} failed with an unexpected error in the driver: {}",
+            flow.name(),
+            panic_message(&*panic)
+        ),
+    };
+    let Failure { extra, fail_edge } = flow.failure(&task.node);
+    task.fail(message, extra, fail_edge).await;
+}
