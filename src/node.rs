@@ -28,8 +28,8 @@ pub use self::{
     json::{Json, JsonObject},
     power::{PowerState, PowerTarget},
     validate::{
-        normalize_conductor_group, normalize_uuid, validate_name, validate_resource_class,
-        validate_trait,
+        normalize_conductor_group, normalize_uuid, validate_length, validate_name,
+        validate_resource_class, validate_trait,
     },
     verb::Verb,
 };
@@ -132,6 +132,8 @@ node_type! {
     /// The key of the last request applied to the node, so that its retry is not applied twice.
     #[serde(default)]
     last_request_id: Option<String>,
+    #[serde(default)]
+    owner: Option<String>,
 }
 
 impl NodeChanges {
@@ -252,37 +254,11 @@ pub(crate) mod tests_support {
                 storage: "noop".into(),
                 vendor: "no-vendor".into(),
             },
-            resource_class: None,
-            conductor_group: String::new(),
-            driver_info: Json::default(),
-            driver_internal_info: Json::default(),
-            properties: Json::default(),
-            instance_info: Json::default(),
-            instance_uuid: None,
-            extra: Json::default(),
             provision_state: ProvisionState::DeployFail,
             target_provision_state: Some(ProvisionState::Active),
-            provision_updated_at: None,
-            power_state: None,
-            target_power_state: None,
-            maintenance: false,
-            maintenance_reason: None,
             last_error: Some("x".into()),
-            reservation: None,
-            conductor_affinity: None,
             created_at: chrono::DateTime::UNIX_EPOCH.naive_utc(),
-            updated_at: None,
-            version: 0,
-            console_enabled: false,
-            traits: Json::default(),
-            fault: None,
-            deploy_step: Json::default(),
-            automated_clean: None,
-            protected: false,
-            protected_reason: None,
-            inspection_started_at: None,
-            inspection_finished_at: None,
-            last_request_id: None,
+            ..Node::default()
         }
     }
 }

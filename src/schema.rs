@@ -50,6 +50,7 @@ diesel::table! {
         inspection_started_at -> Nullable<Timestamp>,
         inspection_finished_at -> Nullable<Timestamp>,
         last_request_id -> Nullable<Text>,
+        owner -> Nullable<Text>,
     }
 }
 

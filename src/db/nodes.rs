@@ -73,6 +73,7 @@ pub struct NodeFilter {
     pub resource_class: Option<String>,
     pub conductor_group: Option<String>,
     pub fault: Option<String>,
+    pub owner: Option<String>,
 }
 
 /// The orders a listing can take: by a column, then by id. Nulls sort first, as both
@@ -208,6 +209,9 @@ pub async fn list_filtered(
         }
         if let Some(v) = &filter.fault {
             q = q.filter(nodes::fault.eq(v));
+        }
+        if let Some(v) = &filter.owner {
+            q = q.filter(nodes::owner.eq(v));
         }
         if let Some(v) = &filter.conductor_group {
             q = q.filter(nodes::conductor_group.eq(v.to_lowercase()));

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     InterfaceKind, Json, JsonObject, Node, NodeChanges, mask, normalize_conductor_group,
-    normalize_uuid, validate_name, validate_resource_class,
+    normalize_uuid, validate_length, validate_name, validate_resource_class,
 };
 use crate::{
     error::{Error, Result},
@@ -630,6 +630,25 @@ pub static FIELDS: &[Field] = &[
         show: |v| json!(v.conductor),
         write: None,
     },
+    Field {
+        name: "owner",
+        since: 50,
+        show: |v| json!(v.node.owner),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.owner),
+            set: |f, n, v, c| {
+                let owner = opt_string(f, v)?;
+                if let Some(owner) = &owner {
+                    validate_length(f, owner, 255)?;
+                }
+                set_if(&mut c.owner, owner, &n.owner);
+                Ok(())
+            },
+        }),
+    },
 ];
 
 #[cfg(test)]
@@ -711,7 +730,8 @@ mod tests {
 1.47 automated_clean          create patch remove=Null
 1.48 protected                patch remove=False
 1.48 protected_reason         patch remove=Null
-1.49 conductor                read-only";
+1.49 conductor                read-only
+1.50 owner                    create patch remove=Null";
 
     #[test]
     fn the_table_matches_the_snapshot() {

@@ -54,10 +54,15 @@ pub fn normalize_conductor_group(group: &str) -> Result<String> {
 }
 
 pub fn validate_resource_class(resource_class: &str) -> Result<()> {
-    if resource_class.len() > 80 {
-        return Err(Error::InvalidParameterValue(
-            "resource_class must be at most 80 characters".to_owned(),
-        ));
+    validate_length("resource_class", resource_class, 80)
+}
+
+/// A free-text field is at most `max` characters (its column's size).
+pub fn validate_length(field: &str, value: &str, max: usize) -> Result<()> {
+    if value.chars().count() > max {
+        return Err(Error::InvalidParameterValue(format!(
+            "{field} must be at most {max} characters"
+        )));
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The node features of API 1.33-1.49: the new fields and their version gates, traits,
+//! The node features of API 1.33-1.51: the new fields and their version gates, traits,
 //! protection, rescue, BIOS, reset_interfaces, faults, conductor groups and the `conductor` field.
 
 use reqwest::{Method, StatusCode};
@@ -377,6 +377,51 @@ async fn deploy_step_is_shown_while_the_deploy_runs(stack) {
     assert_eq!(api.wait_for("s1", "active").await["deploy_step"], json!({}));
     api.accepted("s1", "deleted").await;
     assert_eq!(api.wait_for("s1", "available").await["deploy_step"], json!({}));
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// owner (1.50): written at create and by PATCH, reset by `remove`, filtered on, gated by version.
+async fn owner_is_a_field_of_1_50(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let body = json!({"driver": "fake-hardware", "name": "o1", "owner": "team-a"});
+    let r = api.request_at("1.49", Method::POST, "/v1/nodes", Some(body.clone())).await;
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
+    let r = api.request_at("1.50", Method::POST, "/v1/nodes", Some(body)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["owner"], "team-a");
+    let shown = api.request_at("1.50", Method::GET, "/v1/nodes/o1", None).await;
+    assert_eq!(shown.body["owner"], "team-a");
+    let old = api.request_at("1.49", Method::GET, "/v1/nodes/o1", None).await;
+    assert!(old.body.get("owner").is_none(), "owner shown at 1.49: {}", old.body);
+
+    let patch = |ops: Value| api.request_at("1.50", Method::PATCH, "/v1/nodes/o1", Some(ops));
+    let r = patch(json!([{"op": "replace", "path": "/owner", "value": "team-b"}])).await;
+    assert_eq!((r.status, &r.body["owner"]), (StatusCode::OK, &json!("team-b")), "{}", r.body);
+    let r = patch(json!([{"op": "replace", "path": "/owner", "value": "x".repeat(256)}])).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("owner must be at most 255 characters"), "{}", r.fault());
+    let r = patch(json!([{"op": "replace", "path": "/owner", "value": 5}])).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = api
+        .request_at("1.49", Method::PATCH, "/v1/nodes/o1", Some(json!([{"op": "remove", "path": "/owner"}])))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
+
+    let r = api.request_at("1.50", Method::GET, "/v1/nodes?owner=team-b&fields=name,owner", None).await;
+    assert_eq!(r.body["nodes"], json!([{"name": "o1", "owner": "team-b", "links": shown.body["links"]}]));
+    let r = api.request_at("1.50", Method::GET, "/v1/nodes?owner=team-a", None).await;
+    assert_eq!(r.body["nodes"], json!([]));
+    let r = api.request_at("1.49", Method::GET, "/v1/nodes?owner=team-b", None).await;
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
+
+    let r = patch(json!([{"op": "remove", "path": "/owner"}])).await;
+    assert_eq!((r.status, &r.body["owner"]), (StatusCode::OK, &Value::Null), "{}", r.body);
     cluster.assert_no_locks().await;
 }
 }

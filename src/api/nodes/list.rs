@@ -34,6 +34,7 @@ pub struct ListQuery {
     resource_class: Option<String>,
     conductor_group: Option<String>,
     fault: Option<String>,
+    owner: Option<String>,
     conductor: Option<String>,
     chassis_uuid: Option<String>,
 }
@@ -64,6 +65,7 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
         ("resource_class", &q.resource_class),
         ("conductor_group", &q.conductor_group),
         ("fault", &q.fault),
+        ("owner", &q.owner),
         ("conductor", &q.conductor),
     ];
     let mut url = format!("{base}/v1/{path}?");
@@ -197,6 +199,10 @@ async fn list_page(
             )));
         }
         filter.fault = Some(f.clone());
+    }
+    if let Some(o) = &q.owner {
+        require_version(version, 50, "The owner filter")?;
+        filter.owner = Some(o.clone());
     }
     if q.conductor.is_some() {
         require_version(version, 49, "The conductor filter")?;

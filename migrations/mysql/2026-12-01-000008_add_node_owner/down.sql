@@ -1,0 +1,2 @@
+DROP INDEX nodes_owner_idx ON nodes;
+ALTER TABLE nodes DROP COLUMN owner;
