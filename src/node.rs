@@ -134,6 +134,8 @@ node_type! {
     last_request_id: Option<String>,
     #[serde(default)]
     owner: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
 }
 
 impl NodeChanges {

@@ -51,6 +51,7 @@ diesel::table! {
         inspection_finished_at -> Nullable<Timestamp>,
         last_request_id -> Nullable<Text>,
         owner -> Nullable<Text>,
+        description -> Nullable<Text>,
     }
 }
 

@@ -74,6 +74,8 @@ pub struct NodeFilter {
     pub conductor_group: Option<String>,
     pub fault: Option<String>,
     pub owner: Option<String>,
+    /// Nodes whose description contains this text.
+    pub description_contains: Option<String>,
 }
 
 /// The orders a listing can take: by a column, then by id. Nulls sort first, as both
@@ -213,6 +215,9 @@ pub async fn list_filtered(
         if let Some(v) = &filter.owner {
             q = q.filter(nodes::owner.eq(v));
         }
+        if let Some(v) = &filter.description_contains {
+            q = q.filter(nodes::description.like(like_containing(v)).escape('\\'));
+        }
         if let Some(v) = &filter.conductor_group {
             q = q.filter(nodes::conductor_group.eq(v.to_lowercase()));
         }
@@ -262,6 +267,21 @@ pub async fn list_filtered(
         };
         q.limit(limit).load(conn).await?
     }))
+}
+
+/// A LIKE pattern matching any text that contains `text` literally: its `%`, `_` and backslashes
+/// are escaped with a backslash.
+fn like_containing(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 /// One page of nodes in id order, after the node `marker` (a UUID) if given.

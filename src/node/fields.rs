@@ -649,6 +649,25 @@ pub static FIELDS: &[Field] = &[
             },
         }),
     },
+    Field {
+        name: "description",
+        since: 51,
+        show: |v| json!(v.node.description),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.description),
+            set: |f, n, v, c| {
+                let description = opt_string(f, v)?;
+                if let Some(description) = &description {
+                    validate_length(f, description, 4096)?;
+                }
+                set_if(&mut c.description, description, &n.description);
+                Ok(())
+            },
+        }),
+    },
 ];
 
 #[cfg(test)]
@@ -731,7 +750,8 @@ mod tests {
 1.48 protected                patch remove=False
 1.48 protected_reason         patch remove=Null
 1.49 conductor                read-only
-1.50 owner                    create patch remove=Null";
+1.50 owner                    create patch remove=Null
+1.51 description              create patch remove=Null";
 
     #[test]
     fn the_table_matches_the_snapshot() {

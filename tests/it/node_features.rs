@@ -425,3 +425,48 @@ async fn owner_is_a_field_of_1_50(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+on_both_stacks! {
+/// description (1.51): free text of at most 4096 characters, and the description_contains filter,
+/// which matches its text literally (`%` and `_` are not wildcards).
+async fn description_is_a_field_of_1_51(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let body = json!({"driver": "fake-hardware", "name": "d1", "description": "rack 4, 100% GPU"});
+    let r = api.request_at("1.50", Method::POST, "/v1/nodes", Some(body.clone())).await;
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
+    let r = api.request_at("1.51", Method::POST, "/v1/nodes", Some(body)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["description"], "rack 4, 100% GPU");
+    api.create_node(json!({"driver": "fake-hardware", "name": "d2"})).await;
+    let old = api.request_at("1.50", Method::GET, "/v1/nodes/d1", None).await;
+    assert!(old.body.get("description").is_none(), "description shown at 1.50");
+
+    let names = |path: String| async move {
+        let r = api.request_at("1.51", Method::GET, &path, None).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.body);
+        r.body["nodes"].as_array().unwrap().iter().map(|n| n["name"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(names("/v1/nodes?description_contains=GPU".into()).await, [json!("d1")]);
+    assert_eq!(names("/v1/nodes?description_contains=0%25%20G".into()).await, [json!("d1")]);
+    assert!(names("/v1/nodes?description_contains=4_%20".into()).await.is_empty(), "_ is literal");
+    assert!(names("/v1/nodes?description_contains=%25%25".into()).await.is_empty(), "% is literal");
+    let r = api.request_at("1.50", Method::GET, "/v1/nodes?description_contains=GPU", None).await;
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
+
+    let patch = |ops: Value| api.request_at("1.51", Method::PATCH, "/v1/nodes/d2", Some(ops));
+    let r = patch(json!([{"op": "add", "path": "/description", "value": "spare"}])).await;
+    assert_eq!((r.status, &r.body["description"]), (StatusCode::OK, &json!("spare")), "{}", r.body);
+    let r = patch(json!([{"op": "replace", "path": "/description", "value": "é".repeat(4096)}])).await;
+    assert_eq!(r.status, StatusCode::OK, "4096 characters fit: {}", r.body);
+    let r = patch(json!([{"op": "replace", "path": "/description", "value": "x".repeat(4097)}])).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("description must be at most 4096 characters"), "{}", r.fault());
+    let r = patch(json!([{"op": "remove", "path": "/description"}])).await;
+    assert_eq!((r.status, &r.body["description"]), (StatusCode::OK, &Value::Null), "{}", r.body);
+    cluster.assert_no_locks().await;
+}
+}

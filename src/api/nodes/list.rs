@@ -35,6 +35,7 @@ pub struct ListQuery {
     conductor_group: Option<String>,
     fault: Option<String>,
     owner: Option<String>,
+    description_contains: Option<String>,
     conductor: Option<String>,
     chassis_uuid: Option<String>,
 }
@@ -66,6 +67,7 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
         ("conductor_group", &q.conductor_group),
         ("fault", &q.fault),
         ("owner", &q.owner),
+        ("description_contains", &q.description_contains),
         ("conductor", &q.conductor),
     ];
     let mut url = format!("{base}/v1/{path}?");
@@ -203,6 +205,10 @@ async fn list_page(
     if let Some(o) = &q.owner {
         require_version(version, 50, "The owner filter")?;
         filter.owner = Some(o.clone());
+    }
+    if let Some(d) = &q.description_contains {
+        require_version(version, 51, "The description_contains filter")?;
+        filter.description_contains = Some(d.clone());
     }
     if q.conductor.is_some() {
         require_version(version, 49, "The conductor filter")?;
