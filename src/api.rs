@@ -96,9 +96,10 @@ pub fn router(state: ApiState) -> Router {
 }
 
 /// The middleware around every route, innermost first: panics become 500s, the body limits,
-/// version negotiation and request ids, and outermost the one log line of a 5xx's cause
-/// (`error_body::log_server_errors`), so that it sees the errors of all the others. The API has
-/// no per-request span yet; one would wrap this whole stack, so that the line carries its fields.
+/// version negotiation and request ids, the one log line of a 5xx's cause
+/// (`error_body::log_server_errors`, so that it sees the errors of all the others), and
+/// outermost the request's span, so that every line logged for a request carries its method,
+/// path and request id.
 fn with_middleware<S: Clone + Send + Sync + 'static>(routes: Router<S>, state: S) -> Router {
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
@@ -106,10 +107,23 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(routes: Router<S>, state: S
         .layer(middleware::from_fn(extract::refuse_oversized_body))
         .layer(middleware::from_fn(extract::version_and_request_id))
         .layer(middleware::from_fn(error_body::log_server_errors))
+        .layer(middleware::from_fn(request_span))
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
     // before routing.
     Router::new().fallback_service(tower::ServiceExt::map_request(routes, strip_trailing_slash))
+}
+
+/// Runs the request inside a `request` span (its request id is recorded once it is known).
+async fn request_span(request: Request, next: middleware::Next) -> axum::response::Response {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        request_id = tracing::field::Empty,
+    );
+    next.run(request).instrument(span).await
 }
 
 fn strip_trailing_slash(mut request: Request) -> Request {
@@ -297,6 +311,11 @@ mod tests {
         assert!(lines.contains("ERROR"), "{lines}");
         assert!(
             lines.contains("internal error error=request handler panicked: boom in a handler"),
+            "{lines}"
+        );
+        // Inside the request's span: the line names the request.
+        assert!(
+            lines.contains("request{method=GET path=/panic request_id=req-"),
             "{lines}"
         );
 

@@ -107,7 +107,9 @@ impl Default for ApiConfig {
         ApiConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 6385)),
             hash_ring_reset_interval: Duration::from_secs(15),
-            header_read_timeout: crate::api::server::DEFAULT_HEADER_READ_TIMEOUT,
+            // A client dripping its headers holds a connection for 10 s at most; it is also how
+            // long an idle keep-alive connection stays open.
+            header_read_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -381,10 +383,7 @@ mod tests {
         assert_eq!(c.conductor.lock_retry_interval, Duration::from_millis(250));
         assert_eq!(c.api.bind.port(), 7000);
         assert_eq!(c.conductor.lock_retry_attempts, 3);
-        assert_eq!(
-            c.api.header_read_timeout,
-            crate::api::server::DEFAULT_HEADER_READ_TIMEOUT
-        );
+        assert_eq!(c.api.header_read_timeout, Duration::from_secs(10));
     }
 
     #[test]

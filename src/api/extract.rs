@@ -140,6 +140,7 @@ fn client_request_id(headers: &axum::http::HeaderMap) -> Option<String> {
 pub async fn version_and_request_id(mut request: Request, next: Next) -> Response {
     let request_id = client_request_id(request.headers())
         .unwrap_or_else(|| format!("req-{}", uuid::Uuid::new_v4()));
+    tracing::Span::current().record("request_id", tracing::field::display(&request_id));
     let negotiated = ApiVersion::negotiate(request.headers());
     let mut response = match negotiated {
         Ok(version) => {

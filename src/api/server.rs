@@ -29,12 +29,6 @@ pub const MAX_BODY_BYTES: usize = 2 << 20;
 /// another count makes hyper allocate the field array on the heap for every request.)
 pub const MAX_HEADER_BYTES: usize = 64 << 10;
 
-/// The default of `api.header_read_timeout`: how long a client may take to send a complete
-/// request head, counted from the connection's start or from the end of the previous response.
-/// Past it the connection is closed without an answer, so a client dripping its headers holds
-/// a connection for 10 s at most; it is also how long an idle keep-alive connection stays open.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// How long to wait before accepting again after an error other than a failed handshake (out of
 /// file descriptors, typically), as hyper and axum do.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
@@ -151,7 +145,7 @@ mod tests {
         let server = tokio::spawn(serve(
             listener,
             app,
-            DEFAULT_HEADER_READ_TIMEOUT,
+            crate::config::ApiConfig::default().header_read_timeout,
             shutdown.clone(),
         ));
 
