@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::{
     error::Error,
     node::{
-        JsonObject, Node, NodeChanges,
+        InterfaceKind, JsonObject, Node, NodeChanges,
         fields::{self, FIELDS},
     },
 };
@@ -173,6 +173,22 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The interfaces `patch` sets back to the driver's default: those whose last operation removes
+/// the field.
+pub fn interfaces_reset(patch: &[PatchOp]) -> Vec<InterfaceKind> {
+    InterfaceKind::ALL
+        .into_iter()
+        .filter(|kind| {
+            let path = format!("/{}", kind.field());
+            patch
+                .iter()
+                .rev()
+                .find(|op| op.path == path)
+                .is_some_and(|op| op.op == Op::Remove)
+        })
+        .collect()
 }
 
 /// Type-checks the patched document and turns the differences into changes.

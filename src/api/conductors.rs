@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiPath, ApiQuery, ApiVersion},
+    extract::{ApiPath, ApiQuery, ApiVersion, parse_bool},
 };
 use crate::{
     db::{self, models::Conductor},
@@ -36,7 +36,7 @@ fn view(state: &ApiState, base: &str, c: &Conductor, detail: bool) -> Value {
 
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {
-    detail: Option<bool>,
+    detail: Option<String>,
     limit: Option<i64>,
     marker: Option<String>,
 }
@@ -57,7 +57,10 @@ pub async fn list(
         Some(l) => l.min(1000),
         None => 1000,
     };
-    let detail = q.detail.unwrap_or(false);
+    let detail = match &q.detail {
+        Some(d) => parse_bool("detail", d)?,
+        None => false,
+    };
     let conductors = db::conductors::list(&state.db, limit, q.marker.as_deref()).await?;
     let items: Vec<Value> = conductors
         .iter()

@@ -297,6 +297,17 @@ fn body_error(e: serde_json::Error) -> Error {
     }
 }
 
+/// A boolean query parameter as Ironic reads one (any case: the CLI sends `True`).
+pub fn parse_bool(name: &str, value: &str) -> Result<bool, Error> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(Error::InvalidParameterValue(format!(
+            "Invalid value for {name}: '{value}' is not a boolean."
+        ))),
+    }
+}
+
 /// Query parameters; a bad one is a 400 in Ironic's envelope naming it.
 pub struct ApiQuery<T>(pub T);
 

@@ -80,16 +80,6 @@ fn check_written_field(
     require_version(version, field.since, name)
 }
 
-fn parse_bool(name: &str, value: &str) -> Result<bool> {
-    match value.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(Error::InvalidParameterValue(format!(
-            "Invalid value for {name}: '{value}' is not a boolean."
-        ))),
-    }
-}
-
 /// The full node at `version`, with its conductor.
 async fn detail(state: &ApiState, node: &Node, version: ApiVersion, base: &str) -> Result<Value> {
     let conductor = conductor_shown(state, node, version).await?;

@@ -23,6 +23,15 @@ pub fn node_detail(node: &Node, version: ApiVersion, base: &str, conductor: Opti
     }))
 }
 
+/// The names a `?fields=` value lists.
+pub fn field_names(fields: &str) -> Vec<String> {
+    fields
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// Checks the names of `?fields=`: a field the version does not have is 406 when a later
 /// version has it; an unknown one is 400.
 pub fn check_field_names(version: ApiVersion, names: &[String]) -> Result<(), Error> {

@@ -66,6 +66,16 @@ pub async fn update(
             )));
         }
         let mut changes = patch::apply(node, ops)?;
+        let reset = patch::interfaces_reset(ops);
+        if !reset.is_empty() {
+            let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+            for kind in reset {
+                let default = ctx.drivers.resolve(driver, kind, None)?;
+                if default != node.interfaces.get(kind) {
+                    changes.interfaces.set(kind, default);
+                }
+            }
+        }
         if changes.protected == Some(true)
             && !node.provision_state.protect_allowed()
         {

@@ -307,19 +307,22 @@ pub async fn insert(db: &Db, node: &Node) -> Result<Node> {
         .await?);
     match inserted {
         Ok(_) => get_by_uuid(db, &uuid).await,
-        Err(e) => Err(unique_conflict(e, &uuid)),
+        Err(e) => Err(unique_conflict(e, &uuid, node.name.as_deref())),
     }
 }
 
 /// A duplicate UUID, name or instance UUID is the client's conflict (409), not our fault.
-fn unique_conflict(e: diesel::result::Error, uuid: &str) -> Error {
+fn unique_conflict(e: diesel::result::Error, uuid: &str, name: Option<&str>) -> Error {
     match e {
         diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
             let what = info.message();
             Error::Conflict(if what.contains("instance_uuid") {
                 "The instance UUID is already associated with another node.".to_owned()
             } else if what.contains("name") {
-                "A node with the same name already exists.".to_owned()
+                match name {
+                    Some(name) => format!("A node with name {name} already exists."),
+                    None => "A node with the same name already exists.".to_owned(),
+                }
             } else {
                 format!("A node with UUID {uuid} already exists.")
             })
@@ -378,7 +381,10 @@ pub async fn update_held(
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
     .await?)
-    .map_err(|e| unique_conflict(e, &node_id.to_string()))?;
+    .map_err(|e| {
+        let name = changes.name.as_ref().and_then(Option::as_deref);
+        unique_conflict(e, &node_id.to_string(), name)
+    })?;
     if changed == 1 {
         return Ok(());
     }
@@ -404,7 +410,10 @@ pub async fn update_unlocked(
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
     .await?)
-    .map_err(|e| unique_conflict(e, &node_id.to_string()))?;
+    .map_err(|e| {
+        let name = changes.name.as_ref().and_then(Option::as_deref);
+        unique_conflict(e, &node_id.to_string(), name)
+    })?;
     Ok(changed == 1)
 }
 

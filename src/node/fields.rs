@@ -60,6 +60,8 @@ pub struct Write {
 pub enum Reset {
     /// Refused: the field is mandatory.
     Mandatory,
+    /// Back to the driver's default (an interface): null here, resolved by the conductor.
+    DriverDefault,
     Null,
     False,
     EmptyString,
@@ -71,7 +73,7 @@ impl Reset {
     pub fn value(self) -> Option<Value> {
         match self {
             Reset::Mandatory => None,
-            Reset::Null => Some(Value::Null),
+            Reset::Null | Reset::DriverDefault => Some(Value::Null),
             Reset::False => Some(Value::Bool(false)),
             Reset::EmptyString => Some(Value::String(String::new())),
             Reset::EmptyObject => Some(Value::Object(Map::new())),
@@ -208,8 +210,13 @@ fn get_interface(field: &str, node: &Node) -> Value {
     }
 }
 
+/// Null (as after `remove`) leaves the interface to the conductor, which resets it to the
+/// driver's default (`patch::interfaces_reset`).
 fn set_interface(field: &str, node: &Node, v: Value, c: &mut NodeChanges) -> Result<()> {
     let kind = kind_of(field)?;
+    if v.is_null() {
+        return Ok(());
+    }
     let name = string(field, v)?;
     if name != node.interfaces.get(kind) {
         c.interfaces.set(kind, name);
@@ -246,7 +253,7 @@ macro_rules! interface {
             write: Some(Write {
                 create: true,
                 patch: true,
-                reset: Reset::Mandatory,
+                reset: Reset::DriverDefault,
                 get: get_interface,
                 set: set_interface,
             }),
@@ -290,7 +297,20 @@ pub static FIELDS: &[Field] = &[
         name: "chassis_uuid",
         since: 1,
         show: |_| Value::Null,
-        write: None,
+        // Clients send `"chassis_uuid": null` (Ironic's own test clients always do); a chassis
+        // itself is refused until chassis are served.
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, _| Value::Null,
+            set: |f, _, v, _| match opt_string(f, v)? {
+                None => Ok(()),
+                Some(chassis) => Err(Error::InvalidParameterValue(format!(
+                    "Chassis are not supported by Ferrum yet: {f} {chassis} cannot be set."
+                ))),
+            },
+        }),
     },
     Field {
         name: "console_enabled",
@@ -698,7 +718,7 @@ mod tests {
     }
 
     const SNAPSHOT: &str = "\
-1.1  chassis_uuid             read-only
+1.1  chassis_uuid             create patch remove=Null
 1.1  console_enabled          read-only
 1.1  created_at               read-only
 1.1  driver                   create patch remove=Mandatory
@@ -728,21 +748,21 @@ mod tests {
 1.12 raid_config              read-only
 1.12 target_raid_config       read-only
 1.14 states                   read-only
-1.20 network_interface        create patch remove=Mandatory
+1.20 network_interface        create patch remove=DriverDefault
 1.21 resource_class           create patch remove=Null
 1.24 portgroups               read-only
-1.31 boot_interface           create patch remove=Mandatory
-1.31 console_interface        create patch remove=Mandatory
-1.31 deploy_interface         create patch remove=Mandatory
-1.31 inspect_interface        create patch remove=Mandatory
-1.31 management_interface     create patch remove=Mandatory
-1.31 power_interface          create patch remove=Mandatory
-1.31 raid_interface           create patch remove=Mandatory
-1.31 vendor_interface         create patch remove=Mandatory
-1.33 storage_interface        create patch remove=Mandatory
+1.31 boot_interface           create patch remove=DriverDefault
+1.31 console_interface        create patch remove=DriverDefault
+1.31 deploy_interface         create patch remove=DriverDefault
+1.31 inspect_interface        create patch remove=DriverDefault
+1.31 management_interface     create patch remove=DriverDefault
+1.31 power_interface          create patch remove=DriverDefault
+1.31 raid_interface           create patch remove=DriverDefault
+1.31 vendor_interface         create patch remove=DriverDefault
+1.33 storage_interface        create patch remove=DriverDefault
 1.37 traits                   read-only
-1.38 rescue_interface         create patch remove=Mandatory
-1.40 bios_interface           create patch remove=Mandatory
+1.38 rescue_interface         create patch remove=DriverDefault
+1.40 bios_interface           create patch remove=DriverDefault
 1.42 fault                    read-only
 1.44 deploy_step              read-only
 1.46 conductor_group          create patch remove=EmptyString

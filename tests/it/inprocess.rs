@@ -480,3 +480,178 @@ async fn task_fail_without_a_fail_edge_keeps_the_state() {
     assert_eq!(node["last_error"], "no edge", "{node}");
     assert_eq!(node["reservation"], json!(null), "{node}");
 }
+
+// --- Fixes of what clients met within the announced range. ---
+
+/// `node show --fields`: GET /v1/nodes/{id}?fields= shows only those fields (and links), with
+/// the listing's checks (400 unknown, 406 too new or before 1.8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_shows_only_the_fields_asked_for() {
+    let app = TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "f1", "driver": "fake-hardware"}))
+        .await;
+    let r = app.get("/v1/nodes/f1?fields=uuid,name,conductor").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"uuid": node["uuid"], "name": "f1", "conductor": app.host(), "links": node["links"]})
+    );
+    let r = app.get("/v1/nodes/f1?fields=uuid,colour").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.fault().contains("Field colour is not a valid field."),
+        "{}",
+        r.fault()
+    );
+    let r = app
+        .request_at("1.48", Method::GET, "/v1/nodes/f1?fields=conductor", None)
+        .await;
+    assert_eq!(r.status, 406, "{}", r.body);
+    let r = app
+        .request_at("1.7", Method::GET, "/v1/nodes/f1?fields=uuid", None)
+        .await;
+    assert_eq!(r.status, 406, "{}", r.body);
+}
+
+/// `conductor list --long` sends `detail=True`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conductor_listing_takes_detail_in_any_case() {
+    let app = TestApp::start().await;
+    for detail in ["True", "true", "1"] {
+        let r = app.get(&format!("/v1/conductors?detail={detail}")).await;
+        assert_eq!(r.status, 200, "detail={detail}: {}", r.body);
+        assert!(
+            r.body["conductors"][0].get("drivers").is_some(),
+            "{}",
+            r.body
+        );
+    }
+    let r = app.get("/v1/conductors?detail=perhaps").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+}
+
+/// `"chassis_uuid": null` is accepted at create and by PATCH; a chassis itself is refused with a
+/// sentence saying chassis are not supported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_null_chassis_is_accepted_and_a_chassis_is_refused_as_not_supported() {
+    let app = TestApp::start().await;
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"name": "c1", "driver": "fake-hardware", "chassis_uuid": null})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["chassis_uuid"], json!(null));
+    let chassis = "1be26c0b-03f2-4d2e-ae87-c02d7f33c123";
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"driver": "fake-hardware", "chassis_uuid": chassis})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.fault().contains("not supported by Ferrum yet"),
+        "{}",
+        r.fault()
+    );
+    let r = app
+        .patch(
+            "c1",
+            json!([{"op": "replace", "path": "/chassis_uuid", "value": chassis}]),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = app
+        .patch("c1", json!([{"op": "remove", "path": "/chassis_uuid"}]))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// A duplicate name's 409 names the name, at create and by PATCH.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_name_is_named_in_the_conflict() {
+    let app = TestApp::start().await;
+    app.create_node(json!({"name": "dup", "driver": "fake-hardware"}))
+        .await;
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"name": "dup", "driver": "fake-hardware"})),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.fault().contains("A node with name dup already exists."),
+        "{}",
+        r.fault()
+    );
+    app.create_node(json!({"name": "other", "driver": "fake-hardware"}))
+        .await;
+    let r = app
+        .patch(
+            "other",
+            json!([{"op": "replace", "path": "/name", "value": "dup"}]),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.fault().contains("A node with name dup already exists."),
+        "{}",
+        r.fault()
+    );
+}
+
+/// PATCH `remove` of an interface puts the driver's default back, as
+/// Ironic does, under the same state gate as any interface change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_an_interface_resets_it_to_the_drivers_default() {
+    let app = TestApp::start().await;
+    app.create_node(
+        json!({"name": "i1", "driver": "fake-hardware", "console_interface": "fake",
+                           "rescue_interface": "fake"}),
+    )
+    .await;
+    let r = app
+        .patch(
+            "i1",
+            json!([{"op": "remove", "path": "/console_interface"},
+                            {"op": "remove", "path": "/rescue_interface"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        (&r.body["console_interface"], &r.body["rescue_interface"]),
+        (&json!("no-console"), &json!("no-rescue"))
+    );
+    let r = app
+        .patch("i1", json!([{"op": "remove", "path": "/deploy_interface"}]))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["deploy_interface"], "fake");
+    let r = app
+        .patch("i1", json!([{"op": "remove", "path": "/driver"}]))
+        .await;
+    assert_eq!(r.status, 400, "the driver is still mandatory: {}", r.body);
+
+    // Not while deployed (outside maintenance), as for any interface change.
+    let node = app
+        .available_node(json!({"name": "i2", "driver": "fake-hardware",
+                                          "console_interface": "fake"}))
+        .await;
+    assert_eq!(node["console_interface"], "fake");
+    app.accepted("i2", "active").await;
+    app.wait_for("i2", "active").await;
+    let r = app
+        .patch(
+            "i2",
+            json!([{"op": "remove", "path": "/console_interface"}]),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+}

@@ -5,11 +5,11 @@ use axum::{Json, extract::State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{conductor_shown, parse_bool, require_version};
+use super::{conductor_shown, require_version};
 use crate::{
     api::{
         ApiState, BaseUrl,
-        extract::{ApiQuery, ApiVersion},
+        extract::{ApiQuery, ApiVersion, parse_bool},
         views,
     },
     db,
@@ -128,11 +128,7 @@ async fn list_page(
                     "Can not specify ?detail=True and fields in the same request.".to_owned(),
                 ));
             }
-            let names: Vec<String> = f
-                .split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect();
+            let names = views::field_names(f);
             views::check_field_names(version, &names)?;
             Some(names)
         }

@@ -1,26 +1,52 @@
 //! GET /v1/nodes/{id}, its states and its console: straight from the database.
 
 use axum::{Json, extract::State};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{detail, find};
+use super::{conductor_shown, detail, find, require_version};
 use crate::{
     api::{
         ApiState, BaseUrl,
-        extract::{ApiPath, ApiVersion},
+        extract::{ApiPath, ApiQuery, ApiVersion},
         views,
     },
     error::Result,
 };
 
+#[derive(Debug, Default, Deserialize)]
+pub struct ShowQuery {
+    fields: Option<String>,
+}
+
+/// GET /v1/nodes/{id}, or only `?fields=` of it (1.8), as the listing's `fields` does.
 pub async fn show(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
     ApiPath(ident): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
+    let Some(fields) = &query.fields else {
+        let node = find(&state, &ident, version).await?;
+        return detail(&state, &node, version, &base).await.map(Json);
+    };
+    require_version(version, 8, "The fields parameter")?;
+    let names = views::field_names(fields);
+    views::check_field_names(version, &names)?;
     let node = find(&state, &ident, version).await?;
-    detail(&state, &node, version, &base).await.map(Json)
+    let conductor = if names.iter().any(|n| n == "conductor") {
+        conductor_shown(&state, &node, version).await?
+    } else {
+        None
+    };
+    Ok(Json(views::node_fields(
+        &node,
+        version,
+        &base,
+        conductor.as_deref(),
+        &names,
+    )))
 }
 
 pub async fn states(

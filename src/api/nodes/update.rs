@@ -5,11 +5,11 @@ use axum::{Json, extract::State};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{call, check_written_field, detail, find, parse_bool, require_version};
+use super::{call, check_written_field, detail, find, require_version};
 use crate::{
     api::{
         ApiState, BaseUrl,
-        extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
+        extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId, parse_bool},
     },
     error::{Error, Result},
     patch::{self, PatchOp},
