@@ -134,6 +134,9 @@ def cli_suite():
     expect(show("cli-1")["conductor"], host, "node conductor field")
     expect([x["uuid"] for x in cli("node", "list", "--conductor", host, "-f", "json")], [uuid],
            "node list --conductor")
+    expect(len(cli("conductor", "list", "--long", "-f", "json")), 1, "conductor list --long")
+    n = cli("node", "show", "cli-1", "--fields", "uuid", "name", "-f", "json")
+    expect(sorted(n), ["name", "uuid"], "node show --fields")
     err = cli("conductor", "show", "no-such-host", ok=False)
     expect("could not be found" in err, True, f"unknown conductor: {err}")
 
