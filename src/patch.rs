@@ -26,8 +26,19 @@ pub enum Op {
 pub struct PatchOp {
     pub op: Op,
     pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The operation's value; `Some(Value::Null)` for an explicit `"value": null` (which
+    /// JSON Patch allows), None when there is no `value` member.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub value: Option<Value>,
+}
+
+/// A `value` member that is there, null included.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl PatchOp {
@@ -176,7 +187,7 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
 }
 
 /// The interfaces `patch` sets back to the driver's default: those whose last operation removes
-/// the field.
+/// the field or sets it to null.
 pub fn interfaces_reset(patch: &[PatchOp]) -> Vec<InterfaceKind> {
     InterfaceKind::ALL
         .into_iter()
@@ -186,7 +197,7 @@ pub fn interfaces_reset(patch: &[PatchOp]) -> Vec<InterfaceKind> {
                 .iter()
                 .rev()
                 .find(|op| op.path == path)
-                .is_some_and(|op| op.op == Op::Remove)
+                .is_some_and(|op| op.op == Op::Remove || op.value == Some(Value::Null))
         })
         .collect()
 }
@@ -324,6 +335,35 @@ mod tests {
         assert!(
             serde_json::from_value::<Vec<PatchOp>>(json!([{"op": "move", "path": "/extra"}]))
                 .is_err()
+        );
+    }
+
+    /// `"value": null` is a value (JSON Patch allows it), not a missing one, and survives the
+    /// trip over RPC.
+    #[test]
+    fn a_null_value_is_a_value() {
+        let patch = ops(json!([{"op": "replace", "path": "/name", "value": null}]));
+        assert_eq!(patch[0].value, Some(Value::Null));
+        let c = apply(&node(), &patch).unwrap();
+        assert_eq!(c.name, Some(None));
+        let bytes = rmp_serde::to_vec_named(&patch).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<Vec<PatchOp>>(&bytes).unwrap(),
+            patch
+        );
+        assert_eq!(
+            ops(json!([{"op": "remove", "path": "/name"}]))[0].value,
+            None
+        );
+        assert!(validate(&ops(json!([{"op": "replace", "path": "/name"}]))).is_err());
+        assert_eq!(
+            interfaces_reset(&ops(json!([
+                {"op": "replace", "path": "/boot_interface", "value": null},
+                {"op": "remove", "path": "/raid_interface"},
+                {"op": "remove", "path": "/vendor_interface"},
+                {"op": "add", "path": "/vendor_interface", "value": "fake"},
+            ]))),
+            [InterfaceKind::Boot, InterfaceKind::Raid]
         );
     }
 

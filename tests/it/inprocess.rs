@@ -607,7 +607,7 @@ async fn a_duplicate_name_is_named_in_the_conflict() {
     );
 }
 
-/// PATCH `remove` of an interface puts the driver's default back, as
+/// PATCH `remove` of an interface (or setting it to null) puts the driver's default back, as
 /// Ironic does, under the same state gate as any interface change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_an_interface_resets_it_to_the_drivers_default() {
@@ -621,7 +621,7 @@ async fn removing_an_interface_resets_it_to_the_drivers_default() {
         .patch(
             "i1",
             json!([{"op": "remove", "path": "/console_interface"},
-                            {"op": "remove", "path": "/rescue_interface"}]),
+                            {"op": "replace", "path": "/rescue_interface", "value": null}]),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
