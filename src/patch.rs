@@ -55,6 +55,11 @@ impl PatchOp {
         }
     }
 
+    /// Whether the operation is on the whole root field `field` (`/field`).
+    pub fn is_on_field(&self, field: &str) -> bool {
+        self.path.strip_prefix('/') == Some(field)
+    }
+
     fn segments(&self) -> Vec<String> {
         self.path
             .split('/')
@@ -87,9 +92,7 @@ pub fn validate(patch: &[PatchOp]) -> Result<(), Error> {
             )));
         }
         let root = op.segments().remove(0);
-        let patchable = fields::field(&root)
-            .and_then(|f| f.write.as_ref())
-            .is_some_and(|w| w.patch);
+        let patchable = fields::writable(&root).is_some_and(|w| w.patch);
         if !patchable {
             return Err(Error::InvalidParameterValue(format!(
                 "Cannot patch /{root}. Only the following can be updated: {}",
@@ -144,8 +147,7 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
                 Ok(())
             }
             Op::Remove => {
-                let reset = fields::field(last)
-                    .and_then(|f| f.write.as_ref())
+                let reset = fields::writable(last)
                     .and_then(|w| w.reset.value())
                     .ok_or_else(|| format!("/{last} is mandatory and cannot be removed"))?;
                 doc.insert(last.clone(), reset);
@@ -186,20 +188,14 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
     Ok(())
 }
 
-/// The interfaces `patch` sets back to the driver's default: those whose last operation removes
-/// the field or sets it to null.
-pub fn interfaces_reset(patch: &[PatchOp]) -> Vec<InterfaceKind> {
-    InterfaceKind::ALL
-        .into_iter()
-        .filter(|kind| {
-            let path = format!("/{}", kind.field());
-            patch
-                .iter()
-                .rev()
-                .find(|op| op.path == path)
-                .is_some_and(|op| op.op == Op::Remove || op.value == Some(Value::Null))
-        })
-        .collect()
+/// Whether `patch` sets the interface of `kind` back to the driver's default: its last operation
+/// on the field removes it or sets it to null.
+pub fn resets_interface(patch: &[PatchOp], kind: InterfaceKind) -> bool {
+    patch
+        .iter()
+        .rev()
+        .find(|op| op.is_on_field(kind.field()))
+        .is_some_and(|op| op.op == Op::Remove || op.value == Some(Value::Null))
 }
 
 /// Type-checks the patched document and turns the differences into changes.
@@ -217,9 +213,7 @@ fn changes_from(node: &Node, doc: Map<String, Value>) -> Result<NodeChanges, Err
 pub fn changes_for_create(template: &Node, body: JsonObject) -> Result<NodeChanges, Error> {
     let mut changes = NodeChanges::default();
     for (name, value) in body {
-        let creatable = fields::field(&name)
-            .and_then(|f| f.write.as_ref())
-            .is_some_and(|w| w.create);
+        let creatable = fields::writable(&name).is_some_and(|w| w.create);
         if !creatable {
             return Err(Error::InvalidParameterValue(format!(
                 "Unexpected arguments: {name}"
@@ -236,9 +230,8 @@ fn set_field(
     value: Value,
     changes: &mut NodeChanges,
 ) -> Result<(), Error> {
-    let write = fields::field(name)
-        .and_then(|f| f.write.as_ref())
-        .ok_or_else(|| Error::internal(format!("{name} is not writable")))?;
+    let write =
+        fields::writable(name).ok_or_else(|| Error::internal(format!("{name} is not writable")))?;
     (write.set)(name, node, value, changes)
 }
 
@@ -356,15 +349,17 @@ mod tests {
             None
         );
         assert!(validate(&ops(json!([{"op": "replace", "path": "/name"}]))).is_err());
-        assert_eq!(
-            interfaces_reset(&ops(json!([
-                {"op": "replace", "path": "/boot_interface", "value": null},
-                {"op": "remove", "path": "/raid_interface"},
-                {"op": "remove", "path": "/vendor_interface"},
-                {"op": "add", "path": "/vendor_interface", "value": "fake"},
-            ]))),
-            [InterfaceKind::Boot, InterfaceKind::Raid]
-        );
+        let patch = ops(json!([
+            {"op": "replace", "path": "/boot_interface", "value": null},
+            {"op": "remove", "path": "/raid_interface"},
+            {"op": "remove", "path": "/vendor_interface"},
+            {"op": "add", "path": "/vendor_interface", "value": "fake"},
+        ]));
+        let reset: Vec<_> = InterfaceKind::ALL
+            .into_iter()
+            .filter(|&kind| resets_interface(&patch, kind))
+            .collect();
+        assert_eq!(reset, [InterfaceKind::Boot, InterfaceKind::Raid]);
     }
 
     #[test]

@@ -66,16 +66,6 @@ pub async fn update(
             )));
         }
         let mut changes = patch::apply(node, ops)?;
-        let reset = patch::interfaces_reset(ops);
-        if !reset.is_empty() {
-            let driver = changes.driver.as_deref().unwrap_or(&node.driver);
-            for kind in reset {
-                let default = ctx.drivers.resolve(driver, kind, None)?;
-                if default != node.interfaces.get(kind) {
-                    changes.interfaces.set(kind, default);
-                }
-            }
-        }
         if changes.protected == Some(true)
             && !node.provision_state.protect_allowed()
         {
@@ -84,21 +74,24 @@ pub async fn update(
                 node.uuid, node.provision_state
             )));
         }
-        if reset_interfaces {
-            // The API has checked that the patch sets the driver (perhaps to the same one).
-            // Every interface the patch does not set goes back to the driver's default.
-            let driver = changes.driver.clone().unwrap_or_else(|| node.driver.clone());
-            for kind in InterfaceKind::ALL {
-                let field = format!("/{}", kind.field());
-                if !ops.iter().any(|op| op.path == field) {
-                    changes
-                        .interfaces
-                        .set(kind, ctx.drivers.resolve(&driver, kind, None)?);
+        // Interfaces back to the driver's default: those the patch removes, and with
+        // `reset_interfaces` (the API has checked that the patch sets the driver, perhaps to the
+        // same one) every one the patch does not set.
+        for kind in InterfaceKind::ALL {
+            let removed = patch::resets_interface(ops, kind);
+            let unset = reset_interfaces && !ops.iter().any(|op| op.is_on_field(kind.field()));
+            if removed || unset {
+                let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+                let default = ctx.drivers.resolve(driver, kind, None)?;
+                // A removal to the interface the node has already is no change; a reset writes
+                // it anyway, so that it passes the state gate below like any interface change.
+                if reset_interfaces || default != node.interfaces.get(kind) {
+                    changes.interfaces.set(kind, default);
                 }
             }
-            // Writing an interface that is already the node's is a no-op, but it must pass the
-            // state gate below like any interface change.
-            changes.driver.get_or_insert(driver);
+        }
+        if reset_interfaces {
+            changes.driver.get_or_insert_with(|| node.driver.clone());
         }
         if changes.driver.is_some() || changes.interfaces.any() {
             if !node.maintenance && !node.provision_state.interface_change_allowed() {

@@ -86,6 +86,11 @@ pub fn field(name: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|f| f.name == name)
 }
 
+/// How the field `name` is written, if a client may write it at all.
+pub fn writable(name: &str) -> Option<&'static Write> {
+    field(name).and_then(|f| f.write.as_ref())
+}
+
 /// The names of the fields PATCH may change, sorted.
 pub fn patchable_names() -> Vec<&'static str> {
     let mut names: Vec<_> = FIELDS
@@ -211,7 +216,7 @@ fn get_interface(field: &str, node: &Node) -> Value {
 }
 
 /// Null (as after `remove`) leaves the interface to the conductor, which resets it to the
-/// driver's default (`patch::interfaces_reset`).
+/// driver's default (`patch::resets_interface`).
 fn set_interface(field: &str, node: &Node, v: Value, c: &mut NodeChanges) -> Result<()> {
     let kind = kind_of(field)?;
     if v.is_null() {
