@@ -311,6 +311,12 @@ pub async fn insert(db: &Db, node: &Node) -> Result<Node> {
     }
 }
 
+/// [`unique_conflict`] of a write of `changes` to the node `node_id`.
+fn write_conflict(e: diesel::result::Error, node_id: i32, changes: &NodeChanges) -> Error {
+    let name = changes.name.as_ref().and_then(Option::as_deref);
+    unique_conflict(e, &node_id.to_string(), name)
+}
+
 /// A duplicate UUID, name or instance UUID is the client's conflict (409), not our fault.
 fn unique_conflict(e: diesel::result::Error, uuid: &str, name: Option<&str>) -> Error {
     match e {
@@ -381,10 +387,7 @@ pub async fn update_held(
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
     .await?)
-    .map_err(|e| {
-        let name = changes.name.as_ref().and_then(Option::as_deref);
-        unique_conflict(e, &node_id.to_string(), name)
-    })?;
+    .map_err(|e| write_conflict(e, node_id, &changes))?;
     if changed == 1 {
         return Ok(());
     }
@@ -410,10 +413,7 @@ pub async fn update_unlocked(
     .set((&changes, nodes::version.eq(nodes::version + 1)))
     .execute(conn)
     .await?)
-    .map_err(|e| {
-        let name = changes.name.as_ref().and_then(Option::as_deref);
-        unique_conflict(e, &node_id.to_string(), name)
-    })?;
+    .map_err(|e| write_conflict(e, node_id, &changes))?;
     Ok(changed == 1)
 }
 
