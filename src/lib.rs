@@ -11,6 +11,7 @@ pub mod drivers;
 pub mod error;
 pub mod node;
 pub mod patch;
+pub mod resource;
 pub mod rpc;
 pub mod schema;
 pub mod service;

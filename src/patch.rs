@@ -1,16 +1,15 @@
-//! JSON Patch (RFC 6902, the add/replace/remove subset Ironic accepts) over a node's writable
-//! fields. The API checks a patch's shape and paths before sending it; the conductor applies it to
-//! the node it has just read under the lock, so concurrent PATCHes never lose each other's changes.
+//! JSON Patch (RFC 6902, the add/replace/remove subset Ironic accepts) over a resource's writable
+//! fields (its field table, `resource.rs`). The API checks a patch's shape and paths before
+//! sending it; the conductor applies it to the resource it has just read under the node's lock, so
+//! concurrent PATCHes never lose each other's changes.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
     error::Error,
-    node::{
-        InterfaceKind, JsonObject, Node, NodeChanges,
-        fields::{self, FIELDS},
-    },
+    node::{InterfaceKind, JsonObject},
+    resource::{self, Resource},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +70,7 @@ impl PatchOp {
 
 /// Checks what can be checked without the node: a path of `^(/[\w-]+)+$`, a patchable root,
 /// a value where the op needs one.
-pub fn validate(patch: &[PatchOp]) -> Result<(), Error> {
+pub fn validate<R: Resource>(patch: &[PatchOp]) -> Result<(), Error> {
     if patch.is_empty() {
         return Err(Error::InvalidParameterValue(
             "Patch must contain at least one operation.".to_owned(),
@@ -92,11 +91,11 @@ pub fn validate(patch: &[PatchOp]) -> Result<(), Error> {
             )));
         }
         let root = op.segments().remove(0);
-        let patchable = fields::writable(&root).is_some_and(|w| w.patch);
+        let patchable = resource::writable::<R>(&root).is_some_and(|w| w.patch);
         if !patchable {
             return Err(Error::InvalidParameterValue(format!(
                 "Cannot patch /{root}. Only the following can be updated: {}",
-                fields::patchable_names().join(", ")
+                resource::patchable_names::<R>().join(", ")
             )));
         }
         if op.op != Op::Remove && op.value.is_none() {
@@ -109,32 +108,32 @@ pub fn validate(patch: &[PatchOp]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Applies `patch` to `node` and returns the columns that changed, or a 400 naming the operation
+/// Applies `patch` to `item` and returns the columns that changed, or a 400 naming the operation
 /// that failed. Nothing is written here.
-pub fn apply(node: &Node, patch: &[PatchOp]) -> Result<NodeChanges, Error> {
-    validate(patch)?;
-    let mut doc = writable_view(node);
+pub fn apply<R: Resource>(item: &R, patch: &[PatchOp]) -> Result<R::Changes, Error> {
+    validate::<R>(patch)?;
+    let mut doc = writable_view(item);
     for op in patch {
-        apply_one(&mut doc, op).map_err(|reason| Error::PatchError {
+        apply_one::<R>(&mut doc, op).map_err(|reason| Error::PatchError {
             patch: op.describe(),
             reason,
         })?;
     }
-    changes_from(node, doc)
+    changes_from(item, doc)
 }
 
 /// The fields a PATCH may change, as JSON: what the patch is applied to.
-fn writable_view(node: &Node) -> Map<String, Value> {
-    FIELDS
+fn writable_view<R: Resource>(item: &R) -> Map<String, Value> {
+    R::fields()
         .iter()
         .filter_map(|f| {
             let write = f.write.as_ref().filter(|w| w.patch)?;
-            Some((f.name.to_owned(), (write.get)(f.name, node)))
+            Some((f.name.to_owned(), (write.get)(f.name, item)))
         })
         .collect()
 }
 
-fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
+fn apply_one<R: Resource>(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
     let segments = op.segments();
     let (last, parents) = segments
         .split_last()
@@ -147,7 +146,7 @@ fn apply_one(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<(), String> {
                 Ok(())
             }
             Op::Remove => {
-                let reset = fields::writable(last)
+                let reset = resource::writable::<R>(last)
                     .and_then(|w| w.reset.value())
                     .ok_or_else(|| format!("/{last} is mandatory and cannot be removed"))?;
                 doc.insert(last.clone(), reset);
@@ -199,21 +198,24 @@ pub fn resets_interface(patch: &[PatchOp], kind: InterfaceKind) -> bool {
 }
 
 /// Type-checks the patched document and turns the differences into changes.
-fn changes_from(node: &Node, doc: Map<String, Value>) -> Result<NodeChanges, Error> {
-    let mut changes = NodeChanges::default();
+fn changes_from<R: Resource>(item: &R, doc: Map<String, Value>) -> Result<R::Changes, Error> {
+    let mut changes = R::Changes::default();
     for (name, value) in doc {
-        set_field(node, &name, value, &mut changes)?;
+        set_field(item, &name, value, &mut changes)?;
     }
-    protection_rules(node, &mut changes)?;
+    item.check_changes(&mut changes)?;
     Ok(changes)
 }
 
-/// The changes that make `template` (a new node with its defaults) what a create request's
+/// The changes that make `template` (a new resource with its defaults) what a create request's
 /// `body` asks for. A field that cannot be given at create is refused, as an unknown one is.
-pub fn changes_for_create(template: &Node, body: JsonObject) -> Result<NodeChanges, Error> {
-    let mut changes = NodeChanges::default();
+pub fn changes_for_create<R: Resource>(
+    template: &R,
+    body: JsonObject,
+) -> Result<R::Changes, Error> {
+    let mut changes = R::Changes::default();
     for (name, value) in body {
-        let creatable = fields::writable(&name).is_some_and(|w| w.create);
+        let creatable = resource::writable::<R>(&name).is_some_and(|w| w.create);
         if !creatable {
             return Err(Error::InvalidParameterValue(format!(
                 "Unexpected arguments: {name}"
@@ -221,40 +223,19 @@ pub fn changes_for_create(template: &Node, body: JsonObject) -> Result<NodeChang
         }
         set_field(template, &name, value, &mut changes)?;
     }
+    template.check_changes(&mut changes)?;
     Ok(changes)
 }
 
-fn set_field(
-    node: &Node,
+fn set_field<R: Resource>(
+    item: &R,
     name: &str,
     value: Value,
-    changes: &mut NodeChanges,
+    changes: &mut R::Changes,
 ) -> Result<(), Error> {
-    let write =
-        fields::writable(name).ok_or_else(|| Error::internal(format!("{name} is not writable")))?;
-    (write.set)(name, node, value, changes)
-}
-
-/// Unprotecting a node forgets why it was protected; a reason needs protection.
-fn protection_rules(node: &Node, changes: &mut NodeChanges) -> Result<(), Error> {
-    let protected = changes.protected.unwrap_or(node.protected);
-    let mut reason = changes
-        .protected_reason
-        .clone()
-        .unwrap_or_else(|| node.protected_reason.clone());
-    if !protected && node.protected {
-        reason = None;
-    }
-    if !protected
-        && reason != node.protected_reason
-        && reason.as_deref().is_some_and(|r| !r.is_empty())
-    {
-        return Err(Error::InvalidParameterValue(
-            "The protected_reason field can only be set when protected is True".to_owned(),
-        ));
-    }
-    changes.protected_reason = (reason != node.protected_reason).then_some(reason);
-    Ok(())
+    let write = resource::writable::<R>(name)
+        .ok_or_else(|| Error::internal(format!("{name} is not writable")))?;
+    (write.set)(name, item, value, changes)
 }
 
 #[cfg(test)]
@@ -262,6 +243,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::node::Node;
 
     fn node() -> Node {
         let mut n = crate::node::tests_support::node();
@@ -299,7 +281,7 @@ mod tests {
 
     #[test]
     fn bad_paths_and_values() {
-        let err = validate(&ops(
+        let err = validate::<Node>(&ops(
             json!([{"op": "replace", "path": "/reservation", "value": "x"}]),
         ))
         .unwrap_err();
@@ -307,8 +289,10 @@ mod tests {
             err.to_string().starts_with("Cannot patch /reservation."),
             "{err}"
         );
-        assert!(validate(&ops(json!([{"op": "add", "path": "extra", "value": 1}]))).is_err());
-        assert!(validate(&ops(json!([{"op": "add", "path": "/extra"}]))).is_err());
+        assert!(
+            validate::<Node>(&ops(json!([{"op": "add", "path": "extra", "value": 1}]))).is_err()
+        );
+        assert!(validate::<Node>(&ops(json!([{"op": "add", "path": "/extra"}]))).is_err());
         let err = apply(
             &node(),
             &ops(json!([{"op": "replace", "path": "/extra/missing", "value": 1}])),
@@ -348,7 +332,7 @@ mod tests {
             ops(json!([{"op": "remove", "path": "/name"}]))[0].value,
             None
         );
-        assert!(validate(&ops(json!([{"op": "replace", "path": "/name"}]))).is_err());
+        assert!(validate::<Node>(&ops(json!([{"op": "replace", "path": "/name"}]))).is_err());
         let patch = ops(json!([
             {"op": "replace", "path": "/boot_interface", "value": null},
             {"op": "remove", "path": "/raid_interface"},

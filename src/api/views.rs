@@ -8,49 +8,25 @@ use crate::{
     error::Error,
     node::{
         Node,
-        fields::{self, View, links, opt_timestamp, state_value},
+        fields::{View, opt_timestamp, state_value},
     },
+    resource,
 };
+
+pub use crate::resource::field_names;
 
 /// The full node, as GET /v1/nodes/{id} shows it at `version`. `conductor` is the node's
 /// conductor on the hash ring (shown from 1.49).
 pub fn node_detail(node: &Node, version: ApiVersion, base: &str, conductor: Option<&str>) -> Value {
-    Value::Object(fields::render(&View {
-        node,
-        minor: version.0,
-        base,
+    Value::Object(resource::render(&View {
         conductor,
+        ..View::new(node, version.0, base)
     }))
 }
 
-/// The names a `?fields=` value lists.
-pub fn field_names(fields: &str) -> Vec<String> {
-    fields
-        .split(',')
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-/// Checks the names of `?fields=`: a field the version does not have is 406 when a later
-/// version has it; an unknown one is 400.
+/// Checks the node field names of `?fields=` (see [`resource::check_field_names`]).
 pub fn check_field_names(version: ApiVersion, names: &[String]) -> Result<(), Error> {
-    for name in names {
-        match fields::field(name) {
-            Some(f) if version.at_least(f.since) => {}
-            Some(_) => {
-                return Err(Error::NotAcceptable(format!(
-                    "Field {name} is not available in API version {version}."
-                )));
-            }
-            None => {
-                return Err(Error::InvalidParameterValue(format!(
-                    "Field {name} is not a valid field."
-                )));
-            }
-        }
-    }
-    Ok(())
+    resource::check_field_names::<Node>(version.0, names)
 }
 
 /// Only the fields `names` (checked by [`check_field_names`]) of the node, and its links, for
@@ -62,19 +38,13 @@ pub fn node_fields(
     conductor: Option<&str>,
     names: &[String],
 ) -> Value {
-    let view = View {
-        node,
-        minor: version.0,
-        base,
-        conductor,
-    };
-    let mut m: Map<String, Value> = names
-        .iter()
-        .filter_map(|name| fields::field(name))
-        .map(|f| (f.name.to_owned(), (f.show)(&view)))
-        .collect();
-    m.insert("links".into(), links(base, "nodes", &node.uuid));
-    Value::Object(m)
+    Value::Object(resource::render_fields(
+        &View {
+            conductor,
+            ..View::new(node, version.0, base)
+        },
+        names,
+    ))
 }
 
 /// The fields of the short form of GET /v1/nodes.
@@ -90,20 +60,10 @@ const SUMMARY: &[&str] = &[
 
 /// The short form of GET /v1/nodes.
 pub fn node_summary(node: &Node, version: ApiVersion, base: &str) -> Value {
-    let view = View {
-        node,
-        minor: version.0,
-        base,
-        conductor: None,
-    };
-    Value::Object(
-        SUMMARY
-            .iter()
-            .filter_map(|name| fields::field(name))
-            .filter(|f| version.at_least(f.since))
-            .map(|f| (f.name.to_owned(), (f.show)(&view)))
-            .collect(),
-    )
+    Value::Object(resource::render_some(
+        &View::new(node, version.0, base),
+        SUMMARY,
+    ))
 }
 
 /// GET /v1/nodes/{id}/states.

@@ -5,120 +5,72 @@
 //!
 //! Must not: know HTTP, the database or the conductor. Versions are API minor numbers (1.x).
 
-use chrono::NaiveDateTime;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{
-    InterfaceKind, Json, JsonObject, Node, NodeChanges, mask, normalize_conductor_group,
-    normalize_uuid, validate_length, validate_name, validate_resource_class,
+    InterfaceKind, Json, Node, NodeChanges, mask, normalize_conductor_group, normalize_uuid,
+    validate_length, validate_name, validate_resource_class,
 };
 use crate::{
     error::{Error, Result},
     states::ProvisionState,
 };
 
-/// What a response is rendered from.
-#[derive(Debug, Clone, Copy)]
-pub struct View<'a> {
-    pub node: &'a Node,
-    /// The negotiated API minor version.
-    pub minor: u32,
-    /// The API's public URL, for links.
-    pub base: &'a str,
-    /// The node's conductor on the hash ring (shown from 1.49).
-    pub conductor: Option<&'a str>,
-}
+use crate::resource::{self, boolean, object, opt_string, set_if, string, sub_links, wrong};
+pub use crate::resource::{Reset, links, opt_timestamp, timestamp};
 
-/// One field of the node in the API.
-pub struct Field {
-    pub name: &'static str,
-    /// The API minor version that introduced it.
-    pub since: u32,
-    /// Its value in a response.
-    pub show: fn(&View<'_>) -> Value,
-    /// How a client writes it; None for a read-only field.
-    pub write: Option<Write>,
-}
+/// The node's field table and how it is shown.
+pub type Field = resource::Field<Node>;
+pub type Write = resource::Write<Node>;
+pub type View<'a> = resource::View<'a, Node>;
 
-/// How a client writes a field.
-pub struct Write {
-    /// Whether POST /v1/nodes may set it.
-    pub create: bool,
-    /// Whether PATCH may change it.
-    pub patch: bool,
-    /// What a PATCH `remove` of the whole field sets it to.
-    pub reset: Reset,
-    /// The stored value as JSON, unmasked (what a patch is applied to).
-    pub get: fn(field: &str, node: &Node) -> Value,
-    /// Type-checks and validates a written value and records it in the changes when it differs
-    /// from the node's.
-    pub set: fn(field: &str, node: &Node, value: Value, changes: &mut NodeChanges) -> Result<()>,
-}
+impl resource::Resource for Node {
+    type Changes = NodeChanges;
+    const COLLECTION: &'static str = "nodes";
 
-/// What a PATCH `remove` of a whole field does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reset {
-    /// Refused: the field is mandatory.
-    Mandatory,
-    /// Back to the driver's default (an interface): null here, resolved by the conductor.
-    DriverDefault,
-    Null,
-    False,
-    EmptyString,
-    EmptyObject,
-}
+    fn fields() -> &'static [Field] {
+        FIELDS
+    }
 
-impl Reset {
-    /// The value a removed field gets, or None when it may not be removed.
-    pub fn value(self) -> Option<Value> {
-        match self {
-            Reset::Mandatory => None,
-            Reset::Null | Reset::DriverDefault => Some(Value::Null),
-            Reset::False => Some(Value::Bool(false)),
-            Reset::EmptyString => Some(Value::String(String::new())),
-            Reset::EmptyObject => Some(Value::Object(Map::new())),
-        }
+    fn uuid(&self) -> &str {
+        &self.uuid
+    }
+
+    fn check_changes(&self, changes: &mut NodeChanges) -> Result<()> {
+        protection_rules(self, changes)
     }
 }
 
 /// The field named `name`, if the node has one by that name in any version.
 pub fn field(name: &str) -> Option<&'static Field> {
-    FIELDS.iter().find(|f| f.name == name)
+    resource::field::<Node>(name)
 }
 
 /// How the field `name` is written, if a client may write it at all.
 pub fn writable(name: &str) -> Option<&'static Write> {
-    field(name).and_then(|f| f.write.as_ref())
+    resource::writable::<Node>(name)
 }
 
-/// The names of the fields PATCH may change, sorted.
-pub fn patchable_names() -> Vec<&'static str> {
-    let mut names: Vec<_> = FIELDS
-        .iter()
-        .filter(|f| f.write.as_ref().is_some_and(|w| w.patch))
-        .map(|f| f.name)
-        .collect();
-    names.sort_unstable();
-    names
-}
-
-/// The full node as `view` shows it: every field of its version.
-pub fn render(view: &View<'_>) -> Map<String, Value> {
-    FIELDS
-        .iter()
-        .filter(|f| f.since <= view.minor)
-        .map(|f| (f.name.to_owned(), (f.show)(view)))
-        .collect()
-}
-
-pub fn timestamp(t: &NaiveDateTime) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
-}
-
-pub fn opt_timestamp(t: &Option<NaiveDateTime>) -> Value {
-    t.as_ref()
-        .map(|t| Value::String(timestamp(t)))
-        .unwrap_or(Value::Null)
+/// Unprotecting a node forgets why it was protected; a reason needs protection.
+fn protection_rules(node: &Node, changes: &mut NodeChanges) -> Result<()> {
+    let protected = changes.protected.unwrap_or(node.protected);
+    let mut reason = changes
+        .protected_reason
+        .clone()
+        .unwrap_or_else(|| node.protected_reason.clone());
+    if !protected && node.protected {
+        reason = None;
+    }
+    if !protected
+        && reason != node.protected_reason
+        && reason.as_deref().is_some_and(|r| !r.is_empty())
+    {
+        return Err(Error::InvalidParameterValue(
+            "The protected_reason field can only be set when protected is True".to_owned(),
+        ));
+    }
+    changes.protected_reason = (reason != node.protected_reason).then_some(reason);
+    Ok(())
 }
 
 /// A provision state as the version shows it: `available` is null before 1.2, `inspect wait`
@@ -131,75 +83,6 @@ pub fn state_value(state: Option<ProvisionState>, minor: u32) -> Value {
         }
         Some(s) => Value::String(s.api_name().to_owned()),
         None => Value::Null,
-    }
-}
-
-/// A resource's `links`: itself and its bookmark.
-pub fn links(base: &str, resource: &str, id: &str) -> Value {
-    json!([
-        {"href": format!("{base}/v1/{resource}/{id}"), "rel": "self"},
-        {"href": format!("{base}/{resource}/{id}"), "rel": "bookmark"},
-    ])
-}
-
-fn sub_links(view: &View<'_>, what: &str) -> Value {
-    links(view.base, "nodes", &format!("{}/{what}", view.node.uuid))
-}
-
-// Readers and writers shared by many rows. `field` names the field in errors.
-
-pub(crate) fn wrong(field: &str, want: &str, got: &Value) -> Error {
-    Error::InvalidParameterValue(format!(
-        "Invalid value for {field}: invalid type {got}, expected {want}"
-    ))
-}
-
-fn string(field: &str, v: Value) -> Result<String> {
-    match v {
-        Value::String(s) => Ok(s),
-        other => Err(wrong(field, "a string", &other)),
-    }
-}
-
-fn opt_string(field: &str, v: Value) -> Result<Option<String>> {
-    match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        other => Err(wrong(field, "a string or null", &other)),
-    }
-}
-
-fn object(field: &str, v: Value) -> Result<JsonObject> {
-    match v {
-        Value::Object(m) => Ok(m),
-        other => Err(wrong(field, "an object", &other)),
-    }
-}
-
-/// A boolean as Ironic's PATCH takes it: JSON true/false, or a string oslo's strict
-/// `bool_from_string` reads (the `baremetal` CLI sends `"True"`); null is None.
-pub fn boolean(field: &str, v: Value) -> Result<Option<bool>> {
-    let parsed = match &v {
-        Value::Null => return Ok(None),
-        Value::Bool(b) => Some(*b),
-        Value::String(s) => match s.to_ascii_lowercase().as_str() {
-            "1" | "t" | "true" | "on" | "y" | "yes" => Some(true),
-            "0" | "f" | "false" | "off" | "n" | "no" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    };
-    parsed.map(Some).ok_or_else(|| {
-        Error::InvalidParameterValue(format!(
-            "Invalid value for {field}: expected a boolean, got {v}"
-        ))
-    })
-}
-
-/// Records `new` in `slot` when it differs from `old`.
-fn set_if<T: PartialEq>(slot: &mut Option<T>, new: T, old: &T) {
-    if new != *old {
-        *slot = Some(new);
     }
 }
 
@@ -254,7 +137,7 @@ macro_rules! interface {
         Field {
             name: $name,
             since: $since,
-            show: |v| json!(v.node.interfaces.$kind),
+            show: |v| json!(v.item.interfaces.$kind),
             write: Some(Write {
                 create: true,
                 patch: true,
@@ -271,7 +154,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "uuid",
         since: 1,
-        show: |v| json!(v.node.uuid),
+        show: |v| json!(v.item.uuid),
         write: Some(Write {
             create: true,
             patch: false,
@@ -289,13 +172,13 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "created_at",
         since: 1,
-        show: |v| json!(timestamp(&v.node.created_at)),
+        show: |v| json!(timestamp(&v.item.created_at)),
         write: None,
     },
     Field {
         name: "updated_at",
         since: 1,
-        show: |v| opt_timestamp(&v.node.updated_at),
+        show: |v| opt_timestamp(&v.item.updated_at),
         write: None,
     },
     Field {
@@ -320,13 +203,13 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "console_enabled",
         since: 1,
-        show: |v| json!(v.node.console_enabled),
+        show: |v| json!(v.item.console_enabled),
         write: None,
     },
     Field {
         name: "driver",
         since: 1,
-        show: |v| json!(v.node.driver),
+        show: |v| json!(v.item.driver),
         write: Some(Write {
             create: true,
             patch: true,
@@ -341,31 +224,31 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "driver_info",
         since: 1,
-        show: |v| Value::Object(mask::mask_secrets(&v.node.driver_info)),
+        show: |v| Value::Object(mask::mask_secrets(&v.item.driver_info)),
         write: Some(document!(driver_info)),
     },
     Field {
         name: "extra",
         since: 1,
-        show: |v| Value::Object(v.node.extra.0.clone()),
+        show: |v| Value::Object(v.item.extra.0.clone()),
         write: Some(document!(extra)),
     },
     Field {
         name: "instance_info",
         since: 1,
-        show: |v| Value::Object(mask::masked_instance_info(&v.node.instance_info)),
+        show: |v| Value::Object(mask::masked_instance_info(&v.item.instance_info)),
         write: Some(document!(instance_info)),
     },
     Field {
         name: "properties",
         since: 1,
-        show: |v| Value::Object(v.node.properties.0.clone()),
+        show: |v| Value::Object(v.item.properties.0.clone()),
         write: Some(document!(properties)),
     },
     Field {
         name: "instance_uuid",
         since: 1,
-        show: |v| json!(v.node.instance_uuid),
+        show: |v| json!(v.item.instance_uuid),
         write: Some(Write {
             create: true,
             patch: true,
@@ -384,13 +267,13 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "last_error",
         since: 1,
-        show: |v| json!(v.node.last_error),
+        show: |v| json!(v.item.last_error),
         write: None,
     },
     Field {
         name: "maintenance",
         since: 1,
-        show: |v| json!(v.node.maintenance),
+        show: |v| json!(v.item.maintenance),
         write: Some(Write {
             create: false,
             patch: true,
@@ -415,49 +298,49 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "maintenance_reason",
         since: 1,
-        show: |v| json!(v.node.maintenance_reason),
+        show: |v| json!(v.item.maintenance_reason),
         write: None,
     },
     Field {
         name: "power_state",
         since: 1,
-        show: |v| json!(v.node.power_state),
+        show: |v| json!(v.item.power_state),
         write: None,
     },
     Field {
         name: "target_power_state",
         since: 1,
-        show: |v| json!(v.node.target_power_state),
+        show: |v| json!(v.item.target_power_state),
         write: None,
     },
     Field {
         name: "provision_state",
         since: 1,
-        show: |v| state_value(Some(v.node.provision_state), v.minor),
+        show: |v| state_value(Some(v.item.provision_state), v.minor),
         write: None,
     },
     Field {
         name: "target_provision_state",
         since: 1,
-        show: |v| state_value(v.node.target_provision_state, v.minor),
+        show: |v| state_value(v.item.target_provision_state, v.minor),
         write: None,
     },
     Field {
         name: "provision_updated_at",
         since: 1,
-        show: |v| opt_timestamp(&v.node.provision_updated_at),
+        show: |v| opt_timestamp(&v.item.provision_updated_at),
         write: None,
     },
     Field {
         name: "reservation",
         since: 1,
-        show: |v| json!(v.node.reservation),
+        show: |v| json!(v.item.reservation),
         write: None,
     },
     Field {
         name: "links",
         since: 1,
-        show: |v| links(v.base, "nodes", &v.node.uuid),
+        show: |v| links(v.base, "nodes", &v.item.uuid),
         write: None,
     },
     Field {
@@ -469,13 +352,13 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "driver_internal_info",
         since: 3,
-        show: |v| Value::Object(mask::mask_secrets(&v.node.driver_internal_info)),
+        show: |v| Value::Object(mask::mask_secrets(&v.item.driver_internal_info)),
         write: None,
     },
     Field {
         name: "name",
         since: 5,
-        show: |v| json!(v.node.name),
+        show: |v| json!(v.item.name),
         write: Some(Write {
             create: true,
             patch: true,
@@ -494,13 +377,13 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "inspection_started_at",
         since: 6,
-        show: |v| opt_timestamp(&v.node.inspection_started_at),
+        show: |v| opt_timestamp(&v.item.inspection_started_at),
         write: None,
     },
     Field {
         name: "inspection_finished_at",
         since: 6,
-        show: |v| opt_timestamp(&v.node.inspection_finished_at),
+        show: |v| opt_timestamp(&v.item.inspection_finished_at),
         write: None,
     },
     Field {
@@ -531,7 +414,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "resource_class",
         since: 21,
-        show: |v| json!(v.node.resource_class),
+        show: |v| json!(v.item.resource_class),
         write: Some(Write {
             create: true,
             patch: true,
@@ -565,7 +448,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "traits",
         since: 37,
-        show: |v| json!(v.node.traits.0),
+        show: |v| json!(v.item.traits.0),
         write: None,
     },
     interface!("rescue_interface", rescue, 38),
@@ -573,19 +456,19 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "fault",
         since: 42,
-        show: |v| json!(v.node.fault),
+        show: |v| json!(v.item.fault),
         write: None,
     },
     Field {
         name: "deploy_step",
         since: 44,
-        show: |v| Value::Object(v.node.deploy_step.0.clone()),
+        show: |v| Value::Object(v.item.deploy_step.0.clone()),
         write: None,
     },
     Field {
         name: "conductor_group",
         since: 46,
-        show: |v| json!(v.node.conductor_group),
+        show: |v| json!(v.item.conductor_group),
         write: Some(Write {
             create: true,
             patch: true,
@@ -601,7 +484,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "automated_clean",
         since: 47,
-        show: |v| json!(v.node.automated_clean),
+        show: |v| json!(v.item.automated_clean),
         write: Some(Write {
             create: true,
             patch: true,
@@ -616,7 +499,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "protected",
         since: 48,
-        show: |v| json!(v.node.protected),
+        show: |v| json!(v.item.protected),
         write: Some(Write {
             create: false,
             patch: true,
@@ -633,7 +516,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "protected_reason",
         since: 48,
-        show: |v| json!(v.node.protected_reason),
+        show: |v| json!(v.item.protected_reason),
         write: Some(Write {
             create: false,
             patch: true,
@@ -658,7 +541,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "owner",
         since: 50,
-        show: |v| json!(v.node.owner),
+        show: |v| json!(v.item.owner),
         write: Some(Write {
             create: true,
             patch: true,
@@ -677,7 +560,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "description",
         since: 51,
-        show: |v| json!(v.node.description),
+        show: |v| json!(v.item.description),
         write: Some(Write {
             create: true,
             patch: true,

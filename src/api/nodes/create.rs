@@ -16,7 +16,7 @@ use crate::{
         extract::{ApiJson, ApiVersion, RequestId},
     },
     error::{Error, Result},
-    node::{JsonObject, fields, normalize_conductor_group, normalize_uuid},
+    node::{JsonObject, normalize_conductor_group, normalize_uuid},
     rpc::{NodeCreate, RpcRequest},
     states::ProvisionState,
 };
@@ -33,7 +33,7 @@ pub async fn create(
     }
     let text = |name: &str, value: &Value| match value {
         Value::String(s) => Ok(s.clone()),
-        other => Err(fields::wrong(name, "a string", other)),
+        other => Err(crate::resource::wrong(name, "a string", other)),
     };
     let driver = match body.get("driver") {
         Some(d) => text("driver", d)?,

@@ -31,7 +31,7 @@ pub async fn update(
     ApiQuery(query): ApiQuery<PatchQuery>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
-    patch::validate(&ops)?;
+    patch::validate::<crate::node::Node>(&ops)?;
     let reset_interfaces = match &query.reset_interfaces {
         Some(r) => {
             require_version(version, 45, "The reset_interfaces parameter")?;
