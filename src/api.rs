@@ -6,11 +6,15 @@
 //! Ironic's envelope by `error_body`.
 
 pub mod bios;
+pub mod chassis;
 pub mod conductors;
 pub mod drivers;
 pub mod error_body;
 pub mod extract;
+pub mod listing;
 pub mod nodes;
+pub mod portgroups;
+pub mod ports;
 pub mod routing;
 pub mod server;
 pub mod traits;
@@ -81,11 +85,58 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::put(traits::add).delete(traits::remove),
         )
         .route("/{ident}/bios", get(bios::list))
-        .route("/{ident}/bios/{name}", get(bios::show));
+        .route("/{ident}/bios/{name}", get(bios::show))
+        .route("/{ident}/ports", get(ports::of_node))
+        .route("/{ident}/ports/detail", get(ports::of_node_detail))
+        .route("/{ident}/portgroups", get(portgroups::of_node))
+        .route(
+            "/{ident}/portgroups/detail",
+            get(portgroups::of_node_detail),
+        )
+        .route(
+            "/{ident}/vifs",
+            get(nodes::vifs::list).post(nodes::vifs::attach),
+        )
+        .route(
+            "/{ident}/vifs/{vif}",
+            axum::routing::delete(nodes::vifs::detach),
+        );
+    let chassis = Router::new()
+        .route("/", get(chassis::list).post(chassis::create))
+        .route("/detail", get(chassis::list_detail))
+        .route(
+            "/{uuid}",
+            get(chassis::show)
+                .patch(chassis::update)
+                .delete(chassis::delete),
+        )
+        .route("/{uuid}/nodes", get(chassis::nodes))
+        .route("/{uuid}/nodes/detail", get(chassis::nodes_detail));
+    let ports = Router::new()
+        .route("/", get(ports::list).post(ports::create))
+        .route("/detail", get(ports::list_detail))
+        .route(
+            "/{uuid}",
+            get(ports::show).patch(ports::update).delete(ports::delete),
+        );
+    let portgroups = Router::new()
+        .route("/", get(portgroups::list).post(portgroups::create))
+        .route("/detail", get(portgroups::list_detail))
+        .route(
+            "/{ident}",
+            get(portgroups::show)
+                .patch(portgroups::update)
+                .delete(portgroups::delete),
+        )
+        .route("/{ident}/ports", get(ports::of_portgroup))
+        .route("/{ident}/ports/detail", get(ports::of_portgroup_detail));
     let routes = Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))
         .nest("/v1/nodes", nodes)
+        .nest("/v1/chassis", chassis)
+        .nest("/v1/ports", ports)
+        .nest("/v1/portgroups", portgroups)
         .route("/v1/drivers", get(drivers::list))
         .route("/v1/drivers/{name}", get(drivers::show))
         .route("/v1/conductors", get(conductors::list))

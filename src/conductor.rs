@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod lease;
 pub mod node_ops;
 pub mod periodic;
+pub mod ports;
 pub mod power;
 pub mod provision;
 pub mod recovery;

@@ -9,10 +9,12 @@
 //! The node lock lives here too (`nodes::reserve`, `nodes::release`): a compare-and-set on
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
+pub mod chassis;
 pub mod conductors;
 mod errors;
 pub mod models;
 pub mod nodes;
+pub mod ports;
 mod sql_types;
 
 use std::time::Duration;
@@ -120,6 +122,69 @@ macro_rules! with_conn {
     };
 }
 pub(crate) use with_conn;
+
+/// Orders a boxed listing query by `$id` and keeps only the rows after the marker's id
+/// (`$marker`: `Option<i32>`).
+macro_rules! order_by_id {
+    ($q:expr, $id:expr, $descending:expr, $marker:expr) => {{
+        let q = $q;
+        match ($descending, $marker) {
+            (false, None) => q.order($id.asc()),
+            (true, None) => q.order($id.desc()),
+            (false, Some(m)) => q.filter($id.gt(m)).order($id.asc()),
+            (true, Some(m)) => q.filter($id.lt(m)).order($id.desc()),
+        }
+    }};
+}
+pub(crate) use order_by_id;
+
+/// Orders a boxed listing query by the column `$col`, then `$id`, and keeps only the rows after
+/// the marker (`$marker`: `Option<(value, id)>` of the marker's row).
+macro_rules! order_after {
+    ($q:expr, $col:expr, $id:expr, $descending:expr, $marker:expr) => {{
+        let q = $q;
+        match ($descending, $marker) {
+            (false, None) => q.order(($col.asc(), $id.asc())),
+            (true, None) => q.order(($col.desc(), $id.desc())),
+            (false, Some((v, id))) => q
+                .filter($col.gt(v.clone()).or($col.eq(v).and($id.gt(id))))
+                .order(($col.asc(), $id.asc())),
+            (true, Some((v, id))) => q
+                .filter($col.lt(v.clone()).or($col.eq(v).and($id.lt(id))))
+                .order(($col.desc(), $id.desc())),
+        }
+    }};
+}
+pub(crate) use order_after;
+
+/// [`order_after!`] for a nullable column: nulls come first ascending and last descending, as
+/// both backends order them.
+macro_rules! order_after_nullable {
+    ($q:expr, $col:expr, $id:expr, $descending:expr, $marker:expr) => {{
+        let q = $q;
+        match ($descending, $marker) {
+            (false, None) => q.order(($col.asc(), $id.asc())),
+            (true, None) => q.order(($col.desc(), $id.desc())),
+            (false, Some((None, id))) => q
+                .filter($col.is_not_null().or($col.is_null().and($id.gt(id))))
+                .order(($col.asc(), $id.asc())),
+            (false, Some((Some(v), id))) => q
+                .filter($col.gt(v.clone()).or($col.eq(v).and($id.gt(id))))
+                .order(($col.asc(), $id.asc())),
+            (true, Some((None, id))) => q
+                .filter($col.is_null().and($id.lt(id)))
+                .order(($col.desc(), $id.desc())),
+            (true, Some((Some(v), id))) => q
+                .filter(
+                    $col.lt(v.clone())
+                        .or($col.eq(v).and($id.lt(id)))
+                        .or($col.is_null()),
+                )
+                .order(($col.desc(), $id.desc())),
+        }
+    }};
+}
+pub(crate) use order_after_nullable;
 
 /// A pooled connection that goes back to the pool only when the query body using it finished.
 /// If the body's future is dropped mid-query (the client hung up, a deadline passed) or failed

@@ -4,6 +4,7 @@
 //! RPC layer; the drivers; the conductor that runs them; the API in front; process wiring.
 
 pub mod api;
+pub mod chassis;
 pub mod conductor;
 pub mod config;
 pub mod db;
@@ -11,6 +12,7 @@ pub mod drivers;
 pub mod error;
 pub mod node;
 pub mod patch;
+pub mod ports;
 pub mod resource;
 pub mod rpc;
 pub mod schema;

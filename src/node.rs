@@ -136,6 +136,9 @@ node_type! {
     owner: Option<String>,
     #[serde(default)]
     description: Option<String>,
+    /// The chassis the node is in, by its UUID (which never changes).
+    #[serde(default)]
+    chassis_uuid: Option<String>,
 }
 
 impl NodeChanges {

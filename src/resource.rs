@@ -93,6 +93,7 @@ pub enum Reset {
     DriverDefault,
     Null,
     False,
+    True,
     EmptyString,
     EmptyObject,
 }
@@ -104,6 +105,7 @@ impl Reset {
             Reset::Mandatory => None,
             Reset::Null | Reset::DriverDefault => Some(Value::Null),
             Reset::False => Some(Value::Bool(false)),
+            Reset::True => Some(Value::Bool(true)),
             Reset::EmptyString => Some(Value::String(String::new())),
             Reset::EmptyObject => Some(Value::Object(Map::new())),
         }
@@ -285,3 +287,47 @@ pub fn set_if<T: PartialEq>(slot: &mut Option<T>, new: T, old: &T) {
         *slot = Some(new);
     }
 }
+
+/// Declares a stored resource `$name` (its row, as diesel reads and inserts it, and as RPC carries
+/// it) and `$changes`, a partial update of it, from one list of fields, as `node_type!` does for
+/// the node. Besides the listed fields, the row has its `id`, assigned by the database.
+macro_rules! record_type {
+    (
+        $(#[$meta:meta])* $name:ident, $changes:ident, $table:ident {
+            $( $(#[$attr:meta])* $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize,
+            diesel::Queryable, diesel::Selectable, diesel::Insertable,
+        )]
+        #[diesel(table_name = crate::schema::$table)]
+        pub struct $name {
+            /// The row's key, assigned by the database when the row is inserted.
+            #[diesel(skip_insertion)]
+            pub id: i32,
+            $( $(#[$attr])* pub $field: $ty, )*
+        }
+
+        /// A partial update: `None` leaves a field alone, `Some(v)` writes `v`.
+        #[derive(Debug, Clone, Default, PartialEq, diesel::AsChangeset)]
+        #[diesel(table_name = crate::schema::$table)]
+        pub struct $changes {
+            $( pub $field: Option<$ty>, )*
+        }
+
+        impl $changes {
+            /// Sets the fields these changes name on `item`.
+            pub fn set_into(self, item: &mut $name) {
+                $( if let Some(value) = self.$field { item.$field = value; } )*
+            }
+
+            /// Whether these changes write nothing.
+            pub fn is_empty(&self) -> bool {
+                true $( && self.$field.is_none() )*
+            }
+        }
+    };
+}
+pub(crate) use record_type;

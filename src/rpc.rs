@@ -19,6 +19,7 @@ use crate::{
     error::Error,
     node::{JsonObject, Node, PowerTarget, Verb},
     patch::PatchOp,
+    ports::{Port, Portgroup},
     states::ProvisionState,
 };
 
@@ -114,6 +115,46 @@ pub enum RpcRequest {
         node: Box<Node>,
         enabled: bool,
     },
+    /// A change of the node's ports, portgroups or VIFs.
+    ChangePorts {
+        node: Box<Node>,
+        change: PortsChange,
+    },
+}
+
+/// What [`RpcRequest::ChangePorts`] asks of a node's ports and portgroups. Fields and patches are
+/// as the client sent them (the API checked their names and versions); the conductor reads and
+/// validates the values, as it does a node's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum PortsChange {
+    CreatePort {
+        fields: JsonObject,
+    },
+    UpdatePort {
+        uuid: String,
+        patch: Vec<PatchOp>,
+    },
+    DestroyPort {
+        uuid: String,
+    },
+    CreatePortgroup {
+        fields: JsonObject,
+    },
+    UpdatePortgroup {
+        uuid: String,
+        patch: Vec<PatchOp>,
+    },
+    DestroyPortgroup {
+        uuid: String,
+    },
+    /// POST /v1/nodes/{id}/vifs: `vif_info` has the VIF's `id`, and from 1.67 optionally the
+    /// `port_uuid` or `portgroup_uuid` to attach it to.
+    AttachVif {
+        vif_info: JsonObject,
+    },
+    DetachVif {
+        vif_id: String,
+    },
 }
 
 impl RpcRequest {
@@ -134,6 +175,16 @@ impl RpcRequest {
             RpcRequest::SetMaintenance { .. } => "set_maintenance",
             RpcRequest::ValidateDriverInterfaces { .. } => "validate_driver_interfaces",
             RpcRequest::SetConsoleMode { .. } => "set_console_mode",
+            RpcRequest::ChangePorts { change, .. } => match change {
+                PortsChange::CreatePort { .. } => "create_port",
+                PortsChange::UpdatePort { .. } => "update_port",
+                PortsChange::DestroyPort { .. } => "destroy_port",
+                PortsChange::CreatePortgroup { .. } => "create_portgroup",
+                PortsChange::UpdatePortgroup { .. } => "update_portgroup",
+                PortsChange::DestroyPortgroup { .. } => "destroy_portgroup",
+                PortsChange::AttachVif { .. } => "vif_attach",
+                PortsChange::DetachVif { .. } => "vif_detach",
+            },
         }
     }
 
@@ -184,7 +235,8 @@ impl RpcRequest {
             | RpcRequest::ChangeNodePowerState { node, .. }
             | RpcRequest::SetMaintenance { node, .. }
             | RpcRequest::ValidateDriverInterfaces { node }
-            | RpcRequest::SetConsoleMode { node, .. } => Route::of(node),
+            | RpcRequest::SetConsoleMode { node, .. }
+            | RpcRequest::ChangePorts { node, .. } => Route::of(node),
         }
     }
 }
@@ -232,6 +284,8 @@ pub struct NodeCreate {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RpcReply {
     Node(Box<Node>),
+    Port(Box<Port>),
+    Portgroup(Box<Portgroup>),
     Validation(Vec<InterfaceValidation>),
     /// The conductor took the lock and accepted the work (202 for the API).
     Accepted,
@@ -245,6 +299,26 @@ impl RpcReply {
             RpcReply::Node(node) => Ok(*node),
             other => Err(Error::internal(format!(
                 "expected a node in the answer, got {other:?}"
+            ))),
+        }
+    }
+
+    /// The port a port create or update answered with.
+    pub fn into_port(self) -> Result<Port, Error> {
+        match self {
+            RpcReply::Port(port) => Ok(*port),
+            other => Err(Error::internal(format!(
+                "expected a port in the answer, got {other:?}"
+            ))),
+        }
+    }
+
+    /// The portgroup a portgroup create or update answered with.
+    pub fn into_portgroup(self) -> Result<Portgroup, Error> {
+        match self {
+            RpcReply::Portgroup(portgroup) => Ok(*portgroup),
+            other => Err(Error::internal(format!(
+                "expected a portgroup in the answer, got {other:?}"
             ))),
         }
     }

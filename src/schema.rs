@@ -52,6 +52,7 @@ diesel::table! {
         last_request_id -> Nullable<Text>,
         owner -> Nullable<Text>,
         description -> Nullable<Text>,
+        chassis_uuid -> Nullable<Text>,
     }
 }
 
@@ -65,5 +66,51 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         instance -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    chassis (id) {
+        id -> Integer,
+        uuid -> Text,
+        description -> Nullable<Text>,
+        extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    portgroups (id) {
+        id -> Integer,
+        uuid -> Text,
+        name -> Nullable<Text>,
+        node_uuid -> Text,
+        address -> Nullable<Text>,
+        extra -> Text,
+        internal_info -> Text,
+        standalone_ports_supported -> Bool,
+        mode -> Nullable<Text>,
+        properties -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    ports (id) {
+        id -> Integer,
+        uuid -> Text,
+        address -> Text,
+        node_uuid -> Text,
+        portgroup_uuid -> Nullable<Text>,
+        extra -> Text,
+        internal_info -> Text,
+        local_link_connection -> Text,
+        pxe_enabled -> Bool,
+        physical_network -> Nullable<Text>,
+        is_smartnic -> Bool,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
     }
 }

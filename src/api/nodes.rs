@@ -14,6 +14,7 @@ pub mod provision;
 pub mod show;
 pub mod update;
 pub mod validate;
+pub mod vifs;
 
 use axum::{
     http::{HeaderValue, StatusCode, header},
@@ -78,6 +79,15 @@ fn check_written_field(
         .filter(|f| f.write.as_ref().is_some_and(allowed))
         .ok_or_else(|| Error::InvalidParameterValue(format!("Unexpected arguments: {name}")))?;
     require_version(version, field.since, name)
+}
+
+/// A chassis a node is put in must exist: Ironic's ChassisNotFound, as a 400 for a request on a
+/// node.
+async fn check_chassis(state: &ApiState, chassis: &str) -> Result<()> {
+    match db::chassis::get(&state.db, chassis).await {
+        Err(Error::NotFound(why)) => Err(Error::InvalidParameterValue(why)),
+        other => other.map(|_| ()),
+    }
 }
 
 /// The full node at `version`, with its conductor.

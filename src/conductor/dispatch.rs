@@ -158,6 +158,9 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
                 .await
                 .map(|()| RpcReply::Accepted)
         }
+        RpcRequest::ChangePorts { node, change } => {
+            super::ports::change(&ctx, *node, change, deadline).await
+        }
         RpcRequest::ValidateDriverInterfaces { node } => {
             node_ops::validate(&ctx, &node).map(RpcReply::Validation)
         }

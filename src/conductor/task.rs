@@ -21,9 +21,10 @@ use tracing::{info, warn};
 
 use super::Ctx;
 use crate::{
-    db,
+    db::{self, ports::ChildWrite},
     error::{Error, Result},
     node::{Node, NodeChanges},
+    ports::{Port, Portgroup},
     states::{self, Event, ProvisionState},
 };
 
@@ -80,8 +81,6 @@ pub async fn change_node(
         Some(node) if node.reservation.is_none() => node,
         _ => db::nodes::get_by_uuid(&ctx.db, uuid).await?,
     };
-    let attempts = ctx.config.lock_retry_attempts.max(1);
-    let interval = ctx.config.lock_retry_interval;
     let (mut lock_waits, mut races) = (1, 0);
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
     loop {
@@ -93,15 +92,7 @@ pub async fn change_node(
             return Ok((node, None));
         }
         if let Some(holder) = &node.reservation {
-            let out_of_time = deadline.is_some_and(|d| Instant::now() + interval >= d);
-            if lock_waits >= attempts || out_of_time {
-                return Err(Error::NodeLocked {
-                    node: node.uuid.clone(),
-                    host: holder.clone(),
-                });
-            }
-            lock_waits += 1;
-            tokio::time::sleep(interval).await;
+            wait_for_lock(ctx, &node.uuid, holder, deadline, &mut lock_waits).await?;
             node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
             continue;
         }
@@ -136,6 +127,74 @@ pub async fn change_node(
                 held: true,
             });
             return Ok((node, task));
+        }
+        races += 1;
+        if races > MAX_RACES {
+            return Err(Error::Conflict(format!(
+                "Node {uuid} kept changing while this request was applied; please retry."
+            )));
+        }
+        node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+    }
+}
+
+/// Waits `lock_retry_interval` for the lock `holder` holds on the node `uuid` to go, or, after
+/// `lock_retry_attempts` waits (`lock_waits` counts them) or when the next would pass
+/// `deadline`, gives up with NodeLocked naming the holder.
+async fn wait_for_lock(
+    ctx: &Ctx,
+    uuid: &str,
+    holder: &str,
+    deadline: Option<Instant>,
+    lock_waits: &mut u32,
+) -> Result<()> {
+    let attempts = ctx.config.lock_retry_attempts.max(1);
+    let interval = ctx.config.lock_retry_interval;
+    let out_of_time = deadline.is_some_and(|d| Instant::now() + interval >= d);
+    if *lock_waits >= attempts || out_of_time {
+        return Err(Error::NodeLocked {
+            node: uuid.to_owned(),
+            host: holder.to_owned(),
+        });
+    }
+    *lock_waits += 1;
+    tokio::time::sleep(interval).await;
+    Ok(())
+}
+
+/// Changes the node's ports and portgroups with the exclusion [`change_node`] gives: `decide`
+/// runs on the node as read and its ports and portgroups as they are, inside the transaction
+/// that bumps the node's version conditional on nobody holding its lock and on that read
+/// (`db::ports::change_children`); a locked node is waited for as there. Returns the writes made.
+pub async fn change_children(
+    ctx: &Ctx,
+    uuid: &str,
+    hint: Option<Node>,
+    deadline: Option<Instant>,
+    mut decide: impl FnMut(&Node, &[Port], &[Portgroup]) -> Result<Vec<ChildWrite>> + Send,
+) -> Result<Vec<ChildWrite>> {
+    let mut node = match hint {
+        Some(node) if node.reservation.is_none() => node,
+        _ => db::nodes::get_by_uuid(&ctx.db, uuid).await?,
+    };
+    let (mut lock_waits, mut races) = (1, 0);
+    loop {
+        if let Some(holder) = &node.reservation {
+            wait_for_lock(ctx, &node.uuid, holder, deadline, &mut lock_waits).await?;
+            node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+            continue;
+        }
+        let read = &node;
+        let written = db::ports::change_children(
+            &ctx.db,
+            node.id,
+            &node.uuid,
+            node.version,
+            |ports, portgroups| decide(read, ports, portgroups),
+        )
+        .await?;
+        if let Some(writes) = written {
+            return Ok(writes);
         }
         races += 1;
         if races > MAX_RACES {

@@ -76,6 +76,7 @@ pub struct NodeFilter {
     pub owner: Option<String>,
     /// Nodes whose description contains this text.
     pub description_contains: Option<String>,
+    pub chassis_uuid: Option<String>,
 }
 
 /// The orders a listing can take: by a column, then by id. Nulls sort first, as both
@@ -145,47 +146,15 @@ pub async fn list_filtered(
         Some(m) => Some(get_by_uuid(db, m).await?),
         None => None,
     };
-    // Applies the order and the "after the marker" condition for one sort column.
     macro_rules! ordered {
-        ($q:expr, $col:expr, $marker_value:expr) => {{
-            let q = $q;
-            match (descending, $marker_value) {
-                (false, None) => q.order(($col.asc(), nodes::id.asc())),
-                (true, None) => q.order(($col.desc(), nodes::id.desc())),
-                (false, Some((v, id))) => q
-                    .filter($col.gt(v.clone()).or($col.eq(v).and(nodes::id.gt(id))))
-                    .order(($col.asc(), nodes::id.asc())),
-                (true, Some((v, id))) => q
-                    .filter($col.lt(v.clone()).or($col.eq(v).and(nodes::id.lt(id))))
-                    .order(($col.desc(), nodes::id.desc())),
-            }
-        }};
+        ($q:expr, $col:expr, $marker_value:expr) => {
+            super::order_after!($q, $col, nodes::id, descending, $marker_value)
+        };
     }
-    // The same for a nullable column: nulls come first ascending and last descending.
     macro_rules! ordered_nullable {
-        ($q:expr, $col:expr, $marker_value:expr) => {{
-            let q = $q;
-            match (descending, $marker_value) {
-                (false, None) => q.order(($col.asc(), nodes::id.asc())),
-                (true, None) => q.order(($col.desc(), nodes::id.desc())),
-                (false, Some((None, id))) => q
-                    .filter($col.is_not_null().or($col.is_null().and(nodes::id.gt(id))))
-                    .order(($col.asc(), nodes::id.asc())),
-                (false, Some((Some(v), id))) => q
-                    .filter($col.gt(v.clone()).or($col.eq(v).and(nodes::id.gt(id))))
-                    .order(($col.asc(), nodes::id.asc())),
-                (true, Some((None, id))) => q
-                    .filter($col.is_null().and(nodes::id.lt(id)))
-                    .order(($col.desc(), nodes::id.desc())),
-                (true, Some((Some(v), id))) => q
-                    .filter(
-                        $col.lt(v.clone())
-                            .or($col.eq(v).and(nodes::id.lt(id)))
-                            .or($col.is_null()),
-                    )
-                    .order(($col.desc(), nodes::id.desc())),
-            }
-        }};
+        ($q:expr, $col:expr, $marker_value:expr) => {
+            super::order_after_nullable!($q, $col, nodes::id, descending, $marker_value)
+        };
     }
     Ok(with_conn!(db, |conn| {
         let mut q = nodes::table.select(Node::as_select()).into_boxed();
@@ -215,6 +184,9 @@ pub async fn list_filtered(
         if let Some(v) = &filter.owner {
             q = q.filter(nodes::owner.eq(v));
         }
+        if let Some(v) = &filter.chassis_uuid {
+            q = q.filter(nodes::chassis_uuid.eq(v));
+        }
         if let Some(v) = &filter.description_contains {
             q = q.filter(nodes::description.like(like_containing(v)).escape('\\'));
         }
@@ -223,12 +195,7 @@ pub async fn list_filtered(
         }
         let m = marker.as_ref();
         let q = match sort {
-            SortKey::Id => match (descending, m) {
-                (false, None) => q.order(nodes::id.asc()),
-                (true, None) => q.order(nodes::id.desc()),
-                (false, Some(m)) => q.filter(nodes::id.gt(m.id)).order(nodes::id.asc()),
-                (true, Some(m)) => q.filter(nodes::id.lt(m.id)).order(nodes::id.desc()),
-            },
+            SortKey::Id => super::order_by_id!(q, nodes::id, descending, m.map(|m| m.id)),
             SortKey::Uuid => ordered!(q, nodes::uuid, m.map(|m| (m.uuid.clone(), m.id))),
             SortKey::CreatedAt => ordered!(q, nodes::created_at, m.map(|m| (m.created_at, m.id))),
             SortKey::ProvisionState => ordered!(
@@ -317,9 +284,13 @@ fn write_conflict(e: diesel::result::Error, node_id: i32, changes: &NodeChanges)
     unique_conflict(e, &node_id.to_string(), name)
 }
 
-/// A duplicate UUID, name or instance UUID is the client's conflict (409), not our fault.
+/// A duplicate UUID, name or instance UUID is the client's conflict (409), not our fault; so is
+/// a chassis deleted since the API checked it (400, as Ironic answers a missing chassis).
 fn unique_conflict(e: diesel::result::Error, uuid: &str, name: Option<&str>) -> Error {
     match e {
+        diesel::result::Error::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => {
+            Error::InvalidParameterValue(format!("The chassis of node {uuid} could not be found."))
+        }
         diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
             let what = info.message();
             Error::Conflict(if what.contains("instance_uuid") {

@@ -184,19 +184,20 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "chassis_uuid",
         since: 1,
-        show: |_| Value::Null,
-        // Clients send `"chassis_uuid": null` (Ironic's own test clients always do); a chassis
-        // itself is refused until chassis are served.
+        show: |v| json!(v.item.chassis_uuid),
+        // The API checks that the chassis exists (a 400 otherwise, as in Ironic); the foreign
+        // key keeps it so.
         write: Some(Write {
             create: true,
             patch: true,
             reset: Reset::Null,
-            get: |_, _| Value::Null,
-            set: |f, _, v, _| match opt_string(f, v)? {
-                None => Ok(()),
-                Some(chassis) => Err(Error::InvalidParameterValue(format!(
-                    "Chassis are not supported by Ferrum yet: {f} {chassis} cannot be set."
-                ))),
+            get: |_, n| json!(n.chassis_uuid),
+            set: |f, n, v, c| {
+                let chassis = opt_string(f, v)?
+                    .map(|u| normalize_uuid(f, &u))
+                    .transpose()?;
+                set_if(&mut c.chassis_uuid, chassis, &n.chassis_uuid);
+                Ok(())
             },
         }),
     },

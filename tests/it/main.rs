@@ -22,4 +22,5 @@ mod inprocess;
 mod limits;
 mod locking;
 mod node_features;
+mod ports;
 mod resilience;

@@ -51,6 +51,9 @@ pub async fn create(
         Some(g) => normalize_conductor_group(&text("conductor_group", g)?)?,
         None => String::new(),
     };
+    if let Some(Value::String(chassis)) = body.get("chassis_uuid") {
+        super::check_chassis(&state, &normalize_uuid("chassis_uuid", chassis)?).await?;
+    }
     let initial_state = if version.at_least(11) {
         ProvisionState::Enroll
     } else {

@@ -37,7 +37,7 @@ pub struct ListQuery {
     owner: Option<String>,
     description_contains: Option<String>,
     conductor: Option<String>,
-    chassis_uuid: Option<String>,
+    pub(in crate::api) chassis_uuid: Option<String>,
 }
 
 /// Ironic's `faults.VALID_FAULTS`.
@@ -80,7 +80,7 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
     url
 }
 
-fn encode_query_value(v: &str) -> String {
+pub(in crate::api) fn encode_query_value(v: &str) -> String {
     v.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b',' => {
@@ -173,9 +173,7 @@ async fn list_page(
         filter.associated = Some(parse_bool("associated", a)?);
     }
     if let Some(c) = &q.chassis_uuid {
-        // Ferrum has no chassis yet, so no node is in one.
-        normalize_uuid("chassis_uuid", c)?;
-        return Ok(json!({ "nodes": [] }));
+        filter.chassis_uuid = Some(normalize_uuid("chassis_uuid", c)?);
     }
     if let Some(i) = &q.instance_uuid {
         filter.instance_uuid = Some(normalize_uuid("instance_uuid", i)?);

@@ -1,0 +1,2 @@
+DROP TABLE ports;
+DROP TABLE portgroups;

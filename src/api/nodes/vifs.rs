@@ -1,0 +1,73 @@
+//! /v1/nodes/{id}/vifs (1.28): list (from the database), attach and detach (through the node's
+//! conductor, which picks the port or portgroup: `ports/vif.rs`).
+
+use axum::{Json, extract::State, http::StatusCode};
+use serde_json::{Value, json};
+
+use super::{find, require_version};
+use crate::{
+    api::{
+        ApiState,
+        extract::{ApiJson, ApiPath, ApiVersion, RequestId},
+        ports::ports_call,
+    },
+    db,
+    error::{Error, Result},
+    node::JsonObject,
+    ports::vif,
+    rpc::PortsChange,
+};
+
+pub async fn list(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<Json<Value>> {
+    require_version(version, 28, "VIFs")?;
+    let node = find(&state, &ident, version).await?;
+    let (ports, portgroups) = db::ports::children(&state.db, &node.uuid).await?;
+    let vifs: Vec<Value> = vif::list(&ports, &portgroups)
+        .into_iter()
+        .map(|id| json!({ "id": id }))
+        .collect();
+    Ok(Json(json!({ "vifs": vifs })))
+}
+
+pub async fn attach(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath(ident): ApiPath<String>,
+    ApiJson(vif_info): ApiJson<JsonObject>,
+) -> Result<StatusCode> {
+    require_version(version, 28, "VIFs")?;
+    if vif_info.contains_key("port_uuid") || vif_info.contains_key("portgroup_uuid") {
+        require_version(version, 67, "port_uuid and portgroup_uuid in vif_info")?;
+        if vif_info.contains_key("port_uuid") && vif_info.contains_key("portgroup_uuid") {
+            return Err(Error::InvalidParameterValue(
+                "Cannot specify both port_uuid and portgroup_uuid.".to_owned(),
+            ));
+        }
+    }
+    let node = find(&state, &ident, version).await?;
+    ports_call(
+        &state,
+        &request_id,
+        node,
+        PortsChange::AttachVif { vif_info },
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn detach(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath((ident, vif_id)): ApiPath<(String, String)>,
+) -> Result<StatusCode> {
+    require_version(version, 28, "VIFs")?;
+    let node = find(&state, &ident, version).await?;
+    ports_call(&state, &request_id, node, PortsChange::DetachVif { vif_id }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

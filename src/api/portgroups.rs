@@ -1,0 +1,210 @@
+//! /v1/portgroups (1.23) and /v1/nodes/{id}/portgroups (1.24): listings are read from the
+//! database; a change goes to the conductor of the portgroup's node (`conductor/ports.rs`).
+
+use axum::{Json, extract::State, http::StatusCode, response::Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    ApiState, BaseUrl,
+    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
+    listing::{self, Paging, ShowQuery},
+    nodes::{find, require_version},
+    ports::{parent_node, ports_call},
+};
+use crate::{
+    db,
+    error::Result,
+    node::JsonObject,
+    patch::PatchOp,
+    ports::{self, Portgroup},
+    rpc::PortsChange,
+};
+
+/// Portgroups are of API 1.23; below it, Ironic's answer is a 404 as for an unknown URL.
+fn require_portgroups(version: ApiVersion) -> Result<()> {
+    if version.at_least(23) {
+        Ok(())
+    } else {
+        Err(crate::error::Error::NotFound(
+            "Portgroups are available from API version 1.23.".to_owned(),
+        ))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    #[serde(flatten)]
+    paging: Paging,
+    node: Option<String>,
+    address: Option<String>,
+}
+
+async fn list_page(
+    state: &ApiState,
+    q: &ListQuery,
+    version: ApiVersion,
+    base: &str,
+    parent: Option<&str>,
+    detail_path: bool,
+) -> Result<Value> {
+    require_portgroups(version)?;
+    let shape = q.paging.shape::<Portgroup>(version, detail_path)?;
+    let sort = q.paging.sort(
+        db::ports::SortKey::parse,
+        db::ports::SortKey::NAMES,
+        db::ports::SortKey::Id,
+    )?;
+    let node = match parent.or(q.node.as_deref()) {
+        Some(n) => Some(find(state, n, version).await?.uuid),
+        None => None,
+    };
+    let address = q.address.as_deref().map(ports::normalize_mac).transpose()?;
+    let items = db::ports::list_portgroups(
+        &state.db,
+        node.as_deref(),
+        address.as_deref(),
+        sort,
+        q.paging.descending()?,
+        q.paging.limit()?,
+        q.paging.marker.as_deref(),
+    )
+    .await?;
+    let suffix = if detail_path { "/detail" } else { "" };
+    let (path, carried) = match (parent, &node) {
+        (Some(p), _) => (format!("nodes/{p}/portgroups{suffix}"), String::new()),
+        (None, Some(n)) => (format!("portgroups{suffix}"), format!("node={n}&")),
+        (None, None) => (format!("portgroups{suffix}"), String::new()),
+    };
+    listing::page(
+        &items,
+        &q.paging,
+        &shape,
+        ports::PORTGROUP_SUMMARY,
+        version,
+        base,
+        &path,
+        &carried,
+    )
+}
+
+pub async fn list(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &q, version, &base, None, false)
+        .await
+        .map(Json)
+}
+
+pub async fn list_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &q, version, &base, None, true)
+        .await
+        .map(Json)
+}
+
+pub async fn of_node(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(node): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    require_version(version, 24, "Listing a node's portgroups")?;
+    list_page(&state, &q, version, &base, Some(&node), false)
+        .await
+        .map(Json)
+}
+
+pub async fn of_node_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(node): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    require_version(version, 24, "Listing a node's portgroups")?;
+    list_page(&state, &q, version, &base, Some(&node), true)
+        .await
+        .map(Json)
+}
+
+pub async fn show(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(ident): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ShowQuery>,
+) -> Result<Json<Value>> {
+    require_portgroups(version)?;
+    let pg = db::ports::get_portgroup(&state.db, &ident).await?;
+    listing::show_one(&pg, q.fields.as_deref(), version, &base).map(Json)
+}
+
+pub async fn create(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiJson(body): ApiJson<JsonObject>,
+) -> Result<Response> {
+    require_portgroups(version)?;
+    for name in body.keys() {
+        listing::check_written_field::<Portgroup>(version, name, |w| w.create)?;
+    }
+    let node = parent_node(&state, &body).await?;
+    let change = PortsChange::CreatePortgroup { fields: body };
+    let pg = ports_call(&state, &request_id, node, change)
+        .await?
+        .into_portgroup()?;
+    Ok(listing::created(&pg, version, &base))
+}
+
+pub async fn update(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiPath(ident): ApiPath<String>,
+    ApiJson(ops): ApiJson<Vec<PatchOp>>,
+) -> Result<Json<Value>> {
+    require_portgroups(version)?;
+    listing::check_patch::<Portgroup>(version, &ops)?;
+    let pg = db::ports::get_portgroup(&state.db, &ident).await?;
+    let node = db::nodes::get_by_uuid(&state.db, &pg.node_uuid).await?;
+    let change = PortsChange::UpdatePortgroup {
+        uuid: pg.uuid,
+        patch: ops,
+    };
+    let pg = ports_call(&state, &request_id, node, change)
+        .await?
+        .into_portgroup()?;
+    Ok(Json(listing::render_item(
+        &pg,
+        &listing::Shape::Detail,
+        &[],
+        version,
+        &base,
+    )))
+}
+
+pub async fn delete(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<StatusCode> {
+    require_portgroups(version)?;
+    let pg = db::ports::get_portgroup(&state.db, &ident).await?;
+    let node = db::nodes::get_by_uuid(&state.db, &pg.node_uuid).await?;
+    let change = PortsChange::DestroyPortgroup { uuid: pg.uuid };
+    ports_call(&state, &request_id, node, change).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,316 @@
+//! /v1/ports, /v1/nodes/{id}/ports and /v1/portgroups/{id}/ports: listings are read from the
+//! database; a change goes to the conductor of the port's node (`conductor/ports.rs`).
+
+use axum::{Json, extract::State, http::StatusCode, response::Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    ApiState, BaseUrl,
+    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
+    listing::{self, Paging, ShowQuery},
+    nodes::{call, find, require_version},
+};
+use crate::{
+    db::{self, nodes::NodeIdent, ports::PortFilter},
+    error::{Error, Result},
+    node::{JsonObject, Node, normalize_uuid},
+    patch::PatchOp,
+    ports::{self, Port},
+    rpc::{PortsChange, RpcRequest},
+};
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    #[serde(flatten)]
+    paging: Paging,
+    node: Option<String>,
+    node_uuid: Option<String>,
+    address: Option<String>,
+    portgroup: Option<String>,
+}
+
+/// Whose ports a listing shows: all, a node's (`/v1/nodes/{id}/ports`) or a portgroup's.
+enum Parent<'a> {
+    None,
+    Node(&'a str),
+    Portgroup(&'a str),
+}
+
+async fn list_page(
+    state: &ApiState,
+    q: &ListQuery,
+    version: ApiVersion,
+    base: &str,
+    parent: Parent<'_>,
+    detail_path: bool,
+) -> Result<Value> {
+    let shape = q.paging.shape::<Port>(version, detail_path)?;
+    let sort = q.paging.sort(
+        db::ports::SortKey::parse,
+        db::ports::SortKey::NAMES,
+        db::ports::SortKey::Id,
+    )?;
+    let mut filter = PortFilter::default();
+    let mut carried = String::new();
+    let node = match parent {
+        Parent::Node(n) => Some(n.to_owned()),
+        _ => q.node.clone().or_else(|| q.node_uuid.clone()),
+    };
+    let portgroup = match parent {
+        Parent::Portgroup(pg) => Some(pg.to_owned()),
+        _ => q.portgroup.clone(),
+    };
+    if node.is_some() && portgroup.is_some() {
+        return Err(Error::InvalidParameterValue(
+            "Ports can be listed by node or by portgroup, not both.".to_owned(),
+        ));
+    }
+    if let Some(node) = &node {
+        let found = find(state, node, version).await?;
+        carried.push_str(&format!("node={}&", found.uuid));
+        filter.node_uuid = Some(found.uuid);
+    }
+    if let Some(pg) = &portgroup {
+        require_version(version, 24, "The portgroup filter")?;
+        let found = db::ports::get_portgroup(&state.db, pg).await?;
+        carried.push_str(&format!("portgroup={}&", found.uuid));
+        filter.portgroup_uuid = Some(found.uuid);
+    }
+    if let Some(address) = &q.address {
+        filter.address = Some(ports::normalize_mac(address)?);
+    }
+    let items = db::ports::list_ports(
+        &state.db,
+        &filter,
+        sort,
+        q.paging.descending()?,
+        q.paging.limit()?,
+        q.paging.marker.as_deref(),
+    )
+    .await?;
+    let path = match (&parent, detail_path) {
+        (Parent::None, false) => "ports".to_owned(),
+        (Parent::None, true) => "ports/detail".to_owned(),
+        (Parent::Node(n), d) => format!("nodes/{n}/ports{}", if d { "/detail" } else { "" }),
+        (Parent::Portgroup(pg), d) => {
+            format!("portgroups/{pg}/ports{}", if d { "/detail" } else { "" })
+        }
+    };
+    let carried = if matches!(parent, Parent::None) {
+        carried
+    } else {
+        String::new()
+    };
+    listing::page(
+        &items,
+        &q.paging,
+        &shape,
+        ports::PORT_SUMMARY,
+        version,
+        base,
+        &path,
+        &carried,
+    )
+}
+
+pub async fn list(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &q, version, &base, Parent::None, false)
+        .await
+        .map(Json)
+}
+
+pub async fn list_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &q, version, &base, Parent::None, true)
+        .await
+        .map(Json)
+}
+
+pub async fn of_node(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(node): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &q, version, &base, Parent::Node(&node), false)
+        .await
+        .map(Json)
+}
+
+pub async fn of_node_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(node): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    list_page(&state, &q, version, &base, Parent::Node(&node), true)
+        .await
+        .map(Json)
+}
+
+pub async fn of_portgroup(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(pg): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    require_version(version, 24, "Listing a portgroup's ports")?;
+    list_page(&state, &q, version, &base, Parent::Portgroup(&pg), false)
+        .await
+        .map(Json)
+}
+
+pub async fn of_portgroup_detail(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(pg): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    require_version(version, 24, "Listing a portgroup's ports")?;
+    list_page(&state, &q, version, &base, Parent::Portgroup(&pg), true)
+        .await
+        .map(Json)
+}
+
+pub async fn show(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(uuid): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ShowQuery>,
+) -> Result<Json<Value>> {
+    let port = db::ports::get_port(&state.db, &normalize_uuid("port", &uuid)?).await?;
+    listing::show_one(&port, q.fields.as_deref(), version, &base).map(Json)
+}
+
+/// The node a request names for a port or portgroup: 400 (not 404) when it does not exist, as
+/// Ironic answers a create naming a missing node.
+pub(super) async fn parent_node(state: &ApiState, body: &JsonObject) -> Result<Node> {
+    let ident = match body.get("node_uuid") {
+        Some(Value::String(n)) => normalize_uuid("node_uuid", n)?,
+        Some(other) => return Err(crate::resource::wrong("node_uuid", "a string", other)),
+        None => {
+            return Err(Error::MissingParameterValue(
+                "Missing mandatory parameter: node_uuid".to_owned(),
+            ));
+        }
+    };
+    match db::nodes::get(&state.db, NodeIdent::Uuid(&ident)).await {
+        Err(Error::NodeNotFound { node }) => Err(Error::InvalidParameterValue(format!(
+            "Node {node} could not be found."
+        ))),
+        other => other,
+    }
+}
+
+/// `local_link_connection/network_type` is of API 1.64.
+fn check_local_link_version(version: ApiVersion, link: Option<&Value>) -> Result<()> {
+    if link.and_then(|l| l.get("network_type")).is_some() {
+        require_version(version, 64, "local_link_connection/network_type")?;
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiJson(body): ApiJson<JsonObject>,
+) -> Result<Response> {
+    for name in body.keys() {
+        listing::check_written_field::<Port>(version, name, |w| w.create)?;
+    }
+    if !body.contains_key("address") {
+        return Err(Error::MissingParameterValue(
+            "Missing mandatory parameter: address".to_owned(),
+        ));
+    }
+    check_local_link_version(version, body.get("local_link_connection"))?;
+    let node = parent_node(&state, &body).await?;
+    let change = PortsChange::CreatePort { fields: body };
+    let port = ports_call(&state, &request_id, node, change)
+        .await?
+        .into_port()?;
+    Ok(listing::created(&port, version, &base))
+}
+
+pub async fn update(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiPath(uuid): ApiPath<String>,
+    ApiJson(ops): ApiJson<Vec<PatchOp>>,
+) -> Result<Json<Value>> {
+    listing::check_patch::<Port>(version, &ops)?;
+    for op in &ops {
+        if op.path.starts_with("/local_link_connection") {
+            let value = op.value.as_ref();
+            if op.path.ends_with("/network_type") && value.is_some() {
+                require_version(version, 64, "local_link_connection/network_type")?;
+            }
+            check_local_link_version(version, value)?;
+        }
+    }
+    let port = db::ports::get_port(&state.db, &normalize_uuid("port", &uuid)?).await?;
+    let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
+    let change = PortsChange::UpdatePort {
+        uuid: port.uuid,
+        patch: ops,
+    };
+    let port = ports_call(&state, &request_id, node, change)
+        .await?
+        .into_port()?;
+    Ok(Json(listing::render_item(
+        &port,
+        &listing::Shape::Detail,
+        &[],
+        version,
+        &base,
+    )))
+}
+
+pub async fn delete(
+    State(state): State<ApiState>,
+    request_id: RequestId,
+    ApiPath(uuid): ApiPath<String>,
+) -> Result<StatusCode> {
+    let port = db::ports::get_port(&state.db, &normalize_uuid("port", &uuid)?).await?;
+    let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
+    let change = PortsChange::DestroyPort { uuid: port.uuid };
+    ports_call(&state, &request_id, node, change).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Sends a change of `node`'s ports, portgroups or VIFs to its conductor.
+pub(super) async fn ports_call(
+    state: &ApiState,
+    request_id: &RequestId,
+    node: Node,
+    change: PortsChange,
+) -> Result<crate::rpc::RpcReply> {
+    call(
+        state,
+        request_id,
+        RpcRequest::ChangePorts {
+            node: Box::new(node),
+            change,
+        },
+    )
+    .await
+}
