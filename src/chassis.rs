@@ -2,15 +2,12 @@
 //! chassis itself, as Ironic's does: no driver and no node lock is involved. A node names its
 //! chassis by UUID; the database refuses deleting a chassis that still has nodes.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{
     error::{Error, Result},
-    node::{Json, JsonObject, normalize_uuid, validate_length},
-    resource::{
-        self, Field, Reset, Resource, Write, links, object_or_null, opt_string, opt_timestamp,
-        set_if, string, sub_links, timestamp,
-    },
+    node::{Json, JsonObject, validate_length},
+    resource::{self, Field, Reset, Resource, Write, opt_string, set_if, sub_links},
 };
 
 resource::record_type! {
@@ -45,25 +42,7 @@ pub fn not_found(ident: &str) -> Error {
 }
 
 static FIELDS: &[Field<Chassis>] = &[
-    Field {
-        name: "uuid",
-        since: 1,
-        show: |v| json!(v.item.uuid),
-        write: Some(Write {
-            create: true,
-            patch: false,
-            reset: Reset::Mandatory,
-            get: |_, c| json!(c.uuid),
-            set: |f, c, v, changes| {
-                set_if(
-                    &mut changes.uuid,
-                    normalize_uuid(f, &string(f, v)?)?,
-                    &c.uuid,
-                );
-                Ok(())
-            },
-        }),
-    },
+    resource::uuid_field!(1),
     Field {
         name: "description",
         since: 1,
@@ -83,39 +62,10 @@ static FIELDS: &[Field<Chassis>] = &[
             },
         }),
     },
-    Field {
-        name: "extra",
-        since: 1,
-        show: |v| Value::Object(v.item.extra.0.clone()),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::EmptyObject,
-            get: |_, c| Value::Object(c.extra.0.clone()),
-            set: |f, c, v, changes| {
-                set_if(&mut changes.extra, Json(object_or_null(f, v)?), &c.extra);
-                Ok(())
-            },
-        }),
-    },
-    Field {
-        name: "created_at",
-        since: 1,
-        show: |v| json!(timestamp(&v.item.created_at)),
-        write: None,
-    },
-    Field {
-        name: "updated_at",
-        since: 1,
-        show: |v| opt_timestamp(&v.item.updated_at),
-        write: None,
-    },
-    Field {
-        name: "links",
-        since: 1,
-        show: |v| links(v.base, "chassis", &v.item.uuid),
-        write: None,
-    },
+    resource::document_field!("extra", extra, 1),
+    resource::created_at_field!(1),
+    resource::updated_at_field!(1),
+    resource::links_field!("chassis", 1),
     Field {
         name: "nodes",
         since: 1,

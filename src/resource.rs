@@ -331,3 +331,89 @@ macro_rules! record_type {
     };
 }
 pub(crate) use record_type;
+
+/// Field-table rows that every resource but the node has in the same shape: a `uuid` a create
+/// may give, `extra`-like JSON documents (null reads as empty), timestamps and `links`.
+macro_rules! uuid_field {
+    ($since:expr) => {
+        $crate::resource::Field {
+            name: "uuid",
+            since: $since,
+            show: |v| serde_json::json!(v.item.uuid),
+            write: Some($crate::resource::Write {
+                create: true,
+                patch: false,
+                reset: $crate::resource::Reset::Mandatory,
+                get: |_, r| serde_json::json!(r.uuid),
+                set: |f, r, v, c| {
+                    let uuid = $crate::node::normalize_uuid(f, &$crate::resource::string(f, v)?)?;
+                    $crate::resource::set_if(&mut c.uuid, uuid, &r.uuid);
+                    Ok(())
+                },
+            }),
+        }
+    };
+}
+pub(crate) use uuid_field;
+
+/// A writable JSON-object field `$field` (null reads as `{}`), from 1.`$since`.
+macro_rules! document_field {
+    ($name:literal, $field:ident, $since:expr) => {
+        $crate::resource::Field {
+            name: $name,
+            since: $since,
+            show: |v| serde_json::Value::Object(v.item.$field.0.clone()),
+            write: Some($crate::resource::Write {
+                create: true,
+                patch: true,
+                reset: $crate::resource::Reset::EmptyObject,
+                get: |_, r| serde_json::Value::Object(r.$field.0.clone()),
+                set: |f, r, v, c| {
+                    let doc = $crate::resource::object_or_null(f, v)?;
+                    $crate::resource::set_if(&mut c.$field, $crate::node::Json(doc), &r.$field);
+                    Ok(())
+                },
+            }),
+        }
+    };
+}
+pub(crate) use document_field;
+
+/// `created_at`, from 1.`$since`.
+macro_rules! created_at_field {
+    ($since:expr) => {
+        $crate::resource::Field {
+            name: "created_at",
+            since: $since,
+            show: |v| serde_json::json!($crate::resource::timestamp(&v.item.created_at)),
+            write: None,
+        }
+    };
+}
+pub(crate) use created_at_field;
+
+/// `updated_at`, from 1.`$since`.
+macro_rules! updated_at_field {
+    ($since:expr) => {
+        $crate::resource::Field {
+            name: "updated_at",
+            since: $since,
+            show: |v| $crate::resource::opt_timestamp(&v.item.updated_at),
+            write: None,
+        }
+    };
+}
+pub(crate) use updated_at_field;
+
+/// `links` of a resource of `$collection`, from 1.`$since`.
+macro_rules! links_field {
+    ($collection:literal, $since:expr) => {
+        $crate::resource::Field {
+            name: "links",
+            since: $since,
+            show: |v| $crate::resource::links(v.base, $collection, &v.item.uuid),
+            write: None,
+        }
+    };
+}
+pub(crate) use links_field;

@@ -7,8 +7,7 @@ use super::{normalize_local_link, normalize_mac};
 use crate::{
     node::{Json, JsonObject, normalize_uuid, validate_length},
     resource::{
-        self, Field, Reset, Resource, Write, boolean, links, object_or_null, opt_string,
-        opt_timestamp, set_if, string, timestamp,
+        self, Field, Reset, Resource, Write, boolean, object_or_null, opt_string, set_if, string,
     },
 };
 
@@ -76,21 +75,7 @@ impl Port {
 pub const SUMMARY: &[&str] = &["uuid", "address", "links"];
 
 static FIELDS: &[Field<Port>] = &[
-    Field {
-        name: "uuid",
-        since: 1,
-        show: |v| json!(v.item.uuid),
-        write: Some(Write {
-            create: true,
-            patch: false,
-            reset: Reset::Mandatory,
-            get: |_, p| json!(p.uuid),
-            set: |f, p, v, c| {
-                set_if(&mut c.uuid, normalize_uuid(f, &string(f, v)?)?, &p.uuid);
-                Ok(())
-            },
-        }),
-    },
+    resource::uuid_field!(1),
     Field {
         name: "address",
         since: 1,
@@ -125,39 +110,10 @@ static FIELDS: &[Field<Port>] = &[
             },
         }),
     },
-    Field {
-        name: "extra",
-        since: 1,
-        show: |v| Value::Object(v.item.extra.0.clone()),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::EmptyObject,
-            get: |_, p| Value::Object(p.extra.0.clone()),
-            set: |f, p, v, c| {
-                set_if(&mut c.extra, Json(object_or_null(f, v)?), &p.extra);
-                Ok(())
-            },
-        }),
-    },
-    Field {
-        name: "created_at",
-        since: 1,
-        show: |v| json!(timestamp(&v.item.created_at)),
-        write: None,
-    },
-    Field {
-        name: "updated_at",
-        since: 1,
-        show: |v| opt_timestamp(&v.item.updated_at),
-        write: None,
-    },
-    Field {
-        name: "links",
-        since: 1,
-        show: |v| links(v.base, "ports", &v.item.uuid),
-        write: None,
-    },
+    resource::document_field!("extra", extra, 1),
+    resource::created_at_field!(1),
+    resource::updated_at_field!(1),
+    resource::links_field!("ports", 1),
     Field {
         name: "internal_info",
         since: 18,

@@ -6,8 +6,7 @@ use super::normalize_mac;
 use crate::{
     node::{Json, JsonObject, normalize_uuid, validate_name},
     resource::{
-        self, Field, Reset, Resource, Write, boolean, links, object_or_null, opt_string,
-        opt_timestamp, set_if, string, sub_links, timestamp,
+        self, Field, Reset, Resource, Write, boolean, opt_string, set_if, string, sub_links,
     },
 };
 
@@ -62,21 +61,7 @@ impl Portgroup {
 pub const SUMMARY: &[&str] = &["uuid", "address", "name", "links"];
 
 static FIELDS: &[Field<Portgroup>] = &[
-    Field {
-        name: "uuid",
-        since: 23,
-        show: |v| json!(v.item.uuid),
-        write: Some(Write {
-            create: true,
-            patch: false,
-            reset: Reset::Mandatory,
-            get: |_, p| json!(p.uuid),
-            set: |f, p, v, c| {
-                set_if(&mut c.uuid, normalize_uuid(f, &string(f, v)?)?, &p.uuid);
-                Ok(())
-            },
-        }),
-    },
+    resource::uuid_field!(23),
     Field {
         name: "name",
         since: 23,
@@ -151,45 +136,16 @@ static FIELDS: &[Field<Portgroup>] = &[
             },
         }),
     },
-    Field {
-        name: "extra",
-        since: 23,
-        show: |v| Value::Object(v.item.extra.0.clone()),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::EmptyObject,
-            get: |_, p| Value::Object(p.extra.0.clone()),
-            set: |f, p, v, c| {
-                set_if(&mut c.extra, Json(object_or_null(f, v)?), &p.extra);
-                Ok(())
-            },
-        }),
-    },
+    resource::document_field!("extra", extra, 23),
     Field {
         name: "internal_info",
         since: 23,
         show: |v| Value::Object(v.item.internal_info.0.clone()),
         write: None,
     },
-    Field {
-        name: "created_at",
-        since: 23,
-        show: |v| json!(timestamp(&v.item.created_at)),
-        write: None,
-    },
-    Field {
-        name: "updated_at",
-        since: 23,
-        show: |v| opt_timestamp(&v.item.updated_at),
-        write: None,
-    },
-    Field {
-        name: "links",
-        since: 23,
-        show: |v| links(v.base, "portgroups", &v.item.uuid),
-        write: None,
-    },
+    resource::created_at_field!(23),
+    resource::updated_at_field!(23),
+    resource::links_field!("portgroups", 23),
     Field {
         name: "ports",
         since: 23,
@@ -211,23 +167,5 @@ static FIELDS: &[Field<Portgroup>] = &[
             },
         }),
     },
-    Field {
-        name: "properties",
-        since: 26,
-        show: |v| Value::Object(v.item.properties.0.clone()),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::EmptyObject,
-            get: |_, p| Value::Object(p.properties.0.clone()),
-            set: |f, p, v, c| {
-                set_if(
-                    &mut c.properties,
-                    Json(object_or_null(f, v)?),
-                    &p.properties,
-                );
-                Ok(())
-            },
-        }),
-    },
+    resource::document_field!("properties", properties, 26),
 ];

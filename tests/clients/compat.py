@@ -230,6 +230,55 @@ def failure_suite():
     cli("node", "delete", "bad-1")
 
 
+def network_suite():
+    """Chassis, ports, portgroups and VIFs through the CLI, as Bifrost and Nova use them."""
+    ch = cli("chassis", "create", "--description", "rack 7", "-f", "json")
+    cli("node", "create", "--driver", "fake-hardware", "--name", "net-1",
+        "--chassis-uuid", ch["uuid"])
+    node = show("net-1")
+    expect(node["chassis_uuid"], ch["uuid"], "node in chassis")
+    listed = cli("node", "list", "--chassis", ch["uuid"], "--fields", "name", "-f", "json")
+    expect(listed, [{"name": "net-1"}], "node list --chassis")
+    cli("chassis", "set", ch["uuid"], "--description", "rack 8")
+    expect(cli("chassis", "show", ch["uuid"], "-f", "json")["description"], "rack 8", "chassis set")
+
+    # As in Ironic, a port or portgroup names its node by UUID.
+    pg = cli("port", "group", "create", "--node", node["uuid"], "--name", "bond0",
+             "--address", "52:54:00:12:34:10", "-f", "json")
+    expect(pg["mode"], "active-backup", "portgroup default mode")
+    p = cli("port", "create", "52:54:00:12:34:56", "--node", node["uuid"],
+            "--local-link-connection", "switch_id=aa:bb:cc:dd:ee:ff",
+            "--local-link-connection", "port_id=Eth1/7", "--physical-network", "physnet1",
+            "-f", "json")
+    expect(p["address"], "52:54:00:12:34:56", "port create")
+    cli("port", "create", "52:54:00:12:34:57", "--node", node["uuid"], "--port-group", pg["uuid"])
+    listed = cli("port", "list", "--address", "52:54:00:12:34:56", "--fields", "uuid", "-f", "json")
+    expect(listed, [{"uuid": p["uuid"]}], "port list --address")
+    listed = cli("port", "list", "--node", "net-1", "-f", "json")
+    expect(len(listed), 2, "port list --node")
+    listed = cli("port", "list", "--port-group", "bond0", "--fields", "address", "-f", "json")
+    expect(listed, [{"address": "52:54:00:12:34:57"}], "port list --port-group")
+    cli("port", "set", p["uuid"], "--extra", "nic=eth0", "--pxe-disabled")
+    shown = cli("port", "show", p["uuid"], "-f", "json")
+    expect((shown["extra"], shown["pxe_enabled"]), ({"nic": "eth0"}, False), "port set")
+    err = cli("port", "create", "52:54:00:12:34:56", "--node", node["uuid"], ok=False)
+    expect("already exists" in err, True, f"duplicate MAC refused: {err}")
+
+    cli("node", "vif", "attach", "net-1", "vif-a")
+    cli("node", "vif", "attach", "net-1", "vif-b")
+    vifs = sorted(next(iter(v.values())) for v in cli("node", "vif", "list", "net-1", "-f", "json"))
+    expect(vifs, ["vif-a", "vif-b"], "vif list")
+    cli("node", "vif", "detach", "net-1", "vif-a")
+    cli("node", "vif", "detach", "net-1", "vif-b")
+    expect(cli("node", "vif", "list", "net-1", "-f", "json"), [], "vifs detached")
+
+    cli("port", "delete", p["uuid"])
+    cli("node", "delete", "net-1")
+    expect(cli("port", "list", "-f", "json"), [], "ports go with their node")
+    expect(cli("port", "group", "list", "-f", "json"), [], "portgroups go with their node")
+    cli("chassis", "delete", ch["uuid"])
+
+
 def sdk_suite():
     import openstack
 
@@ -271,6 +320,13 @@ def sdk_suite():
     expect(sorted(bm.get_node("sdk-1").traits), ["CUSTOM_A", "CUSTOM_B"], "sdk traits")
     bm.remove_node_trait(n, "CUSTOM_A")
     expect(bm.get_node("sdk-1").traits, ["CUSTOM_B"], "sdk trait removed")
+    port = bm.create_port(node_uuid=n.id, address="52:54:00:00:5d:01", pxe_enabled=True)
+    expect([x.id for x in bm.ports(address="52:54:00:00:5d:01")], [port.id], "sdk port by address")
+    expect([x.id for x in bm.ports(node="sdk-1")], [port.id], "sdk ports of node")
+    bm.attach_vif_to_node(n, "sdk-vif")
+    expect(bm.list_node_vifs(n), ["sdk-vif"], "sdk vif attached")
+    bm.detach_vif_from_node(n, "sdk-vif")
+    bm.delete_port(port)
     bm.delete_node(n)
     print("ok: openstacksdk baremetal proxy", flush=True)
 
@@ -278,5 +334,6 @@ def sdk_suite():
 if __name__ == "__main__":
     cli_suite()
     failure_suite()
+    network_suite()
     sdk_suite()
     print("clients: all steps passed")
