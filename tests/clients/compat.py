@@ -124,6 +124,23 @@ def cli_suite():
     d = cli("driver", "show", "fake-hardware", "-f", "json")
     expect(d["name"], "fake-hardware", "driver show")
     expect(len(d["hosts"]) >= 1, True, "driver has hosts")
+    # The CLI shows a list as its items joined by ", ".
+    expect((d["default_deploy_interface"], d["enabled_deploy_interfaces"]),
+           ("fake", "fake, direct"), "driver show: deploy interfaces")
+    expect((d["default_raid_interface"], d["default_bios_interface"]), ("no-raid", "no-bios"),
+           "driver show: raid and bios interfaces")
+    drivers = cli("driver", "list", "--long", "-f", "json")
+    expect([(x["name"], x["type"], x["default_inspect_interface"]) for x in drivers],
+           [("fake-hardware", "dynamic", "no-inspect")], "driver list --long")
+    expect(drivers[0]["enabled_rescue_interfaces"], "no-rescue, fake",
+           "driver list --long: rescue interfaces")
+    props = cli("driver", "property", "list", "fake-hardware", "-f", "json")
+    expect([p["property"] for p in props], ["fake_deploy_delay", "fake_deploy_panic"],
+           "driver property list")
+    props = {p["property"]: p["description"]
+             for p in cli("driver", "raid", "property", "list", "fake-hardware", "-f", "json")}
+    expect(("raid_level" in props, "size_gb" in props, len(props)), (True, True, 10),
+           "driver raid property list")
 
     conductors = cli("conductor", "list", "-f", "json")
     expect(len(conductors), 1, "conductor list")
