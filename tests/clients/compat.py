@@ -191,6 +191,9 @@ def cli_suite():
 
     cli("node", "manage", "cli-1", "--wait", "30")
     wait_for("cli-1", "manageable")
+    err = cli("node", "inspect", "cli-1", ok=False)
+    expect("does not support inspect" in err, True, f"no-inspect refuses: {err}")
+    cli("node", "set", "cli-1", "--inspect-interface", "fake")
     cli("node", "inspect", "cli-1", "--wait", "30")
     wait_for("cli-1", "manageable")
     cli("node", "clean", "cli-1", "--wait", "30", "--clean-steps",
