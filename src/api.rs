@@ -81,7 +81,11 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::put(traits::add).delete(traits::remove),
         )
         .route("/{ident}/bios", get(bios::list))
-        .route("/{ident}/bios/{name}", get(bios::show));
+        .route("/{ident}/bios/{name}", get(bios::show))
+        .route(
+            "/{ident}/states/raid",
+            axum::routing::put(nodes::raid::set_target_raid_config),
+        );
     let routes = Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))

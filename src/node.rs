@@ -136,6 +136,11 @@ node_type! {
     owner: Option<String>,
     #[serde(default)]
     description: Option<String>,
+    /// The RAID configuration the hardware has, and the one asked for (API 1.12).
+    #[serde(default)]
+    raid_config: Json<JsonObject>,
+    #[serde(default)]
+    target_raid_config: Json<JsonObject>,
 }
 
 impl NodeChanges {

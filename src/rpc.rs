@@ -114,6 +114,11 @@ pub enum RpcRequest {
         node: Box<Node>,
         enabled: bool,
     },
+    /// PUT /v1/nodes/{id}/states/raid: the target RAID configuration (`{}` clears it).
+    SetTargetRaidConfig {
+        node: Box<Node>,
+        target_raid_config: JsonObject,
+    },
 }
 
 impl RpcRequest {
@@ -134,6 +139,7 @@ impl RpcRequest {
             RpcRequest::SetMaintenance { .. } => "set_maintenance",
             RpcRequest::ValidateDriverInterfaces { .. } => "validate_driver_interfaces",
             RpcRequest::SetConsoleMode { .. } => "set_console_mode",
+            RpcRequest::SetTargetRaidConfig { .. } => "set_target_raid_config",
         }
     }
 
@@ -184,7 +190,8 @@ impl RpcRequest {
             | RpcRequest::ChangeNodePowerState { node, .. }
             | RpcRequest::SetMaintenance { node, .. }
             | RpcRequest::ValidateDriverInterfaces { node }
-            | RpcRequest::SetConsoleMode { node, .. } => Route::of(node),
+            | RpcRequest::SetConsoleMode { node, .. }
+            | RpcRequest::SetTargetRaidConfig { node, .. } => Route::of(node),
         }
     }
 }

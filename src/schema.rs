@@ -52,6 +52,8 @@ diesel::table! {
         last_request_id -> Nullable<Text>,
         owner -> Nullable<Text>,
         description -> Nullable<Text>,
+        raid_config -> Text,
+        target_raid_config -> Text,
     }
 }
 

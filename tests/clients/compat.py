@@ -78,6 +78,18 @@ def cli_suite():
     expect(n["properties"], {"cpus": 8}, "properties unset")
     expect(n["extra"], {}, "extra unset")
 
+    raid = {"logical_disks": [{"size_gb": 100, "raid_level": "1", "is_root_volume": True}]}
+    err = cli("node", "set", "cli-1", "--target-raid-config", json.dumps(raid), ok=False)
+    expect("does not support raid" in err, True, f"no-raid refuses a RAID config: {err}")
+    cli("node", "set", "cli-1", "--raid-interface", "fake")
+    cli("node", "set", "cli-1", "--target-raid-config", json.dumps(raid))
+    expect(show("cli-1")["target_raid_config"], raid, "target RAID config set")
+    err = cli("node", "set", "cli-1", "--target-raid-config",
+              '{"logical_disks": [{"size_gb": 100}]}', ok=False)
+    expect("raid_level" in err, True, f"invalid RAID config refused: {err}")
+    cli("node", "unset", "cli-1", "--target-raid-config")
+    expect(show("cli-1")["target_raid_config"], {}, "target RAID config unset")
+
     cli("node", "manage", "cli-1", "--wait", "30")
     expect(wait_for("cli-1", "manageable")["power_state"], "power off", "verified power state")
     cli("node", "provide", "cli-1", "--wait", "30")

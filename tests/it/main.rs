@@ -23,4 +23,5 @@ mod inprocess;
 mod limits;
 mod locking;
 mod node_features;
+mod raid;
 mod resilience;
