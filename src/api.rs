@@ -86,6 +86,10 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/{ident}/bios", get(bios::list))
         .route("/{ident}/bios/{name}", get(bios::show))
+        .route(
+            "/{ident}/states/raid",
+            axum::routing::put(nodes::raid::set_target_raid_config),
+        )
         .route("/{ident}/ports", get(ports::of_node))
         .route("/{ident}/ports/detail", get(ports::of_node_detail))
         .route("/{ident}/portgroups", get(portgroups::of_node))
@@ -141,6 +145,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/drivers/{name}", get(drivers::show))
         .route("/v1/conductors", get(conductors::list))
         .route("/v1/conductors/{host}", get(conductors::show))
+        .route("/v1/drivers/{name}/properties", get(drivers::properties))
+        .route(
+            "/v1/drivers/{name}/raid/logical_disk_properties",
+            get(drivers::raid_logical_disk_properties),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     with_middleware(routes, state)
@@ -254,8 +263,9 @@ async fn root(BaseUrl(base): BaseUrl) -> Json<Value> {
     }))
 }
 
-/// GET /v1: the resources Ferrum serves at the negotiated version (no chassis, ports,
-/// portgroups or volume yet, so they are not announced).
+/// GET /v1: the resources of the negotiated version, as Ironic lists them
+/// (`v1/__init__.py`): chassis, nodes, ports and drivers always, the others from their version.
+/// The ramdisk endpoints (lookup, heartbeat: 1.22) are not served, so they are not listed.
 async fn v1(
     BaseUrl(base): BaseUrl,
     version: extract::ApiVersion,
@@ -276,16 +286,19 @@ async fn v1(
         ],
         "media_types": {"base": "application/json",
                         "type": "application/vnd.openstack.ironic.v1+json"},
+        "chassis": res("chassis"),
         "nodes": res("nodes"),
+        "ports": res("ports"),
         "drivers": res("drivers"),
         "version": version_doc(&base),
     });
-    if version.at_least(49) {
-        doc["conductors"] = res("conductors");
+    for (name, since) in [("portgroups", 23), ("volume", 32), ("conductors", 49)] {
+        if version.at_least(since) {
+            doc[name] = res(name);
+        }
     }
     Json(doc)
 }
-
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};

@@ -4,8 +4,13 @@
 
 pub mod direct;
 pub mod fake;
+pub mod raid;
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 
@@ -28,6 +33,10 @@ pub enum DriverError {
     Failed(String),
 }
 
+/// What an interface reads from a node's `driver_info`: each property's name and what it means
+/// (Ironic's `get_properties()`, shown by GET /v1/drivers/{name}/properties).
+pub type Properties = &'static [(&'static str, &'static str)];
+
 /// The outcome of a deploy: done, or waiting for an agent to call back (`wait call-back`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeployOutcome {
@@ -38,6 +47,7 @@ pub enum DeployOutcome {
 #[async_trait]
 pub trait PowerInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;
+    fn properties(&self) -> Properties;
     /// Checks `driver_info` has what this interface needs; no hardware access.
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
     async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError>;
@@ -52,12 +62,14 @@ pub trait PowerInterface: Send + Sync + 'static {
 
 pub trait ManagementInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;
+    fn properties(&self) -> Properties;
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
 }
 
 #[async_trait]
 pub trait DeployInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;
+    fn properties(&self) -> Properties;
     /// Synchronous checks before a deploy is accepted (a failure is the caller's 400).
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
     /// Prepares the environment; a failure is "Failed to prepare to deploy: ...".
@@ -72,7 +84,8 @@ pub trait DeployInterface: Send + Sync + 'static {
 pub struct HardwareType {
     pub name: &'static str,
     /// The passive interfaces ([`InterfaceKind::PASSIVE`]): names only, the first of each the
-    /// default. Ferrum's are no-ops or not supported (`no-*`).
+    /// default. Ferrum's are no-ops or not supported (`no-*`), and read no properties (as
+    /// Ironic's fake, `no-*`, `noop` and `flat` ones).
     pub passive: &'static [(InterfaceKind, &'static [&'static str])],
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
@@ -81,7 +94,7 @@ pub struct HardwareType {
 
 impl HardwareType {
     /// The names of the interfaces of `kind` this type supports, the default first.
-    fn interface_names(&self, kind: InterfaceKind) -> Vec<&'static str> {
+    pub fn interface_names(&self, kind: InterfaceKind) -> Vec<&'static str> {
         match kind {
             InterfaceKind::Deploy => self.deploy.iter().map(|i| i.name()).collect(),
             InterfaceKind::Power => self.power.iter().map(|i| i.name()).collect(),
@@ -101,6 +114,21 @@ impl HardwareType {
                 .map(|(_, names)| names.to_vec())
                 .unwrap_or_default(),
         }
+    }
+
+    /// Ironic's driver properties (`hardware_type.get_properties`): those of the default
+    /// interface of each kind, by name. The passive interfaces read none.
+    pub fn properties(&self) -> BTreeMap<&'static str, &'static str> {
+        let defaults = [
+            self.power.first().map(|i| i.properties()),
+            self.management.first().map(|i| i.properties()),
+            self.deploy.first().map(|i| i.properties()),
+        ];
+        defaults
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p.iter().copied())
+            .collect()
     }
 }
 
@@ -140,8 +168,13 @@ impl Registry {
         self.types.keys().map(|n| (*n).to_owned()).collect()
     }
 
+    /// The hardware type named `driver`, if this registry has it.
+    pub fn get(&self, driver: &str) -> Option<&HardwareType> {
+        self.types.get(driver)
+    }
+
     fn hardware_type(&self, driver: &str) -> Result<&HardwareType, Error> {
-        self.types.get(driver).ok_or_else(|| {
+        self.get(driver).ok_or_else(|| {
             Error::NoValidHost(format!(
                 "No conductor service registered which supports driver {driver} for conductor group \"\"."
             ))
@@ -214,6 +247,27 @@ impl Registry {
             deploy: find("deploy", &node.interfaces.deploy, &hw.deploy, |i| i.name())?,
         })
     }
+}
+
+/// The hardware types of this build, for the API to describe (their interfaces' names and
+/// properties: facts of the build, the same in the API and in every conductor of one release).
+/// The API reads it and never calls an interface. Ironic's API reads the same facts from the
+/// conductors' rows and, for properties, by RPC; Ferrum's hardware types are compiled in.
+pub fn catalogue() -> &'static Registry {
+    static CATALOGUE: LazyLock<Registry> = LazyLock::new(Registry::builtin);
+    &CATALOGUE
+}
+
+/// Ironic's UnsupportedDriverExtension when the node's interface of `kind` is a `no-*` one:
+/// those refuse every call (Ironic's `drivers/modules/noop.py`).
+pub fn require_interface(node: &Node, kind: InterfaceKind) -> Result<(), Error> {
+    if node.interfaces.get(kind).starts_with("no-") {
+        return Err(Error::UnsupportedDriverExtension {
+            driver: node.driver.clone(),
+            extension: kind.name().to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// The interface `wanted` among `names` (the first being the default), or the error Ironic

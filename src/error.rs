@@ -103,6 +103,11 @@ pub enum Error {
     // 500: a fault of ours. The message is logged, never shown to the client.
     #[error("{0}")]
     Internal(String),
+
+    /// 406 for a microversion header that is malformed or outside the supported range, raised
+    /// before routing; Ironic's web framework renders it (`api::error_body`), not its handlers.
+    #[error("{0}")]
+    VersionNotAcceptable(String),
 }
 
 impl Error {
@@ -124,7 +129,7 @@ impl Error {
             | Error::ConductorNotFound(_)
             | Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            Error::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            Error::NotAcceptable(_) | Error::VersionNotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Error::NodeLocked { .. }
             | Error::InvalidState(_)
             | Error::NodeAssociated { .. }
@@ -209,6 +214,10 @@ mod tests {
                 StatusCode::SERVICE_UNAVAILABLE,
             ),
             (Error::NotAcceptable("x".into()), StatusCode::NOT_ACCEPTABLE),
+            (
+                Error::VersionNotAcceptable("x".into()),
+                StatusCode::NOT_ACCEPTABLE,
+            ),
             (
                 Error::MethodNotAllowed("x".into()),
                 StatusCode::METHOD_NOT_ALLOWED,

@@ -139,6 +139,11 @@ node_type! {
     /// The chassis the node is in, by its UUID (which never changes).
     #[serde(default)]
     chassis_uuid: Option<String>,
+    /// The RAID configuration the hardware has, and the one asked for (API 1.12).
+    #[serde(default)]
+    raid_config: Json<JsonObject>,
+    #[serde(default)]
+    target_raid_config: Json<JsonObject>,
 }
 
 impl NodeChanges {

@@ -115,6 +115,11 @@ pub enum RpcRequest {
         node: Box<Node>,
         enabled: bool,
     },
+    /// PUT /v1/nodes/{id}/states/raid: the target RAID configuration (`{}` clears it).
+    SetTargetRaidConfig {
+        node: Box<Node>,
+        target_raid_config: JsonObject,
+    },
     /// A change of the node's ports, portgroups or VIFs.
     ChangePorts {
         node: Box<Node>,
@@ -175,6 +180,7 @@ impl RpcRequest {
             RpcRequest::SetMaintenance { .. } => "set_maintenance",
             RpcRequest::ValidateDriverInterfaces { .. } => "validate_driver_interfaces",
             RpcRequest::SetConsoleMode { .. } => "set_console_mode",
+            RpcRequest::SetTargetRaidConfig { .. } => "set_target_raid_config",
             RpcRequest::ChangePorts { change, .. } => match change {
                 PortsChange::CreatePort { .. } => "create_port",
                 PortsChange::UpdatePort { .. } => "update_port",
@@ -236,7 +242,8 @@ impl RpcRequest {
             | RpcRequest::SetMaintenance { node, .. }
             | RpcRequest::ValidateDriverInterfaces { node }
             | RpcRequest::SetConsoleMode { node, .. }
-            | RpcRequest::ChangePorts { node, .. } => Route::of(node),
+            | RpcRequest::ChangePorts { node, .. }
+            | RpcRequest::SetTargetRaidConfig { node, .. } => Route::of(node),
         }
     }
 }

@@ -53,6 +53,8 @@ diesel::table! {
         owner -> Nullable<Text>,
         description -> Nullable<Text>,
         chassis_uuid -> Nullable<Text>,
+        raid_config -> Text,
+        target_raid_config -> Text,
     }
 }
 

@@ -26,6 +26,20 @@ pub fn envelope(status: StatusCode, faultstring: &str) -> String {
     serde_json::json!({ "error_message": inner }).to_string()
 }
 
+/// The body Ironic's web framework (pecan) gives an HTTP error raised outside the handlers, such
+/// as a bad microversion: `{"error_message": "<JSON text>"}` whose text is
+/// `{"code": <status>, "title": "<reason phrase>", "description": "<detail>"}`, keys in that
+/// order. python-ironicclient shows `description` when there is no `faultstring`.
+pub fn framework_envelope(status: StatusCode, description: &str) -> String {
+    let inner = format!(
+        "{{\"code\": {}, \"title\": {}, \"description\": {}}}",
+        status.as_u16(),
+        serde_json::Value::String(status.canonical_reason().unwrap_or_default().to_owned()),
+        serde_json::Value::String(description.to_owned())
+    );
+    serde_json::json!({ "error_message": inner }).to_string()
+}
+
 /// The error a 5xx response was rendered from, for [`log_server_errors`]. Extensions never reach
 /// the client.
 #[derive(Debug, Clone)]
@@ -34,7 +48,10 @@ pub struct ErrorCause(pub Error);
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = envelope(status, &self.client_message());
+        let body = match &self {
+            Error::VersionNotAcceptable(detail) => framework_envelope(status, detail),
+            _ => envelope(status, &self.client_message()),
+        };
         let mut response = (status, body).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -80,6 +97,16 @@ mod tests {
         assert_eq!(inner["faultstring"], "Node x is \"locked\"");
         assert!(
             envelope(StatusCode::SERVICE_UNAVAILABLE, "x").contains(r#"\"faultcode\": \"Server\""#)
+        );
+    }
+
+    #[test]
+    fn framework_envelope_matches_pecan() {
+        let body = framework_envelope(StatusCode::NOT_ACCEPTABLE, "Version 1.99 was \"requested\"");
+        let outer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            outer["error_message"],
+            r#"{"code": 406, "title": "Not Acceptable", "description": "Version 1.99 was \"requested\""}"#
         );
     }
 }

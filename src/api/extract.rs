@@ -72,7 +72,7 @@ impl ApiVersion {
             return Ok(MAX_VERSION);
         }
         let invalid = || {
-            Error::NotAcceptable(
+            Error::VersionNotAcceptable(
                 "Invalid value for X-OpenStack-Ironic-API-Version header".to_owned(),
             )
         };
@@ -80,14 +80,14 @@ impl ApiVersion {
         let major: u32 = major.parse().map_err(|_| invalid())?;
         let minor: u32 = minor.parse().map_err(|_| invalid())?;
         if major != 1 {
-            return Err(Error::NotAcceptable(format!(
-                "Mutually exclusive versions requested. Version {requested} requested but not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+            return Err(Error::VersionNotAcceptable(format!(
+                "Mutually exclusive versions requested. Version {major}.{minor} requested but not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
             )));
         }
         let version = ApiVersion(minor);
         if version < MIN_VERSION || version > MAX_VERSION {
-            return Err(Error::NotAcceptable(format!(
-                "Version {requested} was requested but the minor version is not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+            return Err(Error::VersionNotAcceptable(format!(
+                "Version {version} was requested but the minor version is not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
             )));
         }
         Ok(version)

@@ -1,5 +1,5 @@
 //! /v1/nodes: one module per verb (create, list, show, update, delete, and the provision, power,
-//! maintenance, validate and console verbs), and what they share: finding the node, calling its
+//! maintenance, validate, console and RAID verbs), and what they share: finding the node, calling its
 //! conductor, the version gates.
 //! Reads come straight from the database; every change is an RPC to the node's conductor, which
 //! takes the node's lock (the API never changes a provision state itself).
@@ -11,6 +11,7 @@ pub mod list;
 pub mod maintenance;
 pub mod power;
 pub mod provision;
+pub mod raid;
 pub mod show;
 pub mod update;
 pub mod validate;

@@ -86,8 +86,11 @@ pub fn node_states(node: &Node, version: ApiVersion) -> Value {
         state_value(node.target_provision_state, version.0),
     );
     if version.at_least(12) {
-        m.insert("raid_config".into(), json!({}));
-        m.insert("target_raid_config".into(), json!({}));
+        m.insert("raid_config".into(), json!(node.raid_config.0));
+        m.insert(
+            "target_raid_config".into(),
+            json!(node.target_raid_config.0),
+        );
     }
     Value::Object(m)
 }

@@ -164,5 +164,11 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::ValidateDriverInterfaces { node } => {
             node_ops::validate(&ctx, &node).map(RpcReply::Validation)
         }
+        RpcRequest::SetTargetRaidConfig {
+            node,
+            target_raid_config,
+        } => node_ops::set_target_raid_config(&ctx, *node, target_raid_config, deadline)
+            .await
+            .map(|()| RpcReply::Done),
     }
 }

@@ -10,9 +10,9 @@ use super::{
 use serde_json::Value;
 
 use crate::{
-    db,
+    db, drivers,
     error::{Error, Result},
-    node::{self, InterfaceKind, Json, Node, NodeChanges},
+    node::{self, InterfaceKind, Json, JsonObject, Node, NodeChanges},
     patch::{self, PatchOp},
     rpc::{InterfaceValidation, NodeCreate},
 };
@@ -242,6 +242,32 @@ pub async fn set_console_mode(
         }
         let changes = NodeChanges {
             console_enabled: Some(enabled),
+            ..NodeChanges::default()
+        };
+        Ok(Decision::Write(changes, Hold::Release))
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Stores the target RAID configuration, in any state, conditional like [`update`] (Ironic's
+/// set_target_raid_config). An empty one clears it whatever the RAID interface; another is
+/// checked by the node's RAID interface: `no-raid` refuses it, the fake one checks it against
+/// Ironic's RAID schema.
+pub async fn set_target_raid_config(
+    ctx: &Ctx,
+    node: Node,
+    target_raid_config: JsonObject,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let uuid = node.uuid.clone();
+    change_node(ctx, &uuid, Some(node), deadline, |node| {
+        if !target_raid_config.is_empty() {
+            drivers::require_interface(node, InterfaceKind::Raid)?;
+            drivers::raid::validate(&target_raid_config)?;
+        }
+        let changes = NodeChanges {
+            target_raid_config: Some(Json(target_raid_config.clone())),
             ..NodeChanges::default()
         };
         Ok(Decision::Write(changes, Hold::Release))

@@ -19,9 +19,9 @@ use super::{
     worker::{Failure, Flow, Worker, hw},
 };
 use crate::{
-    drivers::{DeployOutcome, Driver},
+    drivers::{DeployOutcome, Driver, require_interface},
     error::{Error, Result},
-    node::{self, Json, Node, NodeChanges, PowerState, Verb},
+    node::{self, InterfaceKind, Json, Node, NodeChanges, PowerState, Verb},
     states::{Event, ProvisionState},
 };
 
@@ -262,7 +262,7 @@ pub async fn do_node_rescue(
 ) -> Result<()> {
     start(ctx, node, deadline, "rescue", Event::Rescue, |node, _| {
         refuse_in_maintenance(node, "rescuing")?;
-        require_rescue_interface(node)?;
+        require_interface(node, InterfaceKind::Rescue)?;
         let mut instance_info = node.instance_info.0.clone();
         instance_info.insert(
             "rescue_password".to_owned(),
@@ -286,7 +286,7 @@ pub async fn do_node_unrescue(ctx: &Ctx, node: Node, deadline: Option<Instant>) 
         Event::Unrescue,
         |node, _| {
             refuse_in_maintenance(node, "unrescuing")?;
-            require_rescue_interface(node)?;
+            require_interface(node, InterfaceKind::Rescue)?;
             Ok(NodeChanges::default())
         },
     )
@@ -304,15 +304,14 @@ fn refuse_in_maintenance(node: &Node, op: &str) -> Result<()> {
     Ok(())
 }
 
-/// A `no-rescue` node cannot be rescued: Ironic's UnsupportedDriverExtension.
-fn require_rescue_interface(node: &Node) -> Result<()> {
-    if node.interfaces.rescue.starts_with("no-") {
-        return Err(Error::UnsupportedDriverExtension {
-            driver: node.driver.clone(),
-            extension: "rescue".to_owned(),
-        });
-    }
-    Ok(())
+/// Ironic's inspect_hardware validates the power and inspect interfaces before it inspects: a
+/// `no-inspect` node is UnsupportedDriverExtension, never inspected.
+fn require_inspectable(node: &Node, driver: &Driver) -> Result<()> {
+    driver
+        .power
+        .validate(node)
+        .map_err(|e| Error::InvalidParameterValue(e.to_string()))?;
+    require_interface(node, InterfaceKind::Inspect)
 }
 
 pub(super) fn without_rescue_password(node: &Node) -> serde_json::Map<String, Value> {
@@ -392,9 +391,11 @@ pub async fn do_provisioning_action(
             )));
         }
     };
-    start(ctx, node, deadline, action.api_name(), event, |node, _| {
+    let verb = action.api_name();
+    start(ctx, node, deadline, verb, event, |node, driver| {
         let mut extra = NodeChanges::default();
         if event == Event::Inspect {
+            require_inspectable(node, driver)?;
             extra.inspection_started_at = Some(Some(node::now()));
             extra.inspection_finished_at = Some(None);
         }

@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 
-use super::{DeployInterface, DeployOutcome, DriverError};
+use super::{DeployInterface, DeployOutcome, DriverError, Properties};
 use crate::node::Node;
 
 pub struct DirectDeploy;
@@ -33,6 +33,45 @@ impl DirectDeploy {
 impl DeployInterface for DirectDeploy {
     fn name(&self) -> &'static str {
         "direct"
+    }
+
+    /// What Ironic's direct deploy reads from `driver_info` (its `agent.py` and `agent_base.py`
+    /// properties), described in Ferrum's words.
+    fn properties(&self) -> Properties {
+        &[
+            (
+                "deploy_kernel",
+                "The kernel image (an image service UUID or a URL) the deploy ramdisk boots with. Required.",
+            ),
+            (
+                "deploy_ramdisk",
+                "The ramdisk image (an image service UUID or a URL) with the agent that writes the instance image. Required.",
+            ),
+            (
+                "image_http_proxy",
+                "The URL of the proxy the agent fetches images through over HTTP. Optional.",
+            ),
+            (
+                "image_https_proxy",
+                "The URL of the proxy the agent fetches images through over HTTPS. Optional.",
+            ),
+            (
+                "image_no_proxy",
+                "Comma-separated host names, IP addresses and domains (a leading dot for a domain, an optional :port) the agent reaches without the proxies; only read when a proxy is set. Optional.",
+            ),
+            (
+                "image_download_source",
+                "Where the agent downloads the image from: \"swift\", \"http\" (the image's own URL) or \"local\" (a copy cached and served by the conductor). Optional.",
+            ),
+            (
+                "deploy_forces_oob_reboot",
+                "Whether the node is rebooted out of band (by its power interface) once the image is written, for ramdisks that cannot reboot themselves. Default false. Optional.",
+            ),
+            (
+                "agent_verify_ca",
+                "How the agent's TLS certificate is checked: true to verify it, false not to, or the path of a CA bundle file or directory to verify it against. Default true. Optional.",
+            ),
+        ]
     }
 
     fn validate(&self, node: &Node) -> Result<(), DriverError> {

@@ -18,7 +18,7 @@ use tracing::info;
 
 use super::{
     DeployInterface, DeployOutcome, DriverError, HardwareType, ManagementInterface, PowerInterface,
-    direct::DirectDeploy,
+    Properties, direct::DirectDeploy,
 };
 use crate::node::{InterfaceKind, Node, PowerState};
 
@@ -51,6 +51,11 @@ impl PowerInterface for FakePower {
         "fake"
     }
 
+    /// None, as Ironic's fake power.
+    fn properties(&self) -> Properties {
+        &[]
+    }
+
     fn validate(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
     }
@@ -79,6 +84,11 @@ pub struct FakeManagement;
 impl ManagementInterface for FakeManagement {
     fn name(&self) -> &'static str {
         "fake"
+    }
+
+    /// None, as Ironic's fake management.
+    fn properties(&self) -> Properties {
+        &[]
     }
 
     fn validate(&self, _node: &Node) -> Result<(), DriverError> {
@@ -179,6 +189,20 @@ impl FakeDeploy {
 impl DeployInterface for FakeDeploy {
     fn name(&self) -> &'static str {
         "fake"
+    }
+
+    /// The two test hooks of the module's documentation (Ironic's fake deploy reads none).
+    fn properties(&self) -> Properties {
+        &[
+            (
+                "fake_deploy_delay",
+                "How many seconds the fake deploy step takes, 0 to 3600. Optional.",
+            ),
+            (
+                "fake_deploy_panic",
+                "A message the fake deploy step panics with, to test that a panicking driver cannot wedge a node. Optional.",
+            ),
+        ]
     }
 
     fn validate(&self, node: &Node) -> Result<(), DriverError> {

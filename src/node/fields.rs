@@ -393,16 +393,17 @@ pub static FIELDS: &[Field] = &[
         show: |_| json!({}),
         write: None,
     },
+    // Written by PUT /v1/nodes/{id}/states/raid (the target) and by a RAID interface.
     Field {
         name: "raid_config",
         since: 12,
-        show: |_| json!({}),
+        show: |v| Value::Object(v.item.raid_config.0.clone()),
         write: None,
     },
     Field {
         name: "target_raid_config",
         since: 12,
-        show: |_| json!({}),
+        show: |v| Value::Object(v.item.target_raid_config.0.clone()),
         write: None,
     },
     Field {

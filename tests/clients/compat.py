@@ -78,6 +78,18 @@ def cli_suite():
     expect(n["properties"], {"cpus": 8}, "properties unset")
     expect(n["extra"], {}, "extra unset")
 
+    raid = {"logical_disks": [{"size_gb": 100, "raid_level": "1", "is_root_volume": True}]}
+    err = cli("node", "set", "cli-1", "--target-raid-config", json.dumps(raid), ok=False)
+    expect("does not support raid" in err, True, f"no-raid refuses a RAID config: {err}")
+    cli("node", "set", "cli-1", "--raid-interface", "fake")
+    cli("node", "set", "cli-1", "--target-raid-config", json.dumps(raid))
+    expect(show("cli-1")["target_raid_config"], raid, "target RAID config set")
+    err = cli("node", "set", "cli-1", "--target-raid-config",
+              '{"logical_disks": [{"size_gb": 100}]}', ok=False)
+    expect("raid_level" in err, True, f"invalid RAID config refused: {err}")
+    cli("node", "unset", "cli-1", "--target-raid-config")
+    expect(show("cli-1")["target_raid_config"], {}, "target RAID config unset")
+
     cli("node", "manage", "cli-1", "--wait", "30")
     expect(wait_for("cli-1", "manageable")["power_state"], "power off", "verified power state")
     cli("node", "provide", "cli-1", "--wait", "30")
@@ -124,6 +136,23 @@ def cli_suite():
     d = cli("driver", "show", "fake-hardware", "-f", "json")
     expect(d["name"], "fake-hardware", "driver show")
     expect(len(d["hosts"]) >= 1, True, "driver has hosts")
+    # The CLI shows a list as its items joined by ", ".
+    expect((d["default_deploy_interface"], d["enabled_deploy_interfaces"]),
+           ("fake", "fake, direct"), "driver show: deploy interfaces")
+    expect((d["default_raid_interface"], d["default_bios_interface"]), ("no-raid", "no-bios"),
+           "driver show: raid and bios interfaces")
+    drivers = cli("driver", "list", "--long", "-f", "json")
+    expect([(x["name"], x["type"], x["default_inspect_interface"]) for x in drivers],
+           [("fake-hardware", "dynamic", "no-inspect")], "driver list --long")
+    expect(drivers[0]["enabled_rescue_interfaces"], "no-rescue, fake",
+           "driver list --long: rescue interfaces")
+    props = cli("driver", "property", "list", "fake-hardware", "-f", "json")
+    expect([p["property"] for p in props], ["fake_deploy_delay", "fake_deploy_panic"],
+           "driver property list")
+    props = {p["property"]: p["description"]
+             for p in cli("driver", "raid", "property", "list", "fake-hardware", "-f", "json")}
+    expect(("raid_level" in props, "size_gb" in props, len(props)), (True, True, 10),
+           "driver raid property list")
 
     conductors = cli("conductor", "list", "-f", "json")
     expect(len(conductors), 1, "conductor list")
@@ -174,6 +203,9 @@ def cli_suite():
 
     cli("node", "manage", "cli-1", "--wait", "30")
     wait_for("cli-1", "manageable")
+    err = cli("node", "inspect", "cli-1", ok=False)
+    expect("does not support inspect" in err, True, f"no-inspect refuses: {err}")
+    cli("node", "set", "cli-1", "--inspect-interface", "fake")
     cli("node", "inspect", "cli-1", "--wait", "30")
     wait_for("cli-1", "manageable")
     cli("node", "clean", "cli-1", "--wait", "30", "--clean-steps",

@@ -163,7 +163,8 @@ async fn wait_power(api: &crate::util::Api, ident: &str, want: &str) {
 }
 
 on_both_stacks! {
-/// inspect (1.6), clean with steps (1.15) and adopt (1.17) on fake hardware.
+/// inspect (1.6; refused with `no-inspect`), clean with steps (1.15) and adopt (1.17) on fake
+/// hardware.
 async fn inspect_clean_and_adopt(stack) {
     let Some(cluster) = Cluster::start(ClusterOptions {
         stack,
@@ -174,10 +175,29 @@ async fn inspect_clean_and_adopt(stack) {
         return;
     };
     let api = &cluster.api;
-    let node = api.create_node(json!({"name": "ica", "driver": "fake-hardware"})).await;
+    let node = api
+        .create_node(json!({"name": "ica", "driver": "fake-hardware", "inspect_interface": "fake"}))
+        .await;
     assert_eq!(node["provision_state"], "enroll");
     api.accepted("ica", "manage").await;
     api.wait_for("ica", "manageable").await;
+
+    // The default inspect interface is `no-inspect`: Ironic's UnsupportedDriverExtension, the
+    // node untouched.
+    api.create_node(json!({"name": "noi", "driver": "fake-hardware"})).await;
+    api.accepted("noi", "manage").await;
+    let before = api.wait_for("noi", "manageable").await;
+    assert_eq!(before["inspect_interface"], "no-inspect");
+    let r = api.provision("noi", "inspect").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        "Driver fake-hardware does not support inspect (disabled or not implemented)."
+    );
+    let after = api.node("noi").await;
+    for field in ["provision_state", "target_provision_state", "inspection_started_at", "reservation", "updated_at"] {
+        assert_eq!(before[field], after[field], "{field}");
+    }
 
     assert_eq!(node["inspection_started_at"], json!(null));
     api.accepted("ica", "inspect").await;

@@ -1,0 +1,2 @@
+ALTER TABLE nodes DROP COLUMN target_raid_config;
+ALTER TABLE nodes DROP COLUMN raid_config;
