@@ -13,12 +13,14 @@
 
 pub mod dispatch;
 pub mod lease;
+pub mod management;
 pub mod node_ops;
 pub mod periodic;
 pub mod power;
 pub mod provision;
 pub mod recovery;
 pub mod task;
+pub mod vendor;
 pub mod worker;
 
 use std::sync::Arc;
@@ -62,7 +64,7 @@ impl Context {
             db,
             host: config.host.clone(),
             group: config.conductor_group.to_ascii_lowercase(),
-            drivers: Registry::builtin(),
+            drivers: Registry::builtin(&config),
             workers: Arc::new(Semaphore::new(config.workers)),
             tracker: TaskTracker::new(),
             abort_work: CancellationToken::new(),

@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// Driver name → hosts offering it, from the conductors alive now.
-async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String>>> {
+pub(super) async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String>>> {
     let alive = db::conductors::list_alive(&state.db, state.router.heartbeat_timeout()).await?;
     let mut by_driver: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for c in alive {
@@ -60,10 +60,8 @@ pub async fn show(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Value>> {
     let by_driver = hosts_by_driver(&state).await?;
-    let hosts = by_driver.get(&name).ok_or_else(|| {
-        Error::NotFound(format!(
-            "Could not find the following driver(s) or hardware type(s): {name}."
-        ))
-    })?;
+    let hosts = by_driver
+        .get(&name)
+        .ok_or_else(|| Error::driver_not_found(&name))?;
     Ok(Json(driver_view(&base, &name, hosts, version)))
 }

@@ -21,5 +21,6 @@ mod faults;
 mod inprocess;
 mod limits;
 mod locking;
+mod management;
 mod node_features;
 mod resilience;
