@@ -99,6 +99,10 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/vendor_passthru/methods",
             get(vendor::node_methods),
+        )
+        .route(
+            "/{ident}/vendor_passthru/{method}",
+            passthru(vendor::node_passthru),
         );
     let routes = Router::new()
         .route("/", get(root))
@@ -113,6 +117,10 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/v1/drivers/{name}/vendor_passthru/methods",
             get(vendor::driver_methods),
+        )
+        .route(
+            "/v1/drivers/{name}/vendor_passthru/{method}",
+            passthru(vendor::driver_passthru),
         )
         .route("/v1/conductors", get(conductors::list))
         .route("/v1/conductors/{host}", get(conductors::show))

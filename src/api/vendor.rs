@@ -1,6 +1,8 @@
 //! Vendor passthru: `/v1/nodes/{id}/vendor_passthru?method=` (to the node's conductor) and
 //! `/v1/drivers/{name}/vendor_passthru?method=` (to any conductor offering the driver, picked at
-//! random as Ironic's `get_topic_for_driver` does), with their `/methods` listings.
+//! random as Ironic's `get_topic_for_driver` does), with their `/methods` listings. The method
+//! may also be the path's last segment (`.../vendor_passthru/<method>`, as python-ironicclient
+//! sends it; Ironic's controller takes both).
 //!
 //! The body (none: `{}`) is the method's arguments; the HTTP method is passed along, and the
 //! conductor checks the method answers it. An asynchronous method answers 202 with no body, a
@@ -34,10 +36,18 @@ pub struct PassthruQuery {
     method: Option<String>,
 }
 
-/// The method named by `?method=`; none or empty is Ironic's 400.
-fn method_named(query: PassthruQuery) -> Result<String> {
-    query
-        .method
+/// `{ident}` (a node) or `{name}` (a driver), and the method when the path names it.
+#[derive(Debug, Deserialize)]
+pub struct PassthruPath {
+    #[serde(alias = "name")]
+    ident: String,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// The method the path or `?method=` names; none or empty is Ironic's 400.
+fn method_named(path: Option<String>, query: PassthruQuery) -> Result<String> {
+    path.or(query.method)
         .filter(|m| !m.is_empty())
         .ok_or_else(|| Error::InvalidParameterValue("Method not specified".to_owned()))
 }
@@ -85,11 +95,11 @@ pub async fn node_passthru(
     version: ApiVersion,
     request_id: RequestId,
     http_method: Method,
-    ApiPath(ident): ApiPath<String>,
+    ApiPath(path): ApiPath<PassthruPath>,
     ApiQuery(query): ApiQuery<PassthruQuery>,
     OptionalJson(args): OptionalJson<JsonObject>,
 ) -> Result<Response> {
-    let method = method_named(query)?;
+    let (ident, method) = (path.ident, method_named(path.method, query)?);
     let reply = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::VendorPassthru {
             node,
@@ -138,13 +148,13 @@ pub async fn driver_passthru(
     State(state): State<ApiState>,
     request_id: RequestId,
     http_method: Method,
-    ApiPath(driver): ApiPath<String>,
+    ApiPath(path): ApiPath<PassthruPath>,
     ApiQuery(query): ApiQuery<PassthruQuery>,
     OptionalJson(args): OptionalJson<JsonObject>,
 ) -> Result<Response> {
     let request = RpcRequest::DriverVendorPassthru {
-        driver,
-        method: method_named(query)?,
+        method: method_named(path.method, query)?,
+        driver: path.ident,
         http_method: http_method.as_str().to_owned(),
         args: args.unwrap_or_default(),
     };

@@ -430,7 +430,7 @@ on_both_stacks! {
 async fn a_running_vendor_method_holds_the_node_lock(stack) {
     let Some(cluster) = Cluster::start(ClusterOptions {
         stack,
-        fake_vendor_delay: Some(3.0),
+        fake_vendor_delay: Some(4.0),
         ..ClusterOptions::default()
     })
     .await
@@ -468,4 +468,33 @@ async fn a_running_vendor_method_holds_the_node_lock(stack) {
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     cluster.assert_no_locks().await;
 }
+}
+
+/// python-ironicclient names the method as the path's last segment; Ironic takes both forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vendor_method_may_be_the_last_path_segment() {
+    let app = TestApp::start().await;
+    app.create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
+        .await;
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/v/vendor_passthru/third_method_sync",
+            Some(json!({"bar": "meow"})),
+        )
+        .await;
+    assert_eq!((r.status.as_u16(), &r.body), (200, &json!(true)));
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/drivers/fake-hardware/vendor_passthru/x",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.fault(), "No handler for method x");
+    assert_eq!(
+        app.get("/v1/nodes/v/vendor_passthru/methods").await.status,
+        200
+    );
 }
