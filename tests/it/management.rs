@@ -9,6 +9,11 @@ use serde_json::{Value, json};
 
 use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
 
+/// A node `v` with the fake vendor interface (fake-hardware's default is no-vendor).
+fn fake_vendor_node() -> Value {
+    json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"})
+}
+
 /// The boot device: set, read back, the devices supported, and Ironic's 400s for a bad request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn boot_device_is_set_read_back_and_checked() {
@@ -170,8 +175,7 @@ async fn inject_nmi_from_1_29() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vendor_methods_are_listed() {
     let app = TestApp::start().await;
-    app.create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
-        .await;
+    app.create_node(fake_vendor_node()).await;
     app.create_node(json!({"name": "nv", "driver": "fake-hardware"}))
         .await;
     let r = app.get("/v1/nodes/v/vendor_passthru/methods").await;
@@ -206,8 +210,7 @@ async fn vendor_methods_are_listed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vendor_passthru_calls_answer_as_ironic() {
     let app = TestApp::start().await;
-    app.create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
-        .await;
+    app.create_node(fake_vendor_node()).await;
     app.create_node(json!({"name": "nv", "driver": "fake-hardware"}))
         .await;
     let call =
@@ -355,9 +358,7 @@ async fn vendor_passthru_calls_answer_as_ironic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vendor_methods_take_the_lock_they_declare() {
     let app = TestApp::start().await;
-    let node = app
-        .create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
-        .await;
+    let node = app.create_node(fake_vendor_node()).await;
     let uuid = node["uuid"].as_str().unwrap();
     assert!(db::nodes::reserve(app.db(), uuid, "someone").await.unwrap());
     let call = |method: &str| format!("/v1/nodes/v/vendor_passthru?method={method}");
@@ -400,8 +401,7 @@ async fn a_vendor_method_cut_by_shutdown_releases_its_lock() {
         })
         .start()
         .await;
-    app.create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
-        .await;
+    app.create_node(fake_vendor_node()).await;
     let r = app
         .request(
             Method::POST,
@@ -439,7 +439,7 @@ async fn a_running_vendor_method_holds_the_node_lock(stack) {
     };
     let api = &cluster.api;
     let node = api
-        .create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
+        .create_node(fake_vendor_node())
         .await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let owner = cluster.owner_of(&uuid);
@@ -474,8 +474,7 @@ async fn a_running_vendor_method_holds_the_node_lock(stack) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vendor_method_may_be_the_last_path_segment() {
     let app = TestApp::start().await;
-    app.create_node(json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"}))
-        .await;
+    app.create_node(fake_vendor_node()).await;
     let r = app
         .request(
             Method::POST,
