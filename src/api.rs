@@ -18,6 +18,7 @@ pub mod ports;
 pub mod routing;
 pub mod server;
 pub mod traits;
+pub mod vendor;
 pub mod views;
 
 use std::sync::Arc;
@@ -87,6 +88,27 @@ pub fn router(state: ApiState) -> Router {
         .route("/{ident}/bios", get(bios::list))
         .route("/{ident}/bios/{name}", get(bios::show))
         .route(
+            "/{ident}/management/boot_device",
+            get(nodes::management::get_boot_device).put(nodes::management::set_boot_device),
+        )
+        .route(
+            "/{ident}/management/boot_device/supported",
+            get(nodes::management::supported_boot_devices),
+        )
+        .route(
+            "/{ident}/management/inject_nmi",
+            axum::routing::put(nodes::management::inject_nmi),
+        )
+        .route("/{ident}/vendor_passthru", passthru(vendor::node_passthru))
+        .route(
+            "/{ident}/vendor_passthru/methods",
+            get(vendor::node_methods),
+        )
+        .route(
+            "/{ident}/vendor_passthru/{method}",
+            passthru(vendor::node_passthru),
+        )
+        .route(
             "/{ident}/states/raid",
             axum::routing::put(nodes::raid::set_target_raid_config),
         )
@@ -143,6 +165,18 @@ pub fn router(state: ApiState) -> Router {
         .nest("/v1/portgroups", portgroups)
         .route("/v1/drivers", get(drivers::list))
         .route("/v1/drivers/{name}", get(drivers::show))
+        .route(
+            "/v1/drivers/{name}/vendor_passthru",
+            passthru(vendor::driver_passthru),
+        )
+        .route(
+            "/v1/drivers/{name}/vendor_passthru/methods",
+            get(vendor::driver_methods),
+        )
+        .route(
+            "/v1/drivers/{name}/vendor_passthru/{method}",
+            passthru(vendor::driver_passthru),
+        )
         .route("/v1/conductors", get(conductors::list))
         .route("/v1/conductors/{host}", get(conductors::show))
         .route("/v1/drivers/{name}/properties", get(drivers::properties))
@@ -153,6 +187,22 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     with_middleware(routes, state)
+}
+
+/// A vendor passthru route: the HTTP methods a vendor method may answer (the conductor checks
+/// which one it does).
+fn passthru<H, T>(handler: H) -> axum::routing::MethodRouter<ApiState>
+where
+    H: axum::handler::Handler<T, ApiState>,
+    T: 'static,
+{
+    use axum::routing::MethodFilter;
+    let methods = MethodFilter::GET
+        .or(MethodFilter::POST)
+        .or(MethodFilter::PUT)
+        .or(MethodFilter::PATCH)
+        .or(MethodFilter::DELETE);
+    axum::routing::on(methods, handler)
 }
 
 /// The middleware around every route, innermost first: panics become 500s, the body limits,

@@ -13,6 +13,7 @@
 
 pub mod dispatch;
 pub mod lease;
+pub mod management;
 pub mod node_ops;
 pub mod periodic;
 pub mod ports;
@@ -20,6 +21,7 @@ pub mod power;
 pub mod provision;
 pub mod recovery;
 pub mod task;
+pub mod vendor;
 pub mod worker;
 
 use std::sync::Arc;
@@ -63,7 +65,7 @@ impl Context {
             db,
             host: config.host.clone(),
             group: config.conductor_group.to_ascii_lowercase(),
-            drivers: Registry::builtin(),
+            drivers: Registry::builtin(&config),
             workers: Arc::new(Semaphore::new(config.workers)),
             tracker: TaskTracker::new(),
             abort_work: CancellationToken::new(),

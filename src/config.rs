@@ -74,6 +74,10 @@ pub struct ConductorConfig {
     /// On shutdown, how long in-flight work may run before it is failed.
     #[serde(with = "seconds")]
     pub graceful_shutdown_timeout: Duration,
+    /// How long each method of the fake vendor interface takes (Ironic's `[fake]vendor_delay`):
+    /// an asynchronous one holds the node's lock for this long, so that it can be seen.
+    #[serde(with = "seconds")]
+    pub fake_vendor_delay: Duration,
 }
 
 impl Default for DatabaseConfig {
@@ -127,6 +131,7 @@ impl Default for ConductorConfig {
             heartbeat_interval: Duration::from_secs(10),
             heartbeat_timeout: Duration::from_secs(60),
             graceful_shutdown_timeout: Duration::from_secs(60),
+            fake_vendor_delay: Duration::ZERO,
         }
     }
 }
@@ -184,6 +189,9 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_GRACEFUL_SHUTDOWN_TIMEOUT", value_parser = parse_seconds)]
     pub graceful_shutdown_timeout: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_FAKE_VENDOR_DELAY", value_parser = parse_seconds)]
+    pub fake_vendor_delay: Option<Duration>,
 }
 
 impl ConfigArgs {
@@ -274,6 +282,7 @@ impl Config {
             &mut self.conductor.graceful_shutdown_timeout,
             &a.graceful_shutdown_timeout,
         );
+        set(&mut self.conductor.fake_vendor_delay, &a.fake_vendor_delay);
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -1,5 +1,5 @@
-//! Hardware drivers: the power, management and deploy interfaces, and the hardware types that
-//! bundle them. A driver sees a node (read-only) and talks to hardware; it never touches the
+//! Hardware drivers: the power, management, deploy and vendor interfaces, and the hardware types
+//! that bundle them. A driver sees a node (read-only) and talks to hardware; it never touches the
 //! database or the state machine: the conductor does both around it.
 
 pub mod direct;
@@ -13,10 +13,13 @@ use std::{
 };
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::{
+    config::ConductorConfig,
     error::Error,
-    node::{InterfaceKind, Interfaces, Node, PowerState},
+    node::{InterfaceKind, Interfaces, JsonObject, Node, PowerState},
 };
 
 /// What a driver can raise, with Ironic's message texts.
@@ -36,6 +39,24 @@ pub enum DriverError {
 /// What an interface reads from a node's `driver_info`: each property's name and what it means
 /// (Ironic's `get_properties()`, shown by GET /v1/drivers/{name}/properties).
 pub type Properties = &'static [(&'static str, &'static str)];
+
+impl DriverError {
+    /// The error a client sees for a driver call made while it waits (a synchronous call):
+    /// a bad or missing parameter is its 400, a failure of the hardware Ironic's 500
+    /// DriverOperationError naming `driver`.
+    pub fn into_error(self, driver: &str) -> Error {
+        match self {
+            DriverError::InvalidParameterValue(m) => Error::InvalidParameterValue(m),
+            DriverError::MissingParameterValue(m) => Error::MissingParameterValue(m),
+            e @ (DriverError::ImageUnacceptable { .. } | DriverError::Failed(_)) => {
+                Error::DriverOperationError {
+                    driver: driver.to_owned(),
+                    reason: e.to_string(),
+                }
+            }
+        }
+    }
+}
 
 /// The outcome of a deploy: done, or waiting for an agent to call back (`wait call-back`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,10 +81,194 @@ pub trait PowerInterface: Send + Sync + 'static {
     async fn reboot(&self, node: &Node, timeout: Duration) -> Result<(), DriverError>;
 }
 
+#[async_trait]
 pub trait ManagementInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     fn properties(&self) -> Properties;
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    /// The devices the node can be told to boot from.
+    async fn supported_boot_devices(&self, node: &Node) -> Result<Vec<BootDevice>, DriverError>;
+    /// Makes the node boot from `device` next time (every time with `persistent`). What it
+    /// returns are `driver_internal_info` keys for the conductor to record on the node, under
+    /// the lock it holds for the call (a driver never writes the database); a BMC that keeps
+    /// the setting itself returns none.
+    async fn set_boot_device(
+        &self,
+        node: &Node,
+        device: BootDevice,
+        persistent: bool,
+    ) -> Result<JsonObject, DriverError>;
+    /// The device the node boots from next; either part None when the hardware cannot tell.
+    async fn get_boot_device(&self, node: &Node) -> Result<BootDeviceSetting, DriverError>;
+    /// Injects a non-maskable interrupt into the running machine, at once.
+    async fn inject_nmi(&self, node: &Node) -> Result<(), DriverError>;
+}
+
+/// A boot device, as Ironic names them (`ironic/common/boot_devices.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BootDevice {
+    Pxe,
+    Disk,
+    Cdrom,
+    Bios,
+    Safe,
+    Wanboot,
+    Iscsiboot,
+    Floppy,
+    Uefihttp,
+}
+
+impl BootDevice {
+    pub const ALL: [BootDevice; 9] = [
+        BootDevice::Pxe,
+        BootDevice::Disk,
+        BootDevice::Cdrom,
+        BootDevice::Bios,
+        BootDevice::Safe,
+        BootDevice::Wanboot,
+        BootDevice::Iscsiboot,
+        BootDevice::Floppy,
+        BootDevice::Uefihttp,
+    ];
+
+    pub fn api_name(self) -> &'static str {
+        match self {
+            BootDevice::Pxe => "pxe",
+            BootDevice::Disk => "disk",
+            BootDevice::Cdrom => "cdrom",
+            BootDevice::Bios => "bios",
+            BootDevice::Safe => "safe",
+            BootDevice::Wanboot => "wanboot",
+            BootDevice::Iscsiboot => "iscsiboot",
+            BootDevice::Floppy => "floppy",
+            BootDevice::Uefihttp => "uefihttp",
+        }
+    }
+
+    /// The device a client named; one Ironic does not know is its 400.
+    pub fn parse(name: &str) -> Result<BootDevice, Error> {
+        BootDevice::ALL
+            .into_iter()
+            .find(|d| d.api_name() == name)
+            .ok_or_else(|| {
+                Error::InvalidParameterValue(format!("Invalid boot device {name} specified."))
+            })
+    }
+}
+
+/// The boot device a node is set to, as `GET .../management/boot_device` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootDeviceSetting {
+    pub boot_device: Option<BootDevice>,
+    pub persistent: Option<bool>,
+}
+
+/// A vendor passthru method and how it is called: Ironic's `@passthru` metadata
+/// (`ironic/drivers/base.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VendorMethod {
+    pub name: &'static str,
+    /// The HTTP methods it answers, upper case.
+    pub http_methods: &'static [&'static str],
+    /// Runs in the conductor's worker pool after the reply (202), or while the client waits
+    /// (200 with its return value).
+    pub asynchronous: bool,
+    pub description: &'static str,
+    /// The return value is the response body as it is (a file), not JSON.
+    pub attach: bool,
+    /// Holds the node's lock while it runs (node methods only; a method without it runs on a
+    /// shared lock, which takes nothing).
+    pub require_exclusive_lock: bool,
+}
+
+impl VendorMethod {
+    /// The method's entry in `GET .../vendor_passthru/methods`; driver methods have no lock to
+    /// speak of.
+    pub fn metadata(&self, node_method: bool) -> Value {
+        let mut entry = serde_json::json!({
+            "http_methods": self.http_methods,
+            "async": self.asynchronous,
+            "description": self.description,
+            "attach": self.attach,
+        });
+        if node_method {
+            entry["require_exclusive_lock"] = self.require_exclusive_lock.into();
+        }
+        entry
+    }
+}
+
+/// Vendor passthru: methods a driver offers beyond Ironic's interfaces, relayed from the API
+/// without the conductor looking into their arguments or results.
+#[async_trait]
+pub trait VendorInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// The methods called on a node (Ironic's `vendor_routes`).
+    fn methods(&self) -> &'static [VendorMethod];
+    /// The methods called on the driver, without a node (Ironic's `driver_routes`); none
+    /// unless an interface says otherwise.
+    fn driver_methods(&self) -> &'static [VendorMethod] {
+        &[]
+    }
+    /// Checks a node method's arguments before the call is accepted (a failure is the caller's
+    /// 400); no hardware access.
+    fn validate(&self, node: &Node, method: &str, args: &JsonObject) -> Result<(), DriverError>;
+    /// Runs a node method; its return value is what a synchronous method answers.
+    async fn call(
+        &self,
+        node: &Node,
+        method: &str,
+        http_method: &str,
+        args: JsonObject,
+    ) -> Result<Value, DriverError>;
+    /// Checks a driver method's arguments, as [`validate`](Self::validate) does.
+    fn driver_validate(&self, method: &str, _args: &JsonObject) -> Result<(), DriverError> {
+        Err(no_handler(method))
+    }
+    /// Runs a driver method.
+    async fn driver_call(
+        &self,
+        method: &str,
+        _http_method: &str,
+        _args: JsonObject,
+    ) -> Result<Value, DriverError> {
+        Err(no_handler(method))
+    }
+}
+
+/// `no-vendor`: no methods, so every call is refused before it reaches the interface, as
+/// Ironic's `NoVendor` (whose routes are empty) refuses it.
+pub struct NoVendor;
+
+#[async_trait]
+impl VendorInterface for NoVendor {
+    fn name(&self) -> &'static str {
+        "no-vendor"
+    }
+
+    fn methods(&self) -> &'static [VendorMethod] {
+        &[]
+    }
+
+    fn validate(&self, _: &Node, method: &str, _: &JsonObject) -> Result<(), DriverError> {
+        Err(no_handler(method))
+    }
+
+    async fn call(
+        &self,
+        _: &Node,
+        method: &str,
+        _: &str,
+        _: JsonObject,
+    ) -> Result<Value, DriverError> {
+        Err(no_handler(method))
+    }
+}
+
+/// Ironic's refusal of a vendor method the interface does not have.
+pub fn no_handler(method: &str) -> DriverError {
+    DriverError::InvalidParameterValue(format!("No handler for method {method}"))
 }
 
 #[async_trait]
@@ -90,6 +295,7 @@ pub struct HardwareType {
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
     pub deploy: Vec<Arc<dyn DeployInterface>>,
+    pub vendor: Vec<Arc<dyn VendorInterface>>,
 }
 
 impl HardwareType {
@@ -99,6 +305,7 @@ impl HardwareType {
             InterfaceKind::Deploy => self.deploy.iter().map(|i| i.name()).collect(),
             InterfaceKind::Power => self.power.iter().map(|i| i.name()).collect(),
             InterfaceKind::Management => self.management.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Vendor => self.vendor.iter().map(|i| i.name()).collect(),
             InterfaceKind::Bios
             | InterfaceKind::Boot
             | InterfaceKind::Console
@@ -106,8 +313,7 @@ impl HardwareType {
             | InterfaceKind::Network
             | InterfaceKind::Raid
             | InterfaceKind::Rescue
-            | InterfaceKind::Storage
-            | InterfaceKind::Vendor => self
+            | InterfaceKind::Storage => self
                 .passive
                 .iter()
                 .find(|(k, _)| *k == kind)
@@ -138,6 +344,7 @@ pub struct Driver {
     pub power: Arc<dyn PowerInterface>,
     pub management: Arc<dyn ManagementInterface>,
     pub deploy: Arc<dyn DeployInterface>,
+    pub vendor: Arc<dyn VendorInterface>,
 }
 
 /// The hardware types this conductor has enabled.
@@ -146,20 +353,21 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Every hardware type Ferrum ships (today `fake-hardware`, always enabled).
-    pub fn builtin() -> Self {
-        Self::with_fake(None)
+    /// Every hardware type Ferrum ships (today `fake-hardware`, always enabled), set up as
+    /// `config` says.
+    pub fn builtin(config: &ConductorConfig) -> Self {
+        Self::with_fake(config, None)
     }
 
     /// The built-in hardware types, the fake deploy waiting at `gate` (for tests; see
     /// [`fake::DeployGate`]).
-    pub fn with_deploy_gate(gate: fake::DeployGate) -> Self {
-        Self::with_fake(Some(gate))
+    pub fn with_deploy_gate(config: &ConductorConfig, gate: fake::DeployGate) -> Self {
+        Self::with_fake(config, Some(gate))
     }
 
-    fn with_fake(gate: Option<fake::DeployGate>) -> Self {
+    fn with_fake(config: &ConductorConfig, gate: Option<fake::DeployGate>) -> Self {
         let mut types = BTreeMap::new();
-        let fake = fake::hardware_type(gate);
+        let fake = fake::hardware_type(gate, config.fake_vendor_delay);
         types.insert(fake.name, fake);
         Registry { types }
     }
@@ -245,7 +453,21 @@ impl Registry {
                 |i| i.name(),
             )?,
             deploy: find("deploy", &node.interfaces.deploy, &hw.deploy, |i| i.name())?,
+            vendor: find("vendor", &node.interfaces.vendor, &hw.vendor, |i| i.name())?,
         })
+    }
+
+    /// The vendor interface driver-level passthru calls go to: the hardware type's default
+    /// one, as Ironic's `driver_vendor_passthru` picks it.
+    pub fn default_vendor(&self, driver: &str) -> Result<Arc<dyn VendorInterface>, Error> {
+        let hw = self
+            .types
+            .get(driver)
+            .ok_or_else(|| Error::driver_not_found(driver))?;
+        hw.vendor
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::internal(format!("{driver} has no vendor interface")))
     }
 }
 
@@ -254,7 +476,9 @@ impl Registry {
 /// The API reads it and never calls an interface. Ironic's API reads the same facts from the
 /// conductors' rows and, for properties, by RPC; Ferrum's hardware types are compiled in.
 pub fn catalogue() -> &'static Registry {
-    static CATALOGUE: LazyLock<Registry> = LazyLock::new(Registry::builtin);
+    // The fake vendor delay does not change what the API describes.
+    static CATALOGUE: LazyLock<Registry> =
+        LazyLock::new(|| Registry::builtin(&crate::config::ConductorConfig::default()));
     &CATALOGUE
 }
 

@@ -108,6 +108,10 @@ pub enum Error {
     /// before routing; Ironic's web framework renders it (`api::error_body`), not its handlers.
     #[error("{0}")]
     VersionNotAcceptable(String),
+    /// 500: the hardware failed a call the client waited for; the reason is shown, as Ironic
+    /// shows it.
+    #[error("Runtime driver {driver} failure. Reason: {reason}.")]
+    DriverOperationError { driver: String, reason: String },
 }
 
 impl Error {
@@ -141,7 +145,9 @@ impl Error {
             | Error::ConductorUnreachable { .. }
             | Error::ConductorLost { .. }
             | Error::DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Internal(_) | Error::DriverOperationError { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -159,6 +165,13 @@ impl Error {
 
     pub fn node_not_found(node: impl Into<String>) -> Self {
         Error::NodeNotFound { node: node.into() }
+    }
+
+    /// Ironic's DriverNotFound (404): no conductor offers the driver.
+    pub fn driver_not_found(driver: &str) -> Self {
+        Error::NotFound(format!(
+            "Could not find the following driver(s) or hardware type(s): {driver}."
+        ))
     }
 
     pub fn internal(cause: impl std::fmt::Display) -> Self {

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use self::transport::{Transport, TransportError};
 use crate::{
+    drivers::{BootDevice, BootDeviceSetting},
     error::Error,
     node::{JsonObject, Node, PowerTarget, Verb},
     patch::PatchOp,
@@ -115,6 +116,45 @@ pub enum RpcRequest {
         node: Box<Node>,
         enabled: bool,
     },
+    /// GET /v1/nodes/{id}/management/boot_device/supported.
+    GetSupportedBootDevices {
+        node: Box<Node>,
+    },
+    /// GET /v1/nodes/{id}/management/boot_device.
+    GetBootDevice {
+        node: Box<Node>,
+    },
+    /// PUT /v1/nodes/{id}/management/boot_device.
+    SetBootDevice {
+        node: Box<Node>,
+        device: BootDevice,
+        persistent: bool,
+    },
+    /// PUT /v1/nodes/{id}/management/inject_nmi (1.29).
+    InjectNmi {
+        node: Box<Node>,
+    },
+    /// /v1/nodes/{id}/vendor_passthru?method=: the HTTP method as the client used it, the
+    /// body as its arguments.
+    VendorPassthru {
+        node: Box<Node>,
+        method: String,
+        http_method: String,
+        args: JsonObject,
+    },
+    GetNodeVendorPassthruMethods {
+        node: Box<Node>,
+    },
+    /// /v1/drivers/{name}/vendor_passthru?method=: no node; any conductor offering the driver.
+    DriverVendorPassthru {
+        driver: String,
+        method: String,
+        http_method: String,
+        args: JsonObject,
+    },
+    GetDriverVendorPassthruMethods {
+        driver: String,
+    },
     /// PUT /v1/nodes/{id}/states/raid: the target RAID configuration (`{}` clears it).
     SetTargetRaidConfig {
         node: Box<Node>,
@@ -191,10 +231,20 @@ impl RpcRequest {
                 PortsChange::AttachVif { .. } => "vif_attach",
                 PortsChange::DetachVif { .. } => "vif_detach",
             },
+            RpcRequest::GetSupportedBootDevices { .. } => "get_supported_boot_devices",
+            RpcRequest::GetBootDevice { .. } => "get_boot_device",
+            RpcRequest::SetBootDevice { .. } => "set_boot_device",
+            RpcRequest::InjectNmi { .. } => "inject_nmi",
+            RpcRequest::VendorPassthru { .. } => "vendor_passthru",
+            RpcRequest::GetNodeVendorPassthruMethods { .. } => "get_node_vendor_passthru_methods",
+            RpcRequest::DriverVendorPassthru { .. } => "driver_vendor_passthru",
+            RpcRequest::GetDriverVendorPassthruMethods { .. } => {
+                "get_driver_vendor_passthru_methods"
+            }
         }
     }
 
-    /// The UUID of the node the request is about.
+    /// The UUID of the node the request is about (empty for a driver-level one).
     pub fn node_uuid(&self) -> &str {
         self.routing().uuid
     }
@@ -220,7 +270,9 @@ impl RpcRequest {
             })
     }
 
-    /// What picks the conductor on the hash ring.
+    /// What picks the conductor on the hash ring. A driver-level request has no node and is
+    /// not routed by the ring (the API sends it to any conductor offering the driver, as
+    /// Ironic's `get_topic_for_driver`): its route names only the driver.
     pub fn routing(&self) -> Route<'_> {
         match self {
             RpcRequest::CreateNode { node } => Route {
@@ -243,7 +295,19 @@ impl RpcRequest {
             | RpcRequest::ValidateDriverInterfaces { node }
             | RpcRequest::SetConsoleMode { node, .. }
             | RpcRequest::ChangePorts { node, .. }
-            | RpcRequest::SetTargetRaidConfig { node, .. } => Route::of(node),
+            | RpcRequest::SetTargetRaidConfig { node, .. }
+            | RpcRequest::GetSupportedBootDevices { node }
+            | RpcRequest::GetBootDevice { node }
+            | RpcRequest::SetBootDevice { node, .. }
+            | RpcRequest::InjectNmi { node }
+            | RpcRequest::VendorPassthru { node, .. }
+            | RpcRequest::GetNodeVendorPassthruMethods { node } => Route::of(node),
+            RpcRequest::DriverVendorPassthru { driver, .. }
+            | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
+                uuid: "",
+                driver,
+                group: "",
+            },
         }
     }
 }
@@ -297,6 +361,18 @@ pub enum RpcReply {
     /// The conductor took the lock and accepted the work (202 for the API).
     Accepted,
     Done,
+    BootDevice(BootDeviceSetting),
+    BootDevices(Vec<BootDevice>),
+    /// A vendor method's answer: what it returned (null for an asynchronous one, which runs
+    /// after the reply), whether it runs after the reply, and whether its return value is the
+    /// response body as it is.
+    Passthru {
+        return_value: Value,
+        asynchronous: bool,
+        attach: bool,
+    },
+    /// `{<method>: <metadata>}` (see `drivers::VendorMethod::metadata`).
+    VendorMethods(JsonObject),
 }
 
 impl RpcReply {
@@ -328,6 +404,14 @@ impl RpcReply {
                 "expected a portgroup in the answer, got {other:?}"
             ))),
         }
+    }
+
+    /// The answer of a request whose reply is not a node, nor validation results, nor a bare
+    /// acknowledgement: `pick` takes it out, anything else is a conductor bug.
+    pub fn pick<T>(self, pick: impl FnOnce(RpcReply) -> Result<T, RpcReply>) -> Result<T, Error> {
+        pick(self).map_err(|other| {
+            Error::internal(format!("unexpected answer from the conductor: {other:?}"))
+        })
     }
 
     /// The verdicts `validate` answered with.

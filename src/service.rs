@@ -130,7 +130,12 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
 /// `ferrum all-in-one` (and `ferrum` alone): the API and one conductor in one process, by
 /// default on an embedded SQLite file and the in-process transport.
 pub async fn run_all_in_one(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let all = AllInOne::start(&config, Registry::builtin(), shutdown.clone()).await?;
+    let all = AllInOne::start(
+        &config,
+        Registry::builtin(&config.conductor),
+        shutdown.clone(),
+    )
+    .await?;
     let served = serve_api(&config, all.api_state(), shutdown, || banner(&config)).await;
     // The API stops with the signal (or failed to start: then stop the conductor too).
     let stopped = all.stop().await;

@@ -22,7 +22,7 @@ use crate::{
 };
 
 /// Driver name → hosts offering it, from the conductors alive now.
-async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String>>> {
+pub(super) async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String>>> {
     let alive = db::conductors::list_alive(&state.db, state.router.heartbeat_timeout()).await?;
     let mut by_driver: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for c in alive {
@@ -35,11 +35,10 @@ async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String
 
 /// The hosts offering `name`, or Ironic's DriverNotFound.
 async fn hosts_of(state: &ApiState, name: &str) -> Result<Vec<String>> {
-    hosts_by_driver(state).await?.remove(name).ok_or_else(|| {
-        Error::NotFound(format!(
-            "Could not find the following driver(s) or hardware type(s): {name}."
-        ))
-    })
+    hosts_by_driver(state)
+        .await?
+        .remove(name)
+        .ok_or_else(|| Error::driver_not_found(name))
 }
 
 /// The version from which a driver shows its interfaces of `kind`: 1.30 for the standard ones,

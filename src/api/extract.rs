@@ -221,34 +221,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.to_ascii_lowercase());
-        if let Some(ct) = &content_type
-            && !ct.starts_with("application/json")
-            && !ct.contains("+json")
-        {
-            return Err(Error::UnsupportedMediaType(format!(
-                "The content type {ct} is not supported; send application/json."
-            )));
-        }
-        let body = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status().as_u16() == 413 {
-                body_too_large()
-            } else {
-                Error::InvalidParameterValue(format!("Could not read the request body: {e}"))
-            }
-        })?;
-        if body.is_empty() {
-            return Err(Error::InvalidParameterValue(
+        match read_json(req, state).await? {
+            Some(value) => Ok(ApiJson(value)),
+            None => Err(Error::InvalidParameterValue(
                 "The request body is empty; send a JSON document.".to_owned(),
-            ));
+            )),
         }
-        serde_json::from_slice(&body)
-            .map(ApiJson)
-            .map_err(body_error)
     }
 }
 
@@ -259,19 +237,40 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJson<T> {
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let empty = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() == b"0")
-            || (req.headers().get(header::CONTENT_LENGTH).is_none()
-                && req.headers().get(header::TRANSFER_ENCODING).is_none());
-        if empty {
-            return Ok(OptionalJson(None));
-        }
-        ApiJson::<T>::from_request(req, state)
-            .await
-            .map(|j| OptionalJson(Some(j.0)))
+        read_json(req, state).await.map(OptionalJson)
     }
+}
+
+/// Reads the body (under the body limit) and parses it as JSON; None when it is empty,
+/// whatever its declared type. A non-JSON content type is 415.
+async fn read_json<S: Send + Sync, T: DeserializeOwned>(
+    req: Request,
+    state: &S,
+) -> Result<Option<T>, Error> {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.to_ascii_lowercase());
+    let body = Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status().as_u16() == 413 {
+            body_too_large()
+        } else {
+            Error::InvalidParameterValue(format!("Could not read the request body: {e}"))
+        }
+    })?;
+    if body.is_empty() {
+        return Ok(None);
+    }
+    if let Some(ct) = &content_type
+        && !ct.starts_with("application/json")
+        && !ct.contains("+json")
+    {
+        return Err(Error::UnsupportedMediaType(format!(
+            "The content type {ct} is not supported; send application/json."
+        )));
+    }
+    serde_json::from_slice(&body).map(Some).map_err(body_error)
 }
 
 /// Ironic's wording for a body with keys it does not take; serde's reason for the rest.

@@ -1,5 +1,5 @@
 //! /v1/nodes: one module per verb (create, list, show, update, delete, and the provision, power,
-//! maintenance, validate, console and RAID verbs), and what they share: finding the node, calling its
+//! maintenance, management, validate, console and RAID verbs), and what they share: finding the node, calling its
 //! conductor, the version gates.
 //! Reads come straight from the database; every change is an RPC to the node's conductor, which
 //! takes the node's lock (the API never changes a provision state itself).
@@ -9,6 +9,7 @@ pub mod create;
 pub mod delete;
 pub mod list;
 pub mod maintenance;
+pub mod management;
 pub mod power;
 pub mod provision;
 pub mod raid;
@@ -66,6 +67,18 @@ pub(super) async fn call(
         Some(next) => state.rpc.call(&next, &request_id.0, req).await,
         None => reply,
     }
+}
+
+/// Finds the node `ident` and sends its conductor the request `make` builds from it.
+pub(super) async fn call_on(
+    state: &ApiState,
+    request_id: &RequestId,
+    version: ApiVersion,
+    ident: &str,
+    make: impl FnOnce(Box<Node>) -> RpcRequest,
+) -> Result<RpcReply> {
+    let node = Box::new(find(state, ident, version).await?);
+    call(state, request_id, make(node)).await
 }
 
 /// The field `name` of a request body, checked against the field table: a field the node does

@@ -8,7 +8,7 @@ use std::panic::AssertUnwindSafe;
 use futures::FutureExt;
 use tracing::{Instrument, info_span, warn};
 
-use super::{Ctx, node_ops, power, provision, task::deadline_after};
+use super::{Ctx, management, node_ops, power, provision, task::deadline_after, vendor};
 use crate::{
     error::{Error, panic_message},
     rpc::{
@@ -170,5 +170,39 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => node_ops::set_target_raid_config(&ctx, *node, target_raid_config, deadline)
             .await
             .map(|()| RpcReply::Done),
+        RpcRequest::GetSupportedBootDevices { node } => {
+            management::get_supported_boot_devices(&ctx, *node)
+                .await
+                .map(RpcReply::BootDevices)
+        }
+        RpcRequest::GetBootDevice { node } => management::get_boot_device(&ctx, *node, deadline)
+            .await
+            .map(RpcReply::BootDevice),
+        RpcRequest::SetBootDevice {
+            node,
+            device,
+            persistent,
+        } => management::set_boot_device(&ctx, *node, device, persistent, deadline)
+            .await
+            .map(|()| RpcReply::Done),
+        RpcRequest::InjectNmi { node } => management::inject_nmi(&ctx, *node, deadline)
+            .await
+            .map(|()| RpcReply::Done),
+        RpcRequest::VendorPassthru {
+            node,
+            method,
+            http_method,
+            args,
+        } => vendor::vendor_passthru(&ctx, *node, method, http_method, args, deadline).await,
+        RpcRequest::GetNodeVendorPassthruMethods { node } => vendor::node_methods(&ctx, &node),
+        RpcRequest::DriverVendorPassthru {
+            driver,
+            method,
+            http_method,
+            args,
+        } => vendor::driver_vendor_passthru(&ctx, driver, method, http_method, args).await,
+        RpcRequest::GetDriverVendorPassthruMethods { driver } => {
+            vendor::driver_methods(&ctx, &driver)
+        }
     }
 }

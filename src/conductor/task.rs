@@ -81,7 +81,8 @@ pub async fn change_node(
         Some(node) if node.reservation.is_none() => node,
         _ => db::nodes::get_by_uuid(&ctx.db, uuid).await?,
     };
-    let (mut lock_waits, mut races) = (1, 0);
+    let mut waits = LockWaits::new(ctx, deadline);
+    let mut races = 0;
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
     loop {
         // A retry of the request that made the node what it is (its first attempt's answer
@@ -92,7 +93,7 @@ pub async fn change_node(
             return Ok((node, None));
         }
         if let Some(holder) = &node.reservation {
-            wait_for_lock(ctx, &node.uuid, holder, deadline, &mut lock_waits).await?;
+            waits.wait(&node.uuid, holder).await?;
             node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
             continue;
         }
@@ -138,28 +139,89 @@ pub async fn change_node(
     }
 }
 
-/// Waits `lock_retry_interval` for the lock `holder` holds on the node `uuid` to go, or, after
-/// `lock_retry_attempts` waits (`lock_waits` counts them) or when the next would pass
-/// `deadline`, gives up with NodeLocked naming the holder.
-async fn wait_for_lock(
+/// Waiting for a lock held by someone else: `lock_retry_attempts` looks in all,
+/// `lock_retry_interval` apart, never past the caller's deadline.
+struct LockWaits {
+    attempts: u32,
+    interval: Duration,
+    deadline: Option<Instant>,
+    looked: u32,
+}
+
+impl LockWaits {
+    fn new(ctx: &Ctx, deadline: Option<Instant>) -> Self {
+        LockWaits {
+            attempts: ctx.config.lock_retry_attempts.max(1),
+            interval: ctx.config.lock_retry_interval,
+            deadline,
+            looked: 1,
+        }
+    }
+
+    /// Sleeps before the next look at a node `holder` has locked, or NodeLocked naming the
+    /// holder when there is no look left.
+    async fn wait(&mut self, uuid: &str, holder: &str) -> Result<()> {
+        let out_of_time = self
+            .deadline
+            .is_some_and(|d| Instant::now() + self.interval >= d);
+        if self.looked >= self.attempts || out_of_time {
+            return Err(Error::NodeLocked {
+                node: uuid.to_owned(),
+                host: holder.to_owned(),
+            });
+        }
+        self.looked += 1;
+        tokio::time::sleep(self.interval).await;
+        Ok(())
+    }
+}
+
+/// Takes the bare lock on `uuid` (Ironic's exclusive `task_manager.acquire`) for a driver call
+/// the caller makes while its client waits (setting a boot device, an NMI, a vendor method),
+/// or hands to a worker. Nothing else is written, so the node's version stays; a lock held by
+/// someone else is waited for as [`change_node`] waits. The caller ends the task with a write
+/// that releases it, or [`Task::release`].
+pub async fn lock(ctx: &Ctx, uuid: &str, deadline: Option<Instant>) -> Result<Task> {
+    let mut waits = LockWaits::new(ctx, deadline);
+    loop {
+        let won = db::nodes::reserve(&ctx.db, uuid, &ctx.host).await?;
+        // Held by us from here when won: nobody else writes the row, so this read is the node.
+        let read = db::nodes::get_by_uuid(&ctx.db, uuid).await;
+        if won {
+            return match read {
+                Ok(node) => Ok(Task {
+                    ctx: ctx.clone(),
+                    node,
+                    held: true,
+                }),
+                Err(e) => {
+                    if let Err(release) = db::nodes::unreserve(&ctx.db, uuid, &ctx.host).await {
+                        warn!(node.uuid = %uuid, error = %release, "failed to release lock");
+                    }
+                    Err(e)
+                }
+            };
+        }
+        // Released between the two statements: look again at once.
+        if let Some(holder) = &read?.reservation {
+            waits.wait(uuid, holder).await?;
+        }
+    }
+}
+
+/// Runs `work` on the node `uuid` under its lock ([`lock`]), then releases the lock whatever the
+/// outcome (a write of `work` may release it first). A panic in `work` unwinds through the task,
+/// whose drop releases it.
+pub async fn with_lock<T>(
     ctx: &Ctx,
     uuid: &str,
-    holder: &str,
     deadline: Option<Instant>,
-    lock_waits: &mut u32,
-) -> Result<()> {
-    let attempts = ctx.config.lock_retry_attempts.max(1);
-    let interval = ctx.config.lock_retry_interval;
-    let out_of_time = deadline.is_some_and(|d| Instant::now() + interval >= d);
-    if *lock_waits >= attempts || out_of_time {
-        return Err(Error::NodeLocked {
-            node: uuid.to_owned(),
-            host: holder.to_owned(),
-        });
-    }
-    *lock_waits += 1;
-    tokio::time::sleep(interval).await;
-    Ok(())
+    work: impl AsyncFnOnce(&mut Task) -> Result<T>,
+) -> Result<T> {
+    let mut task = lock(ctx, uuid, deadline).await?;
+    let outcome = work(&mut task).await;
+    task.release().await;
+    outcome
 }
 
 /// Changes the node's ports and portgroups with the exclusion [`change_node`] gives: `decide`
@@ -177,10 +239,11 @@ pub async fn change_children(
         Some(node) if node.reservation.is_none() => node,
         _ => db::nodes::get_by_uuid(&ctx.db, uuid).await?,
     };
-    let (mut lock_waits, mut races) = (1, 0);
+    let mut waits = LockWaits::new(ctx, deadline);
+    let mut races = 0;
     loop {
         if let Some(holder) = &node.reservation {
-            wait_for_lock(ctx, &node.uuid, holder, deadline, &mut lock_waits).await?;
+            waits.wait(&node.uuid, holder).await?;
             node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
             continue;
         }
@@ -266,6 +329,17 @@ pub struct Task {
 }
 
 impl Task {
+    /// Ironic's shared lock, which takes nothing: work on `node` that writes nothing (a vendor
+    /// method that does not need the lock) and runs while others may hold it. Its writes are
+    /// refused and its failure is only logged.
+    pub fn shared(ctx: &Ctx, node: Node) -> Task {
+        Task {
+            ctx: ctx.clone(),
+            node,
+            held: false,
+        }
+    }
+
     pub fn ctx(&self) -> &Ctx {
         &self.ctx
     }
@@ -413,6 +487,11 @@ impl Task {
     /// released, all in one statement. Never leaves a node in a transient state when the table says
     /// where a failure goes (Ironic §12 #6).
     pub async fn fail(mut self, message: String, extra: NodeChanges, fail_edge: bool) {
+        // A shared task (or one whose lock went with its last write) has nothing to write with.
+        if !self.held {
+            warn!(node.uuid = %self.node.uuid, "{message}");
+            return;
+        }
         for attempt in 0..2 {
             let changes = extra.clone().last_error(Some(message.clone())).release();
             // The fail edge of the state as last read (a retry reads the node again).

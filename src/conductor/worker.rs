@@ -19,7 +19,7 @@ use tracing::{Instrument, info_span};
 
 use super::{Ctx, task::Task};
 use crate::{
-    drivers::Driver,
+    drivers::{Driver, DriverError},
     error::{Error, Result, panic_message},
     node::{Node, NodeChanges},
 };
@@ -59,14 +59,49 @@ impl Worker {
     /// a fresher read). None free: NoFreeConductorWorker.
     pub fn reserve(ctx: &Ctx, slot: &mut Option<Worker>) -> Result<()> {
         if slot.is_none() {
-            let permit = ctx
-                .workers
-                .clone()
-                .try_acquire_owned()
-                .map_err(|_| Error::NoFreeConductorWorker)?;
-            *slot = Some(Worker { permit });
+            *slot = Some(Worker::take(ctx)?);
         }
         Ok(())
+    }
+
+    /// Takes a free worker; none free: NoFreeConductorWorker.
+    pub fn take(ctx: &Ctx) -> Result<Worker> {
+        let permit = ctx
+            .workers
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::NoFreeConductorWorker)?;
+        Ok(Worker { permit })
+    }
+
+    /// Runs `work`, which is about no node (a driver-level vendor method), on this worker;
+    /// its failure or panic is logged, and a shutdown cuts it like a driver call of a flow.
+    pub fn run_detached(
+        self,
+        ctx: &Ctx,
+        name: &'static str,
+        work: impl std::future::Future<Output = std::result::Result<(), String>> + Send + 'static,
+    ) {
+        let abort = ctx.abort_work.clone();
+        let permit = self.permit;
+        ctx.tracker.spawn(
+            async move {
+                let _permit = permit;
+                let outcome = tokio::select! {
+                    done = AssertUnwindSafe(work).catch_unwind() => done,
+                    () = abort.cancelled() => Ok(Err("the conductor shut down first".to_owned())),
+                };
+                match outcome {
+                    Ok(Ok(())) => {}
+                    Ok(Err(message)) => tracing::warn!("{name} failed: {message}"),
+                    Err(panic) => tracing::warn!(
+                        "{name} failed with an unexpected error in the driver: {}",
+                        panic_message(&*panic)
+                    ),
+                }
+            }
+            .instrument(info_span!("work", work = name)),
+        );
     }
 
     /// Runs `flow` on this worker, which owns `task`'s lock until the flow ends.
@@ -96,6 +131,18 @@ pub async fn hw<T>(
             ctx.host
         )),
     }
+}
+
+/// [`hw`] for a driver call the client waits for (no worker): the driver's error is the
+/// client's, and a call cut short by the conductor's shutdown is a 503 to retry.
+pub async fn hw_now<T>(
+    task: &Task,
+    call: impl std::future::Future<Output = std::result::Result<T, DriverError>>,
+) -> Result<T> {
+    hw(task, call)
+        .await
+        .map_err(Error::TemporaryFailure)?
+        .map_err(|e| e.into_error(&task.node.driver))
 }
 
 async fn run_flow(mut task: Task, driver: Driver, flow: impl Flow, _permit: OwnedSemaphorePermit) {

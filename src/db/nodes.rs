@@ -321,6 +321,19 @@ pub async fn reserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
     Ok(changed == 1)
 }
 
+/// Drops a lock `host` took with [`reserve`] before it could read the node. True when it did.
+pub async fn unreserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
+    let changed = with_conn!(db, |conn| diesel::update(
+        nodes::table
+            .filter(nodes::uuid.eq(uuid))
+            .filter(nodes::reservation.eq(host))
+    )
+    .set(nodes::reservation.eq(None::<String>))
+    .execute(conn)
+    .await?);
+    Ok(changed == 1)
+}
+
 /// Releases the lock if `host` holds it and the row is still at `version` (so a stale task cannot
 /// release a lock that a newer task of the same host took since). True when it did.
 pub async fn release(db: &Db, node_id: i32, host: &str, version: i64) -> Result<bool> {

@@ -5,6 +5,10 @@
 //! `fake_deploy_panic` (a message the deploy panics with, to prove a panicking driver cannot wedge
 //! a node). Each run of the deploy step logs "fake deploy started on node <uuid>" at INFO.
 //!
+//! The fake management interface remembers the boot device it was last set to, and the fake
+//! vendor interface offers the methods of Ironic's (`FakeVendorB`), each taking the configured
+//! `fake_vendor_delay` (Ironic's `[fake]vendor_delay`).
+//!
 //! Tests that build the service in process can also hand the fake deploy a [`DeployGate`]: each
 //! deploy then waits at it until the test lets it through, so a test knows the node is in
 //! `deploying` with its lock held for as long as it likes, without timing anything. The service
@@ -13,17 +17,20 @@
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+use serde_json::Value;
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use tracing::info;
 
 use super::{
-    DeployInterface, DeployOutcome, DriverError, HardwareType, ManagementInterface, PowerInterface,
-    Properties, direct::DirectDeploy,
+    BootDevice, BootDeviceSetting, DeployInterface, DeployOutcome, DriverError, HardwareType,
+    ManagementInterface, NoVendor, PowerInterface, Properties, VendorInterface, VendorMethod,
+    direct::DirectDeploy, no_handler,
 };
-use crate::node::{InterfaceKind, Node, PowerState};
+use crate::node::{InterfaceKind, JsonObject, Node, PowerState};
 
-/// `fake-hardware`; with a gate, every fake deploy waits at it (see [`DeployGate`]).
-pub fn hardware_type(gate: Option<DeployGate>) -> HardwareType {
+/// `fake-hardware`; with a gate, every fake deploy waits at it (see [`DeployGate`]); each fake
+/// vendor method takes `vendor_delay`.
+pub fn hardware_type(gate: Option<DeployGate>, vendor_delay: Duration) -> HardwareType {
     HardwareType {
         name: "fake-hardware",
         passive: &[
@@ -32,7 +39,6 @@ pub fn hardware_type(gate: Option<DeployGate>) -> HardwareType {
             (InterfaceKind::Inspect, &["no-inspect", "fake"]),
             (InterfaceKind::Network, &["noop", "flat"]),
             (InterfaceKind::Raid, &["no-raid", "fake"]),
-            (InterfaceKind::Vendor, &["no-vendor", "fake"]),
             (InterfaceKind::Storage, &["noop", "fake"]),
             (InterfaceKind::Rescue, &["no-rescue", "fake"]),
             (InterfaceKind::Bios, &["no-bios", "fake"]),
@@ -40,6 +46,12 @@ pub fn hardware_type(gate: Option<DeployGate>) -> HardwareType {
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
         deploy: vec![Arc::new(FakeDeploy { gate }), Arc::new(DirectDeploy)],
+        vendor: vec![
+            Arc::new(NoVendor),
+            Arc::new(FakeVendor {
+                delay: vendor_delay,
+            }),
+        ],
     }
 }
 
@@ -81,6 +93,25 @@ impl PowerInterface for FakePower {
 
 pub struct FakeManagement;
 
+/// Where the fake management interface keeps the boot device it was set to: in
+/// `driver_internal_info`, as Ironic's own drivers keep what the hardware cannot tell them.
+const BOOT_DEVICE_KEY: &str = "fake_boot_device";
+const BOOT_PERSISTENT_KEY: &str = "fake_boot_device_persistent";
+
+/// The devices the fake machine offers. Ironic's fake offers only `pxe` and always reads back
+/// `pxe`, not persistent; this one offers what a typical BMC does and reads back what it was
+/// last set to (`pxe`, not persistent, before that), so that a client's set-then-show is
+/// tested for real. Its record lives on the node, like the fake power state, so it survives a
+/// conductor restart or a take-over.
+const FAKE_BOOT_DEVICES: [BootDevice; 5] = [
+    BootDevice::Pxe,
+    BootDevice::Disk,
+    BootDevice::Cdrom,
+    BootDevice::Bios,
+    BootDevice::Safe,
+];
+
+#[async_trait]
 impl ManagementInterface for FakeManagement {
     fn name(&self) -> &'static str {
         "fake"
@@ -93,6 +124,176 @@ impl ManagementInterface for FakeManagement {
 
     fn validate(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
+    }
+
+    async fn supported_boot_devices(&self, _node: &Node) -> Result<Vec<BootDevice>, DriverError> {
+        Ok(FAKE_BOOT_DEVICES.to_vec())
+    }
+
+    async fn set_boot_device(
+        &self,
+        _node: &Node,
+        device: BootDevice,
+        persistent: bool,
+    ) -> Result<JsonObject, DriverError> {
+        if !FAKE_BOOT_DEVICES.contains(&device) {
+            return Err(DriverError::InvalidParameterValue(format!(
+                "Invalid boot device {} specified.",
+                device.api_name()
+            )));
+        }
+        let mut record = JsonObject::new();
+        record.insert(BOOT_DEVICE_KEY.into(), device.api_name().into());
+        record.insert(BOOT_PERSISTENT_KEY.into(), persistent.into());
+        Ok(record)
+    }
+
+    async fn get_boot_device(&self, node: &Node) -> Result<BootDeviceSetting, DriverError> {
+        let info = &node.driver_internal_info;
+        let boot_device = match info.get(BOOT_DEVICE_KEY).and_then(Value::as_str) {
+            Some(name) => BootDevice::parse(name).ok(),
+            None => Some(BootDevice::Pxe),
+        };
+        let persistent = info
+            .get(BOOT_PERSISTENT_KEY)
+            .map_or(Some(false), Value::as_bool);
+        Ok(BootDeviceSetting {
+            boot_device,
+            persistent,
+        })
+    }
+
+    /// Ironic's fake has no NMI (its base class refuses with UnsupportedDriverExtension); the
+    /// fake machine takes one, so that the call's path (lock, RPC, 204) is real.
+    async fn inject_nmi(&self, node: &Node) -> Result<(), DriverError> {
+        let uuid = &node.uuid;
+        info!(node.uuid = %uuid, "fake NMI injected into node {uuid}");
+        Ok(())
+    }
+}
+
+/// The fake vendor interface (Ironic's `fake`, `FakeVendorB`): each method checks `bar` and
+/// says whether it is its word, after `delay`.
+pub struct FakeVendor {
+    delay: Duration,
+}
+
+const FAKE_VENDOR_METHODS: &[VendorMethod] = &[
+    VendorMethod {
+        name: "second_method",
+        http_methods: &["POST"],
+        asynchronous: true,
+        description: "Test if the value of bar is kazoo",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+    VendorMethod {
+        name: "third_method_sync",
+        http_methods: &["POST"],
+        asynchronous: false,
+        description: "Test if the value of bar is meow",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+    VendorMethod {
+        name: "fourth_method_shared_lock",
+        http_methods: &["POST"],
+        asynchronous: true,
+        description: "Test if the value of bar is woof",
+        attach: false,
+        require_exclusive_lock: false,
+    },
+    VendorMethod {
+        name: "log_passthrough",
+        http_methods: &["POST"],
+        asynchronous: true,
+        description: "Test pass-through to wait.",
+        attach: false,
+        require_exclusive_lock: true,
+    },
+];
+
+impl FakeVendor {
+    /// The word each method that takes `bar` compares it with.
+    fn word(method: &str) -> Option<&'static str> {
+        match method {
+            "second_method" => Some("kazoo"),
+            "third_method_sync" => Some("meow"),
+            "fourth_method_shared_lock" => Some("woof"),
+            _ => None,
+        }
+    }
+}
+
+/// Python's truth of a JSON value, which Ironic's fake tests `bar` with.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+#[async_trait]
+impl VendorInterface for FakeVendor {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    fn methods(&self) -> &'static [VendorMethod] {
+        FAKE_VENDOR_METHODS
+    }
+
+    /// `bar` is required and nothing else is taken. Ironic's fake methods fail on another
+    /// argument when they run (a TypeError: 500 for the synchronous one, a logged failure after
+    /// 202 for the others); here it is refused up front, as a bad parameter.
+    fn validate(&self, _node: &Node, method: &str, args: &JsonObject) -> Result<(), DriverError> {
+        if Self::word(method).is_none() {
+            return Ok(());
+        }
+        if !args.get("bar").is_some_and(truthy) {
+            return Err(DriverError::MissingParameterValue(format!(
+                "Parameter 'bar' not passed to method '{method}'."
+            )));
+        }
+        let unexpected: Vec<&str> = args
+            .keys()
+            .map(String::as_str)
+            .filter(|k| *k != "bar")
+            .collect();
+        if !unexpected.is_empty() {
+            return Err(DriverError::InvalidParameterValue(format!(
+                "Unexpected arguments for method '{method}': {}",
+                unexpected.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        node: &Node,
+        method: &str,
+        _http_method: &str,
+        args: JsonObject,
+    ) -> Result<Value, DriverError> {
+        if !FAKE_VENDOR_METHODS.iter().any(|m| m.name == method) {
+            return Err(no_handler(method));
+        }
+        tokio::time::sleep(self.delay).await;
+        match Self::word(method) {
+            Some(word) => Ok(Value::Bool(
+                args.get("bar").and_then(Value::as_str) == Some(word),
+            )),
+            None => {
+                let uuid = &node.uuid;
+                info!(node.uuid = %uuid, ?args, "fake vendor method {method} called on node {uuid}");
+                Ok(Value::Null)
+            }
+        }
     }
 }
 

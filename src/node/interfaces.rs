@@ -1,7 +1,7 @@
 //! A node's hardware interfaces, one per [`InterfaceKind`].
 //!
-//! The conductor drives three of them (deploy, power, management); the others are names a
-//! hardware type lists (see `drivers::HardwareType::passive`), stored and validated.
+//! The conductor drives four of them (deploy, power, management, vendor); the others are names
+//! a hardware type lists (see `drivers::HardwareType::passive`), stored and validated.
 
 use diesel::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -25,7 +25,7 @@ pub enum InterfaceKind {
 }
 
 impl InterfaceKind {
-    /// Every kind: the three the conductor drives, then the passive ones in name order.
+    /// Every kind: deploy, power and management, then the others in name order.
     pub const ALL: [InterfaceKind; 12] = [
         InterfaceKind::Deploy,
         InterfaceKind::Power,
@@ -42,7 +42,7 @@ impl InterfaceKind {
     ];
 
     /// The kinds the conductor only stores and validates, in name order.
-    pub const PASSIVE: [InterfaceKind; 9] = [
+    pub const PASSIVE: [InterfaceKind; 8] = [
         InterfaceKind::Bios,
         InterfaceKind::Boot,
         InterfaceKind::Console,
@@ -51,7 +51,6 @@ impl InterfaceKind {
         InterfaceKind::Raid,
         InterfaceKind::Rescue,
         InterfaceKind::Storage,
-        InterfaceKind::Vendor,
     ];
 
     /// Ironic's name of the kind: `deploy`, `bios`, ...

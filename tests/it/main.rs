@@ -22,6 +22,7 @@ mod faults;
 mod inprocess;
 mod limits;
 mod locking;
+mod management;
 mod node_features;
 mod ports;
 mod raid;

@@ -70,8 +70,8 @@ impl TestAppBuilder {
         config.database.url = format!("sqlite://{}", file.display());
         config.validate().expect("a valid test configuration");
         let drivers = match &gate {
-            Some(gate) => Registry::with_deploy_gate(gate.clone()),
-            None => Registry::builtin(),
+            Some(gate) => Registry::with_deploy_gate(&config.conductor, gate.clone()),
+            None => Registry::builtin(&config.conductor),
         };
         let shutdown = CancellationToken::new();
         let all = AllInOne::start(&config, drivers, shutdown.clone())

@@ -38,6 +38,8 @@ pub struct ClusterOptions {
     /// An AMQP URL to use instead of the shared broker, e.g. a
     /// [`PrivateRabbit`](super::PrivateRabbit)'s. Multi-host only.
     pub amqp_url: Option<String>,
+    /// Seconds each fake vendor method takes (`FERRUM_FAKE_VENDOR_DELAY`; None: 0).
+    pub fake_vendor_delay: Option<f64>,
 }
 
 impl Default for ClusterOptions {
@@ -55,6 +57,7 @@ impl Default for ClusterOptions {
             api_header_timeout: None,
             mysql_url: None,
             amqp_url: None,
+            fake_vendor_delay: None,
         }
     }
 }
@@ -137,6 +140,9 @@ impl Cluster {
         .collect();
         if let Some(timeout) = options.api_header_timeout {
             env.push(("FERRUM_API_HEADER_TIMEOUT".to_owned(), timeout.to_string()));
+        }
+        if let Some(delay) = options.fake_vendor_delay {
+            env.push(("FERRUM_FAKE_VENDOR_DELAY".to_owned(), delay.to_string()));
         }
         let mut cluster = Cluster {
             stack: options.stack,
@@ -362,7 +368,7 @@ impl Cluster {
             Route,
             topology::{Member, Rings},
         };
-        let drivers = ferrum::drivers::Registry::builtin().names();
+        let drivers = ferrum::drivers::Registry::builtin(&Default::default()).names();
         let rings = Rings::new(
             self.conductor_hosts
                 .iter()

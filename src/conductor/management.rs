@@ -1,0 +1,84 @@
+//! Management requested through the API (`/v1/nodes/{id}/management/...`): the boot device and
+//! NMIs, each a driver call the client waits for, under the lock Ironic's conductor takes for
+//! it (`set_boot_device`, `get_boot_device`, `inject_nmi` take the exclusive lock, as a BMC
+//! serves one session at a time; `get_supported_boot_devices` the shared one, which takes
+//! nothing). No maintenance or provision-state rule applies, as in Ironic.
+
+use tokio::time::Instant;
+
+use super::{
+    Ctx,
+    task::{Task, with_lock},
+    worker::hw_now,
+};
+use crate::{
+    drivers::{BootDevice, BootDeviceSetting, ManagementInterface},
+    error::Result,
+    node::{Json, Node, NodeChanges},
+};
+
+/// The node's management interface, its configuration checked (a failure is the client's 400).
+fn management(task: &Task) -> Result<std::sync::Arc<dyn ManagementInterface>> {
+    let node = &task.node;
+    let management = task.ctx().drivers.for_node(node)?.management;
+    management
+        .validate(node)
+        .map_err(|e| e.into_error(&node.driver))?;
+    Ok(management)
+}
+
+pub async fn get_supported_boot_devices(ctx: &Ctx, node: Node) -> Result<Vec<BootDevice>> {
+    let task = Task::shared(ctx, node);
+    let management = ctx.drivers.for_node(&task.node)?.management;
+    hw_now(&task, management.supported_boot_devices(&task.node)).await
+}
+
+pub async fn get_boot_device(
+    ctx: &Ctx,
+    node: Node,
+    deadline: Option<Instant>,
+) -> Result<BootDeviceSetting> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        let management = management(task)?;
+        hw_now(task, management.get_boot_device(&task.node)).await
+    })
+    .await
+}
+
+/// Sets the boot device, and records on the node what the driver asks to keep, releasing the
+/// lock in the same statement.
+pub async fn set_boot_device(
+    ctx: &Ctx,
+    node: Node,
+    device: BootDevice,
+    persistent: bool,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        let management = management(task)?;
+        let record = hw_now(
+            task,
+            management.set_boot_device(&task.node, device, persistent),
+        )
+        .await?;
+        if record.is_empty() {
+            return Ok(());
+        }
+        let mut info = task.node.driver_internal_info.0.clone();
+        info.extend(record);
+        let changes = NodeChanges {
+            driver_internal_info: Some(Json(info)),
+            ..NodeChanges::default()
+        };
+        task.write(changes.release()).await
+    })
+    .await
+}
+
+pub async fn inject_nmi(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        let management = management(task)?;
+        hw_now(task, management.inject_nmi(&task.node)).await
+    })
+    .await
+}
