@@ -112,13 +112,10 @@ pub fn router(state: ApiState) -> Router {
             "/{ident}/states/raid",
             axum::routing::put(nodes::raid::set_target_raid_config),
         )
-        .route("/{ident}/ports", get(ports::of_node))
-        .route("/{ident}/ports/detail", get(ports::of_node_detail))
-        .route("/{ident}/portgroups", get(portgroups::of_node))
-        .route(
-            "/{ident}/portgroups/detail",
-            get(portgroups::of_node_detail),
-        )
+        .route("/{ident}/ports", get(ports::list))
+        .route("/{ident}/ports/detail", get(ports::list))
+        .route("/{ident}/portgroups", get(portgroups::list))
+        .route("/{ident}/portgroups/detail", get(portgroups::list))
         .route(
             "/{ident}/vifs",
             get(nodes::vifs::list).post(nodes::vifs::attach),
@@ -129,7 +126,7 @@ pub fn router(state: ApiState) -> Router {
         );
     let chassis = Router::new()
         .route("/", get(chassis::list).post(chassis::create))
-        .route("/detail", get(chassis::list_detail))
+        .route("/detail", get(chassis::list))
         .route(
             "/{uuid}",
             get(chassis::show)
@@ -137,25 +134,25 @@ pub fn router(state: ApiState) -> Router {
                 .delete(chassis::delete),
         )
         .route("/{uuid}/nodes", get(chassis::nodes))
-        .route("/{uuid}/nodes/detail", get(chassis::nodes_detail));
+        .route("/{uuid}/nodes/detail", get(chassis::nodes));
     let ports = Router::new()
         .route("/", get(ports::list).post(ports::create))
-        .route("/detail", get(ports::list_detail))
+        .route("/detail", get(ports::list))
         .route(
             "/{uuid}",
             get(ports::show).patch(ports::update).delete(ports::delete),
         );
     let portgroups = Router::new()
         .route("/", get(portgroups::list).post(portgroups::create))
-        .route("/detail", get(portgroups::list_detail))
+        .route("/detail", get(portgroups::list))
         .route(
             "/{ident}",
             get(portgroups::show)
                 .patch(portgroups::update)
                 .delete(portgroups::delete),
         )
-        .route("/{ident}/ports", get(ports::of_portgroup))
-        .route("/{ident}/ports/detail", get(ports::of_portgroup_detail));
+        .route("/{ident}/ports", get(ports::list))
+        .route("/{ident}/ports/detail", get(ports::list));
     let routes = Router::new()
         .route("/", get(root))
         .route("/v1", get(v1))

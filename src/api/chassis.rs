@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{
     ApiState, BaseUrl,
     extract::{ApiJson, ApiPath, ApiQuery, ApiVersion},
-    listing::{self, Paging, ShowQuery},
+    listing::{self, Paging, Route, ShowQuery},
 };
 use crate::{
     chassis::{self, Chassis},
@@ -24,14 +24,15 @@ pub struct ListQuery {
     paging: Paging,
 }
 
-async fn list_page(
-    state: &ApiState,
-    q: &ListQuery,
+/// GET /v1/chassis[/detail].
+pub async fn list(
+    State(state): State<ApiState>,
     version: ApiVersion,
-    base: &str,
-    detail_path: bool,
-) -> Result<Value> {
-    let shape = q.paging.shape::<Chassis>(version, detail_path)?;
+    BaseUrl(base): BaseUrl,
+    route: Route,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    let shape = q.paging.shape::<Chassis>(version, route.detail)?;
     let sort = q.paging.sort(
         db::chassis::SortKey::parse,
         db::chassis::SortKey::NAMES,
@@ -45,39 +46,17 @@ async fn list_page(
         q.paging.marker.as_deref(),
     )
     .await?;
-    let path = if detail_path {
-        "chassis/detail"
-    } else {
-        "chassis"
-    };
     listing::page(
         &items,
         &q.paging,
         &shape,
         chassis::SUMMARY,
         version,
-        base,
-        path,
+        &base,
+        &route.path,
         "",
     )
-}
-
-pub async fn list(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, false).await.map(Json)
-}
-
-pub async fn list_detail(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, true).await.map(Json)
+    .map(Json)
 }
 
 pub async fn show(
@@ -139,22 +118,15 @@ pub async fn nodes(
     state: State<ApiState>,
     version: ApiVersion,
     base: BaseUrl,
-    ApiPath(uuid): ApiPath<String>,
+    route: Route,
     ApiQuery(mut q): ApiQuery<super::nodes::list::ListQuery>,
 ) -> Result<Json<Value>> {
+    let uuid = route.parent.map(|(_, id)| id).unwrap_or_default();
     let found = db::chassis::get(&state.db, &normalize_uuid("chassis_uuid", &uuid)?).await?;
     q.chassis_uuid = Some(found.uuid);
-    super::nodes::list::list(state, version, base, ApiQuery(q)).await
-}
-
-pub async fn nodes_detail(
-    state: State<ApiState>,
-    version: ApiVersion,
-    base: BaseUrl,
-    ApiPath(uuid): ApiPath<String>,
-    ApiQuery(mut q): ApiQuery<super::nodes::list::ListQuery>,
-) -> Result<Json<Value>> {
-    let found = db::chassis::get(&state.db, &normalize_uuid("chassis_uuid", &uuid)?).await?;
-    q.chassis_uuid = Some(found.uuid);
-    super::nodes::list::list_detail(state, version, base, ApiQuery(q)).await
+    if route.detail {
+        super::nodes::list::list_detail(state, version, base, ApiQuery(q)).await
+    } else {
+        super::nodes::list::list(state, version, base, ApiQuery(q)).await
+    }
 }

@@ -127,6 +127,48 @@ impl Paging {
     }
 }
 
+/// Where a listing was asked for: its route (`/v1/nodes/{ident}/ports/detail`) and the
+/// identifier in it, if any. One handler serves a collection's listings at all its routes.
+pub struct Route {
+    /// Whether the route ends in `/detail`.
+    pub detail: bool,
+    /// The route's parent collection and the identifier given for it (`nodes`, `n1`), if the
+    /// listing is a sub-collection.
+    pub parent: Option<(String, String)>,
+    /// The route's path for `next` links, without `/v1/`.
+    pub path: String,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Route {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self> {
+        let matched = axum::extract::MatchedPath::from_request_parts(parts, state)
+            .await
+            .map_err(|e| Error::internal(format!("no matched route: {e}")))?;
+        let params = axum::extract::RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| Error::InvalidParameterValue(format!("Invalid path: {e}")))?;
+        let ident = params.iter().next().map(|(_, v)| v.to_owned());
+        let pattern = matched.as_str().trim_start_matches("/v1/");
+        let detail = pattern.ends_with("/detail");
+        let segments: Vec<&str> = pattern.split('/').collect();
+        let parent = ident.map(|id| (segments[0].to_owned(), id));
+        let path = match &parent {
+            Some((collection, id)) => {
+                let rest = segments[2..].join("/");
+                format!("{collection}/{id}/{rest}")
+            }
+            None => pattern.to_owned(),
+        };
+        Ok(Route {
+            detail,
+            parent,
+            path,
+        })
+    }
+}
+
 /// One item as `shape` shows it.
 pub fn render_item<R: Resource>(
     item: &R,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{
     ApiState, BaseUrl,
     extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
-    listing::{self, Paging, ShowQuery},
+    listing::{self, Paging, Route, ShowQuery},
     nodes::{find, require_version},
     ports::{parent_node, ports_call},
 };
@@ -40,23 +40,27 @@ pub struct ListQuery {
     address: Option<String>,
 }
 
-async fn list_page(
-    state: &ApiState,
-    q: &ListQuery,
+/// GET /v1/portgroups[/detail] and /v1/nodes/{id}/portgroups[/detail] (1.24).
+pub async fn list(
+    State(state): State<ApiState>,
     version: ApiVersion,
-    base: &str,
-    parent: Option<&str>,
-    detail_path: bool,
-) -> Result<Value> {
+    BaseUrl(base): BaseUrl,
+    route: Route,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
     require_portgroups(version)?;
-    let shape = q.paging.shape::<Portgroup>(version, detail_path)?;
+    if route.parent.is_some() {
+        require_version(version, 24, "Listing a node's portgroups")?;
+    }
+    let shape = q.paging.shape::<Portgroup>(version, route.detail)?;
     let sort = q.paging.sort(
         db::ports::SortKey::parse,
         db::ports::SortKey::NAMES,
         db::ports::SortKey::Id,
     )?;
+    let parent = route.parent.as_ref().map(|(_, id)| id.as_str());
     let node = match parent.or(q.node.as_deref()) {
-        Some(n) => Some(find(state, n, version).await?.uuid),
+        Some(n) => Some(find(&state, n, version).await?.uuid),
         None => None,
     };
     let address = q.address.as_deref().map(ports::normalize_mac).transpose()?;
@@ -70,11 +74,9 @@ async fn list_page(
         q.paging.marker.as_deref(),
     )
     .await?;
-    let suffix = if detail_path { "/detail" } else { "" };
-    let (path, carried) = match (parent, &node) {
-        (Some(p), _) => (format!("nodes/{p}/portgroups{suffix}"), String::new()),
-        (None, Some(n)) => (format!("portgroups{suffix}"), format!("node={n}&")),
-        (None, None) => (format!("portgroups{suffix}"), String::new()),
+    let carried = match (parent, &node) {
+        (None, Some(n)) => format!("node={n}&"),
+        _ => String::new(),
     };
     listing::page(
         &items,
@@ -82,58 +84,11 @@ async fn list_page(
         &shape,
         ports::PORTGROUP_SUMMARY,
         version,
-        base,
-        &path,
+        &base,
+        &route.path,
         &carried,
     )
-}
-
-pub async fn list(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, None, false)
-        .await
-        .map(Json)
-}
-
-pub async fn list_detail(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, None, true)
-        .await
-        .map(Json)
-}
-
-pub async fn of_node(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(node): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    require_version(version, 24, "Listing a node's portgroups")?;
-    list_page(&state, &q, version, &base, Some(&node), false)
-        .await
-        .map(Json)
-}
-
-pub async fn of_node_detail(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(node): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    require_version(version, 24, "Listing a node's portgroups")?;
-    list_page(&state, &q, version, &base, Some(&node), true)
-        .await
-        .map(Json)
+    .map(Json)
 }
 
 pub async fn show(

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{
     ApiState, BaseUrl,
     extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
-    listing::{self, Paging, ShowQuery},
+    listing::{self, Paging, Route, ShowQuery},
     nodes::{call, find, require_version},
 };
 use crate::{
@@ -30,44 +30,41 @@ pub struct ListQuery {
     portgroup: Option<String>,
 }
 
-/// Whose ports a listing shows: all, a node's (`/v1/nodes/{id}/ports`) or a portgroup's.
-enum Parent<'a> {
-    None,
-    Node(&'a str),
-    Portgroup(&'a str),
-}
-
-async fn list_page(
-    state: &ApiState,
-    q: &ListQuery,
+/// GET /v1/ports[/detail], /v1/nodes/{id}/ports[/detail] and /v1/portgroups/{id}/ports[/detail].
+pub async fn list(
+    State(state): State<ApiState>,
     version: ApiVersion,
-    base: &str,
-    parent: Parent<'_>,
-    detail_path: bool,
-) -> Result<Value> {
-    let shape = q.paging.shape::<Port>(version, detail_path)?;
+    BaseUrl(base): BaseUrl,
+    route: Route,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    let shape = q.paging.shape::<Port>(version, route.detail)?;
     let sort = q.paging.sort(
         db::ports::SortKey::parse,
         db::ports::SortKey::NAMES,
         db::ports::SortKey::Id,
     )?;
-    let mut filter = PortFilter::default();
-    let mut carried = String::new();
-    let node = match parent {
-        Parent::Node(n) => Some(n.to_owned()),
-        _ => q.node.clone().or_else(|| q.node_uuid.clone()),
-    };
-    let portgroup = match parent {
-        Parent::Portgroup(pg) => Some(pg.to_owned()),
-        _ => q.portgroup.clone(),
+    let (node, portgroup) = match &route.parent {
+        Some((parent, id)) if parent == "nodes" => (Some(id.clone()), None),
+        Some((_, id)) => {
+            require_version(version, 24, "Listing a portgroup's ports")?;
+            (None, Some(id.clone()))
+        }
+        None => (
+            q.node.clone().or_else(|| q.node_uuid.clone()),
+            q.portgroup.clone(),
+        ),
     };
     if node.is_some() && portgroup.is_some() {
         return Err(Error::InvalidParameterValue(
             "Ports can be listed by node or by portgroup, not both.".to_owned(),
         ));
     }
+    let mut filter = PortFilter::default();
+    // The filters a sub-collection's route does not carry already go into `next`.
+    let mut carried = String::new();
     if let Some(node) = &node {
-        let found = find(state, node, version).await?;
+        let found = find(&state, node, version).await?;
         carried.push_str(&format!("node={}&", found.uuid));
         filter.node_uuid = Some(found.uuid);
     }
@@ -76,6 +73,9 @@ async fn list_page(
         let found = db::ports::get_portgroup(&state.db, pg).await?;
         carried.push_str(&format!("portgroup={}&", found.uuid));
         filter.portgroup_uuid = Some(found.uuid);
+    }
+    if route.parent.is_some() {
+        carried.clear();
     }
     if let Some(address) = &q.address {
         filter.address = Some(ports::normalize_mac(address)?);
@@ -89,101 +89,17 @@ async fn list_page(
         q.paging.marker.as_deref(),
     )
     .await?;
-    let path = match (&parent, detail_path) {
-        (Parent::None, false) => "ports".to_owned(),
-        (Parent::None, true) => "ports/detail".to_owned(),
-        (Parent::Node(n), d) => format!("nodes/{n}/ports{}", if d { "/detail" } else { "" }),
-        (Parent::Portgroup(pg), d) => {
-            format!("portgroups/{pg}/ports{}", if d { "/detail" } else { "" })
-        }
-    };
-    let carried = if matches!(parent, Parent::None) {
-        carried
-    } else {
-        String::new()
-    };
     listing::page(
         &items,
         &q.paging,
         &shape,
         ports::PORT_SUMMARY,
         version,
-        base,
-        &path,
+        &base,
+        &route.path,
         &carried,
     )
-}
-
-pub async fn list(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, Parent::None, false)
-        .await
-        .map(Json)
-}
-
-pub async fn list_detail(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, Parent::None, true)
-        .await
-        .map(Json)
-}
-
-pub async fn of_node(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(node): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, Parent::Node(&node), false)
-        .await
-        .map(Json)
-}
-
-pub async fn of_node_detail(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(node): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    list_page(&state, &q, version, &base, Parent::Node(&node), true)
-        .await
-        .map(Json)
-}
-
-pub async fn of_portgroup(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(pg): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    require_version(version, 24, "Listing a portgroup's ports")?;
-    list_page(&state, &q, version, &base, Parent::Portgroup(&pg), false)
-        .await
-        .map(Json)
-}
-
-pub async fn of_portgroup_detail(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(pg): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    require_version(version, 24, "Listing a portgroup's ports")?;
-    list_page(&state, &q, version, &base, Parent::Portgroup(&pg), true)
-        .await
-        .map(Json)
+    .map(Json)
 }
 
 pub async fn show(

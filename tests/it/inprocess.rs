@@ -656,3 +656,130 @@ async fn removing_an_interface_resets_it_to_the_drivers_default() {
         .await;
     assert_eq!(r.status, 409, "{}", r.body);
 }
+
+/// A port of a node whose deploy holds its lock can be created (Ironic's shared lock), but not
+/// changed, deleted or given a VIF (its exclusive lock): 409 NodeLocked, nothing written; once
+/// the deploy ended they go through, and the deploy's own writes were not disturbed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_of_a_locked_node_are_created_but_not_changed() {
+    let app = TestApp::builder().gate_deploys().start().await;
+    let node = app.available_node(json!({"name": "busy-nic"})).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    app.accepted("busy-nic", "active").await;
+    assert_eq!(app.gate().reached().await, uuid);
+
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": "52:54:00:0b:05:01"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let port = r.body["uuid"].as_str().unwrap().to_owned();
+    let patch = json!([{"op": "add", "path": "/extra/x", "value": 1}]);
+    let r = app
+        .request(
+            Method::PATCH,
+            &format!("/v1/ports/{port}"),
+            Some(patch.clone()),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.fault().contains("is locked by host"), "{}", r.fault());
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/busy-nic/vifs",
+            Some(json!({"id": "v1"})),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    let r = app
+        .request(Method::DELETE, &format!("/v1/ports/{port}"), None)
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+
+    app.gate().release(1);
+    app.wait_for("busy-nic", "active").await;
+    let r = app.get(&format!("/v1/ports/{port}")).await;
+    assert_eq!(
+        r.body["extra"],
+        json!({}),
+        "the refused PATCH changed nothing"
+    );
+    let r = app
+        .request(Method::PATCH, &format!("/v1/ports/{port}"), Some(patch))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Connectivity of an active node's port needs maintenance, as in Ironic.
+    let r = app
+        .request(
+            Method::PATCH,
+            &format!("/v1/ports/{port}"),
+            Some(json!([{"op": "replace", "path": "/pxe_enabled", "value": false}])),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.fault().contains("connectivity attributes"),
+        "{}",
+        r.fault()
+    );
+    let r = app
+        .request(
+            Method::PATCH,
+            &format!("/v1/ports/{port}"),
+            Some(json!([{"op": "replace", "path": "/address", "value": "52:54:00:0b:05:02"}])),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.fault().contains("is active"), "{}", r.fault());
+}
+
+/// Listings of ports page with `next` links that keep their filter and shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_listings_page_with_next_links() {
+    let app = TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "pager", "driver": "fake-hardware"}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    for i in 1..=3 {
+        let r = app
+            .request(
+                Method::POST,
+                "/v1/ports",
+                Some(json!({"node_uuid": uuid, "address": format!("52:54:00:0c:00:0{i}")})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let mut path = format!("/v1/ports?node={uuid}&limit=2&fields=address&sort_key=address");
+    let mut seen = Vec::new();
+    loop {
+        let r = app.get(&path).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        for p in r.body["ports"].as_array().unwrap() {
+            seen.push(p["address"].as_str().unwrap().to_owned());
+        }
+        let Some(next) = r.body["next"].as_str() else {
+            break;
+        };
+        assert!(next.contains(&format!("node={uuid}")), "{next}");
+        assert!(next.contains("fields=address"), "{next}");
+        path = next.trim_start_matches("http://localhost").to_owned();
+        path = path[path.find("/v1/").unwrap()..].to_owned();
+    }
+    assert_eq!(
+        seen,
+        [
+            "52:54:00:0c:00:01",
+            "52:54:00:0c:00:02",
+            "52:54:00:0c:00:03"
+        ]
+    );
+    let r = app.get(&format!("/v1/nodes/{uuid}/ports?limit=1")).await;
+    let next = r.body["next"].as_str().unwrap();
+    assert!(next.contains(&format!("/v1/nodes/{uuid}/ports?")), "{next}");
+}
