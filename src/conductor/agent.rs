@@ -23,8 +23,9 @@ use crate::{
     states::ProvisionState,
 };
 
-/// Where a node's agent token is kept (masked wherever a node is shown: its key names a secret).
-pub const TOKEN_KEY: &str = "agent_secret_token";
+/// Where a node's agent token is kept (masked wherever a node is shown: its key names a secret;
+/// forgotten with the others of [`crate::node::AGENT_BOOT_KEYS`]).
+pub const TOKEN_KEY: &str = crate::node::AGENT_BOOT_KEYS[0];
 
 /// What [`get_node_with_token`] shows instead of a token handed out already, as Ironic does.
 pub const TOKEN_MASK: &str = "******";

@@ -149,8 +149,10 @@ async fn the_agent_looks_its_node_up_and_heartbeats(stack) {
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     assert_eq!(api.node(&enrolled).await["driver_internal_info"], json!({}));
 
+    // Torn down, the node forgets its agent (the next deploy's agent may listen elsewhere).
     api.accepted(&uuid, "deleted").await;
-    api.wait_for(&uuid, "available").await;
+    let node = api.wait_for(&uuid, "available").await;
+    assert!(node["driver_internal_info"].get("agent_url").is_none(), "{node}");
     cluster.assert_no_locks().await;
 }
 }
