@@ -15,6 +15,7 @@ pub mod listing;
 pub mod nodes;
 pub mod portgroups;
 pub mod ports;
+pub mod ramdisk;
 pub mod routing;
 pub mod server;
 pub mod traits;
@@ -44,6 +45,8 @@ pub struct ApiState {
     pub db: Db,
     pub rpc: RpcClient,
     pub router: Arc<ConductorRouter>,
+    /// `restrict_lookup` and `ramdisk_heartbeat_timeout` (the ramdisk endpoints read them).
+    pub config: Arc<crate::config::ApiConfig>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -181,6 +184,11 @@ pub fn router(state: ApiState) -> Router {
             "/v1/drivers/{name}/raid/logical_disk_properties",
             get(drivers::raid_logical_disk_properties),
         )
+        .route("/v1/lookup", get(ramdisk::lookup))
+        .route(
+            "/v1/heartbeat/{ident}",
+            axum::routing::post(ramdisk::heartbeat),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     with_middleware(routes, state)
@@ -312,7 +320,6 @@ async fn root(BaseUrl(base): BaseUrl) -> Json<Value> {
 
 /// GET /v1: the resources of the negotiated version, as Ironic lists them
 /// (`v1/__init__.py`): chassis, nodes, ports and drivers always, the others from their version.
-/// The ramdisk endpoints (lookup, heartbeat: 1.22) are not served, so they are not listed.
 async fn v1(
     BaseUrl(base): BaseUrl,
     version: extract::ApiVersion,
@@ -339,7 +346,13 @@ async fn v1(
         "drivers": res("drivers"),
         "version": version_doc(&base),
     });
-    for (name, since) in [("portgroups", 23), ("volume", 32), ("conductors", 49)] {
+    for (name, since) in [
+        ("lookup", 22),
+        ("heartbeat", 22),
+        ("portgroups", 23),
+        ("volume", 32),
+        ("conductors", 49),
+    ] {
         if version.at_least(since) {
             doc[name] = res(name);
         }

@@ -11,6 +11,7 @@
 //! loops, the worker pool and the flows live in the submodules; none of them reaches back here
 //! for more than the [`Context`].
 
+pub mod agent;
 pub mod dispatch;
 pub mod lease;
 pub mod management;

@@ -47,6 +47,12 @@ pub struct ApiConfig {
     /// connection is closed; also how long an idle keep-alive connection stays open.
     #[serde(with = "seconds")]
     pub header_read_timeout: Duration,
+    /// Lookup finds only nodes in states where an agent is expected (Ironic's
+    /// `[api]restrict_lookup`).
+    pub restrict_lookup: bool,
+    /// How often the agent is told to heartbeat at the latest (`[api]ramdisk_heartbeat_timeout`).
+    #[serde(with = "seconds")]
+    pub ramdisk_heartbeat_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,6 +120,8 @@ impl Default for ApiConfig {
             // A client dripping its headers holds a connection for 10 s at most; it is also how
             // long an idle keep-alive connection stays open.
             header_read_timeout: Duration::from_secs(10),
+            restrict_lookup: true,
+            ramdisk_heartbeat_timeout: Duration::from_secs(300),
         }
     }
 }

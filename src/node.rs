@@ -178,6 +178,25 @@ impl NodeChanges {
     }
 }
 
+/// What a node's `driver_internal_info` says about the agent of its last ramdisk boot: its
+/// token, URL and certificate. A new boot of the ramdisk (a deploy) and a tear-down forget them,
+/// as Ironic's `wipe_token_and_url` does when it powers a node off or reboots it.
+pub const AGENT_BOOT_KEYS: &[&str] = &[
+    "agent_secret_token",
+    "agent_secret_token_pregenerated",
+    "agent_url",
+    "agent_verify_ca",
+];
+
+/// `info` without the [`AGENT_BOOT_KEYS`].
+pub fn without_agent_boot(info: &JsonObject) -> JsonObject {
+    let mut info = info.clone();
+    for key in AGENT_BOOT_KEYS {
+        info.remove(*key);
+    }
+    info
+}
+
 /// The time as the database keeps it: UTC, to the microsecond (what both backends store).
 pub fn now() -> NaiveDateTime {
     use chrono::Timelike;

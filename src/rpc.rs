@@ -165,6 +165,15 @@ pub enum RpcRequest {
         node: Box<Node>,
         change: PortsChange,
     },
+    /// POST /v1/heartbeat/{node}: the deploy ramdisk's agent reports in.
+    Heartbeat {
+        node: Box<Node>,
+        heartbeat: Heartbeat,
+    },
+    /// GET /v1/lookup from 1.62: the node with its agent token, made on the first lookup.
+    GetNodeWithToken {
+        node: Box<Node>,
+    },
 }
 
 /// What [`RpcRequest::ChangePorts`] asks of a node's ports and portgroups. Fields and patches are
@@ -241,6 +250,8 @@ impl RpcRequest {
             RpcRequest::GetDriverVendorPassthruMethods { .. } => {
                 "get_driver_vendor_passthru_methods"
             }
+            RpcRequest::Heartbeat { .. } => "heartbeat",
+            RpcRequest::GetNodeWithToken { .. } => "get_node_with_token",
         }
     }
 
@@ -301,7 +312,9 @@ impl RpcRequest {
             | RpcRequest::SetBootDevice { node, .. }
             | RpcRequest::InjectNmi { node }
             | RpcRequest::VendorPassthru { node, .. }
-            | RpcRequest::GetNodeVendorPassthruMethods { node } => Route::of(node),
+            | RpcRequest::GetNodeVendorPassthruMethods { node }
+            | RpcRequest::Heartbeat { node, .. }
+            | RpcRequest::GetNodeWithToken { node } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }
             | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
                 uuid: "",
@@ -334,6 +347,17 @@ impl<'a> Route<'a> {
     pub fn ring(&self) -> String {
         topology::ring_key(self.group, self.driver)
     }
+}
+
+/// A heartbeat of a node's agent, as the API checked it (see `conductor::agent::heartbeat`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Where the agent listens (`""` is accepted, as Ironic accepts it from one-way ramdisks).
+    pub callback_url: String,
+    pub agent_version: Option<String>,
+    pub agent_token: Option<String>,
+    /// The agent's TLS certificate (1.68).
+    pub agent_verify_ca: Option<String>,
 }
 
 /// A node as the API asks for it to be created. The API checked which fields the request may

@@ -78,6 +78,7 @@ fn api_state(config: &Config, db: Db, transport: Arc<dyn Transport>) -> ApiState
         )),
         rpc: RpcClient::new(transport, config.transport.rpc_timeout),
         db,
+        config: Arc::new(config.api.clone()),
     }
 }
 

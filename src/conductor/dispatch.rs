@@ -8,7 +8,7 @@ use std::panic::AssertUnwindSafe;
 use futures::FutureExt;
 use tracing::{Instrument, info_span, warn};
 
-use super::{Ctx, management, node_ops, power, provision, task::deadline_after, vendor};
+use super::{Ctx, agent, management, node_ops, power, provision, task::deadline_after, vendor};
 use crate::{
     error::{Error, panic_message},
     rpc::{
@@ -204,5 +204,11 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::GetDriverVendorPassthruMethods { driver } => {
             vendor::driver_methods(&ctx, &driver)
         }
+        RpcRequest::Heartbeat { node, heartbeat } => agent::heartbeat(&ctx, *node, heartbeat)
+            .await
+            .map(|()| RpcReply::Accepted),
+        RpcRequest::GetNodeWithToken { node } => agent::get_node_with_token(&ctx, *node)
+            .await
+            .map(|n| RpcReply::Node(Box::new(n))),
     }
 }

@@ -21,7 +21,7 @@ use super::{
 use crate::{
     drivers::{DeployOutcome, Driver, require_interface},
     error::{Error, Result},
-    node::{self, InterfaceKind, Json, Node, NodeChanges, PowerState, Verb},
+    node::{self, InterfaceKind, Json, Node, NodeChanges, PowerState, Verb, without_agent_boot},
     states::{Event, ProvisionState},
 };
 
@@ -215,8 +215,10 @@ pub async fn do_node_deploy(
                     node.uuid
                 ))
             })?;
+        // The ramdisk booted for this deploy has a new agent, URL and token.
         let mut extra = NodeChanges {
             deploy_step: Some(Json(deploy_step())),
+            driver_internal_info: Some(Json(without_agent_boot(&node.driver_internal_info))),
             ..NodeChanges::default()
         };
         if let Some(configdrive) = &configdrive {
@@ -247,7 +249,10 @@ pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>)
                 node: node.uuid.clone(),
             });
         }
-        Ok(NodeChanges::default())
+        Ok(NodeChanges {
+            driver_internal_info: Some(Json(without_agent_boot(&node.driver_internal_info))),
+            ..NodeChanges::default()
+        })
     })
     .await
 }

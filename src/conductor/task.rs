@@ -54,6 +54,9 @@ pub enum Decision {
     Write(NodeChanges, Hold),
     /// Delete the node.
     Delete,
+    /// Write nothing: the node stays as read (a heartbeat in a state that records none, a
+    /// token that exists already).
+    Nothing,
 }
 
 /// The first and largest wait before a held node's write is tried again while the database is away.
@@ -99,6 +102,7 @@ pub async fn change_node(
         }
         let (changes, hold) = match decide(&node)? {
             Decision::Write(changes, hold) => (changes, hold),
+            Decision::Nothing => return Ok((node, None)),
             Decision::Delete => {
                 if db::nodes::delete_unlocked(&ctx.db, node.id, node.version).await? {
                     return Ok((node, None));

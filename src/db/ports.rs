@@ -53,6 +53,18 @@ pub async fn get_portgroup(db: &Db, ident: &str) -> Result<Portgroup> {
     found.ok_or_else(|| portgroup_not_found(ident))
 }
 
+/// The nodes (at most two: more than one is already too many) with a port of one of
+/// `addresses` (normalized MACs), for the agent's lookup.
+pub async fn nodes_with_addresses(db: &Db, addresses: &[String]) -> Result<Vec<String>> {
+    Ok(with_conn!(db, |conn| ports::table
+        .filter(ports::address.eq_any(addresses))
+        .select(ports::node_uuid)
+        .distinct()
+        .limit(2)
+        .load(conn)
+        .await?))
+}
+
 /// What a port listing is narrowed to.
 #[derive(Debug, Clone, Default)]
 pub struct PortFilter {

@@ -26,4 +26,5 @@ mod management;
 mod node_features;
 mod ports;
 mod raid;
+mod ramdisk;
 mod resilience;

@@ -1,0 +1,356 @@
+//! The deploy ramdisk's endpoints (API 1.22, no authentication in Ironic): `GET /v1/lookup`, by
+//! which the agent finds its node, and `POST /v1/heartbeat/{node}`, by which it reports in
+//! (Ironic's `v1/ramdisk.py`). Lookup reads the database; from 1.62 it asks the node's conductor
+//! for the node's agent token (made on the first lookup). A heartbeat is checked here and
+//! recorded by the conductor (`conductor::agent`).
+
+use axum::{Json, extract::State, http::StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::warn;
+
+use super::{
+    ApiState, BaseUrl,
+    extract::{ApiPath, ApiQuery, ApiVersion, OptionalJson, RequestId},
+    nodes::{call, find},
+};
+use crate::{
+    db,
+    error::{Error, Result},
+    node::{InterfaceKind, Node, fields::View},
+    ports::normalize_mac,
+    resource,
+    rpc::{Heartbeat, RpcRequest},
+    states::ProvisionState,
+};
+
+/// The ramdisk endpoints appeared in 1.22, `agent_version` in a heartbeat in 1.36, the agent
+/// token in 1.62 and `agent_verify_ca` in 1.68 (Ironic's `api/controllers/v1/versions.py`).
+const SINCE: u32 = 22;
+const AGENT_VERSION_SINCE: u32 = 36;
+const AGENT_TOKEN_SINCE: u32 = 62;
+const VERIFY_CA_SINCE: u32 = 68;
+
+/// The states lookup finds a node in with `restrict_lookup` (Ironic's `LOOKUP_ALLOWED_STATES`).
+const LOOKUP_ALLOWED: &[ProvisionState] = &[
+    ProvisionState::Deploying,
+    ProvisionState::DeployWait,
+    ProvisionState::Cleaning,
+    ProvisionState::CleanWait,
+    ProvisionState::Inspecting,
+    ProvisionState::InspectWait,
+    ProvisionState::Rescuing,
+    ProvisionState::RescueWait,
+    ProvisionState::ServiceWait,
+];
+
+/// The node's fields lookup answers with (Ironic's `_LOOKUP_RETURN_FIELDS`, and the links).
+const LOOKUP_FIELDS: &[&str] = &[
+    "uuid",
+    "properties",
+    "instance_info",
+    "driver_internal_info",
+    "links",
+];
+
+/// Ironic's answer to a lookup that finds nothing, the same whether there is no such node or it
+/// is in a state lookup does not find nodes in (so the two cannot be told apart).
+fn not_found() -> Error {
+    Error::NotFound("Resource could not be found.".to_owned())
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LookupQuery {
+    addresses: Option<String>,
+    node_uuid: Option<String>,
+}
+
+/// The MAC addresses of `addresses` (comma-separated) that are valid, normalized; invalid ones
+/// are ignored, as Ironic ignores them (with a warning).
+fn valid_macs(addresses: &str) -> Vec<String> {
+    let mut valid: Vec<String> = Vec::new();
+    for address in addresses
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        match normalize_mac(address) {
+            Ok(mac) if !valid.contains(&mac) => valid.push(mac),
+            Ok(_) => {}
+            Err(_) => warn!(address, "lookup ignores the invalid MAC address {address}"),
+        }
+    }
+    valid
+}
+
+/// GET /v1/lookup?addresses=<mac,...>&node_uuid=<uuid>.
+pub async fn lookup(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(query): ApiQuery<LookupQuery>,
+) -> Result<Json<Value>> {
+    version.require_resource(SINCE)?;
+    if let Some(uuid) = &query.node_uuid
+        && uuid::Uuid::try_parse(uuid).is_err()
+    {
+        return Err(Error::InvalidParameterValue(format!(
+            "Expected UUID for node_uuid: {uuid}"
+        )));
+    }
+    let macs = query
+        .addresses
+        .as_deref()
+        .map(valid_macs)
+        .unwrap_or_default();
+    let node = match (&query.node_uuid, macs.is_empty()) {
+        (None, true) => {
+            return Err(Error::InvalidParameterValue(
+                "At least one of 'addresses' and 'node_uuid' parameters is required".to_owned(),
+            ));
+        }
+        (Some(uuid), _) => db::nodes::get_by_uuid(&state.db, uuid).await,
+        (None, false) => match db::ports::nodes_with_addresses(&state.db, &macs).await?[..] {
+            [ref uuid] => db::nodes::get_by_uuid(&state.db, uuid).await,
+            [] => Err(not_found()),
+            // Ironic's DuplicateNodeOnLookup, a NodeNotFound to the client.
+            _ => {
+                warn!(
+                    ?macs,
+                    "Multiple nodes with port addresses {macs:?} were found"
+                );
+                Err(not_found())
+            }
+        },
+    };
+    let node = match node {
+        Ok(node) => node,
+        Err(Error::NodeNotFound { .. } | Error::NotFound(_)) => return Err(not_found()),
+        Err(e) => return Err(e),
+    };
+    if state.config.restrict_lookup && !LOOKUP_ALLOWED.contains(&node.provision_state) {
+        warn!(node.uuid = %node.uuid, state = %node.provision_state,
+            "Lookup is not allowed for node {} in the provision state {}",
+            node.uuid, node.provision_state);
+        return Err(not_found());
+    }
+    let with_token = version.at_least(AGENT_TOKEN_SINCE);
+    let node = if with_token {
+        call(
+            &state,
+            &request_id,
+            RpcRequest::GetNodeWithToken {
+                node: Box::new(node),
+            },
+        )
+        .await?
+        .into_node()?
+    } else {
+        node
+    };
+    Ok(Json(json!({
+        "node": resource::render_some(&View::new(&node, version.0, &base), LOOKUP_FIELDS),
+        "config": agent_config(&state, &node, with_token),
+    })))
+}
+
+/// What the agent is told with its node (Ironic's `ramdisk.config`, its options at Ironic's
+/// defaults but the heartbeat timeout). The token only from 1.62: below it the node has none
+/// that lookup made, and one made otherwise is never shown.
+fn agent_config(state: &ApiState, node: &Node, with_token: bool) -> Value {
+    let management = node.interfaces.get(InterfaceKind::Management);
+    let mut config = json!({
+        "metrics": {
+            "backend": "noop",
+            "prepend_host": false,
+            "prepend_uuid": false,
+            "prepend_host_reverse": true,
+            "global_prefix": null,
+        },
+        "metrics_statsd": {"statsd_host": "localhost", "statsd_port": 8125},
+        "heartbeat_timeout": state.config.ramdisk_heartbeat_timeout.as_secs(),
+        "agent_containers": {
+            "allow_arbitrary_containers": false,
+            "allowed_containers": [],
+            "container_steps_file": "/etc/ironic-python-agent.d/mysteps.yaml",
+            "runner": "podman",
+            "pull_options": [],
+            "run_options": ["--rm", "--network=host"],
+        },
+        "agent_md5_checksum_enable": true,
+        "disable_deep_image_inspection": false,
+        "permitted_image_formats": ["raw", "gpt", "qcow2", "iso"],
+        "agent_skip_bmc_detect": matches!(management, "redfish" | "idrac-redfish"),
+        "enable_bios_bootloader_install": false,
+        "tls_min_version": "1.3",
+        "tls_cipher_suites": null,
+    });
+    if with_token {
+        config["agent_token"] = node
+            .driver_internal_info
+            .get(crate::conductor::agent::TOKEN_KEY)
+            .cloned()
+            .unwrap_or(Value::Null);
+        config["agent_token_required"] = Value::Bool(true);
+    }
+    config
+}
+
+/// A heartbeat's body. The values are read as JSON so that a value of the wrong type gets
+/// Ironic's message naming it; `agent_status` and its message (1.72) are known only to be
+/// refused with Ironic's words.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    callback_url: Option<Value>,
+    agent_version: Option<Value>,
+    agent_token: Option<Value>,
+    agent_verify_ca: Option<Value>,
+    agent_status: Option<Value>,
+    agent_status_message: Option<Value>,
+}
+
+/// A string argument, or Ironic's 400 naming it (`args.string`); JSON null is absent.
+fn string(name: &str, value: Option<Value>) -> Result<Option<String>> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(Error::InvalidParameterValue(format!(
+            "Expected string for {name}: {other}"
+        ))),
+    }
+}
+
+/// The callback URL as Ironic's `urlparse` check takes it: a scheme that contains `http` (so
+/// `http` and `https`), lower-cased, and a well-formed bracketed host; `""` is accepted (a
+/// one-way ramdisk sends it).
+fn check_callback_url(url: &str) -> Result<String> {
+    if url.is_empty() {
+        return Ok(String::new());
+    }
+    let bad = || {
+        Error::InvalidParameterValue(
+            "An issue with the supplied \"callback_url\" has been detected.".to_owned(),
+        )
+    };
+    let (scheme, rest) = url.split_once(':').ok_or_else(bad)?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let scheme = scheme.to_ascii_lowercase();
+    if !scheme_ok || !scheme.contains("http") {
+        return Err(bad());
+    }
+    let host = rest
+        .strip_prefix("//")
+        .map(|r| r.split(['/', '?', '#']).next().unwrap_or(""))
+        .unwrap_or("");
+    if host.contains('[') != host.contains(']') {
+        return Err(bad());
+    }
+    Ok(format!("{scheme}:{rest}"))
+}
+
+/// POST /v1/heartbeat/{node uuid or name}: 202 with no body.
+pub async fn heartbeat(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    ApiPath(ident): ApiPath<String>,
+    OptionalJson(body): OptionalJson<HeartbeatBody>,
+) -> Result<StatusCode> {
+    version.require_resource(SINCE)?;
+    let body = body.unwrap_or_default();
+    let agent_version = string("agent_version", body.agent_version)?;
+    if agent_version.is_some() && !version.at_least(AGENT_VERSION_SINCE) {
+        return Err(Error::InvalidParameterValue(
+            "Field \"agent_version\" not recognised".to_owned(),
+        ));
+    }
+    // Ferrum's range ends before 1.72: these fields are always too new.
+    if body.agent_status.is_some() || body.agent_status_message.is_some() {
+        return Err(Error::InvalidParameterValue(
+            "Fields \"agent_status\" and \"agent_status_message\" not recognised.".to_owned(),
+        ));
+    }
+    let agent_verify_ca = string("agent_verify_ca", body.agent_verify_ca)?;
+    if agent_verify_ca.is_some() && !version.at_least(VERIFY_CA_SINCE) {
+        return Err(Error::InvalidParameterValue(
+            "Field \"agent_verify_ca\" not recognised in this version".to_owned(),
+        ));
+    }
+    let callback_url = string("callback_url", body.callback_url)?.ok_or_else(|| {
+        Error::MissingParameterValue("Missing mandatory parameter: callback_url".to_owned())
+    })?;
+    let agent_token = string("agent_token", body.agent_token)?;
+    let node = find(&state, &ident, version).await?;
+    let callback_url = check_callback_url(&callback_url)?;
+    let recorded = node
+        .driver_internal_info
+        .get("agent_url")
+        .and_then(Value::as_str);
+    if recorded.is_some_and(|url| url != callback_url) {
+        warn!(node.uuid = %node.uuid, url = %callback_url,
+            "Received heartbeat for node {} with callback URL {callback_url}, not the one recorded; not processed",
+            node.uuid);
+        return Err(Error::InvalidParameterValue(
+            "Detected change in ramdisk provided \"callback_url\"".to_owned(),
+        ));
+    }
+    // From 1.62, where lookup hands tokens out, a heartbeat must carry one (Ironic requires it
+    // at every version: its lookups always make one).
+    if agent_token.is_none() && version.at_least(AGENT_TOKEN_SINCE) {
+        return Err(Error::InvalidParameterValue(
+            "Agent token is required for heartbeat processing.".to_owned(),
+        ));
+    }
+    let heartbeat = Heartbeat {
+        callback_url,
+        agent_version,
+        agent_token,
+        agent_verify_ca,
+    };
+    call(
+        &state,
+        &request_id,
+        RpcRequest::Heartbeat {
+            node: Box::new(node),
+            heartbeat,
+        },
+    )
+    .await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_addresses_are_ignored() {
+        assert_eq!(
+            valid_macs("52:54:00:AA:BB:01, nonsense,,52:54:00:aa:bb:01,52:54:00:aa:bb:02"),
+            ["52:54:00:aa:bb:01", "52:54:00:aa:bb:02"]
+        );
+        assert!(valid_macs("zz:zz, ").is_empty());
+    }
+
+    #[test]
+    fn callback_urls_as_ironic_checks_them() {
+        for (url, ok) in [
+            ("http://10.0.0.5:9999", Some("http://10.0.0.5:9999")),
+            ("HTTPS://[fd00::5]:9999/", Some("https://[fd00::5]:9999/")),
+            ("", Some("")),
+            ("ftp://10.0.0.5", None),
+            ("10.0.0.5:9999", None),
+            ("no scheme", None),
+            ("http://[fd00::5:9999", None),
+            ("1http://x", None),
+        ] {
+            let got = check_callback_url(url).ok();
+            assert_eq!(got.as_deref(), ok, "{url}");
+        }
+    }
+}
