@@ -242,6 +242,9 @@ async fn vendor_passthru_calls_answer_as_ironic() {
             "{method}"
         );
     }
+    // The asynchronous methods hold the lock until their worker ends: wait for it, or the next
+    // call may find the node locked.
+    app.settle().await;
     let r = app
         .request(Method::POST, &call("v", "log_passthrough"), None)
         .await;
