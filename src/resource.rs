@@ -17,6 +17,8 @@ pub trait Resource: Sized + 'static {
     type Changes: Default;
     /// The collection's name in URLs (`nodes`, `ports`) and in a listing's body.
     const COLLECTION: &'static str;
+    /// The key of a listing's body (`nodes`; `connectors` for `volume/connectors`).
+    const LIST_KEY: &'static str = Self::COLLECTION;
     /// The resource's fields in the API.
     fn fields() -> &'static [Field<Self>];
     /// The resource's UUID, for its links.
