@@ -134,8 +134,14 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::delete(nodes::vifs::detach),
         )
         .route("/{ident}/volume", get(volume::node_root))
-        .route("/{ident}/volume/connectors", get(volume::of_node::<VolumeConnector>))
-        .route("/{ident}/volume/targets", get(volume::of_node::<VolumeTarget>));
+        .route(
+            "/{ident}/volume/connectors",
+            get(volume::of_node::<VolumeConnector>),
+        )
+        .route(
+            "/{ident}/volume/targets",
+            get(volume::of_node::<VolumeTarget>),
+        );
     let chassis = Router::new()
         .route("/", get(chassis::list).post(chassis::create))
         .route("/detail", get(chassis::list_detail))

@@ -199,9 +199,7 @@ async fn list_page<K: Kind>(
 ) -> Result<Value> {
     require_volume(version)?;
     let shape = q.paging.shape::<K>(version, detail_path)?;
-    let sort = q
-        .paging
-        .sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
+    let sort = q.paging.sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
     let node = match parent.or(q.node.as_deref()) {
         Some(n) => Some(find(state, n, version).await?.uuid),
         None => None,
@@ -217,12 +215,22 @@ async fn list_page<K: Kind>(
     .await?;
     let suffix = if detail_path { "/detail" } else { "" };
     let (path, carried) = match (parent, &node) {
-        (Some(p), _) => (format!("nodes/{p}/{}{suffix}", K::COLLECTION), String::new()),
+        (Some(p), _) => (
+            format!("nodes/{p}/{}{suffix}", K::COLLECTION),
+            String::new(),
+        ),
         (None, Some(n)) => (format!("{}{suffix}", K::COLLECTION), format!("node={n}&")),
         (None, None) => (format!("{}{suffix}", K::COLLECTION), String::new()),
     };
     listing::page(
-        &items, &q.paging, &shape, K::SUMMARY, version, base, &path, &carried,
+        &items,
+        &q.paging,
+        &shape,
+        K::SUMMARY,
+        version,
+        base,
+        &path,
+        &carried,
     )
 }
 

@@ -250,14 +250,11 @@ pub async fn change_children(
             continue;
         }
         let read = &node;
-        let written = db::children::change_children(
-            &ctx.db,
-            node.id,
-            &node.uuid,
-            node.version,
-            |children| decide(read, children),
-        )
-        .await?;
+        let written =
+            db::children::change_children(&ctx.db, node.id, &node.uuid, node.version, |children| {
+                decide(read, children)
+            })
+            .await?;
         if let Some(writes) = written {
             return Ok(writes);
         }

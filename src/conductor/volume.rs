@@ -30,7 +30,10 @@ pub async fn change(
                 let connector = found.ok_or_else(|| db::volume::connector_not_found(&id))?;
                 let changes = patch::apply(connector, &patch)?;
                 check_update(n, "volume connector update", changes.node_uuid.is_some())?;
-                Ok(vec![ChildWrite::UpdateConnector(connector.clone(), changes)])
+                Ok(vec![ChildWrite::UpdateConnector(
+                    connector.clone(),
+                    changes,
+                )])
             })
             .await?;
             match writes.into_iter().next() {
@@ -38,7 +41,9 @@ pub async fn change(
                     changes.set_into(&mut connector);
                     Ok(RpcReply::VolumeConnector(Box::new(connector)))
                 }
-                other => Err(Error::internal(format!("update_volume_connector wrote {other:?}"))),
+                other => Err(Error::internal(format!(
+                    "update_volume_connector wrote {other:?}"
+                ))),
             }
         }
         VolumeChange::UpdateTarget { uuid: id, patch } => {
@@ -55,7 +60,9 @@ pub async fn change(
                     changes.set_into(&mut target);
                     Ok(RpcReply::VolumeTarget(Box::new(target)))
                 }
-                other => Err(Error::internal(format!("update_volume_target wrote {other:?}"))),
+                other => Err(Error::internal(format!(
+                    "update_volume_target wrote {other:?}"
+                ))),
             }
         }
         VolumeChange::DestroyConnector { uuid: id } => {

@@ -103,22 +103,20 @@ pub async fn change_children(
                 return Ok(None);
             }
             let children = load_children!(conn, node_uuid);
-            let writes = match decide(&children) {
+            let mut writes = match decide(&children) {
                 Ok(writes) => writes,
                 Err(e) => {
                     *refused = Some(e);
                     return Err(diesel::result::Error::RollbackTransaction);
                 }
             };
-            for write in &writes {
+            // An update stamps `updated_at`, in what is written and in what is returned.
+            for write in &mut writes {
                 let written = match write {
                     ChildWrite::UpdatePort(port, changes) if !changes.is_empty() => {
-                        let changes = PortChanges {
-                            updated_at: Some(Some(now)),
-                            ..changes.clone()
-                        };
+                        changes.updated_at = Some(Some(now));
                         diesel::update(ports::table.find(port.id))
-                            .set(&changes)
+                            .set(&*changes)
                             .execute(conn)
                             .await
                             .map_err(|e: diesel::result::Error| {
@@ -127,12 +125,9 @@ pub async fn change_children(
                             })
                     }
                     ChildWrite::UpdatePortgroup(pg, changes) if !changes.is_empty() => {
-                        let changes = PortgroupChanges {
-                            updated_at: Some(Some(now)),
-                            ..changes.clone()
-                        };
+                        changes.updated_at = Some(Some(now));
                         diesel::update(portgroups::table.find(pg.id))
-                            .set(&changes)
+                            .set(&*changes)
                             .execute(conn)
                             .await
                             .map_err(|e: diesel::result::Error| {
@@ -145,12 +140,9 @@ pub async fn change_children(
                             })
                     }
                     ChildWrite::UpdateConnector(connector, changes) if !changes.is_empty() => {
-                        let changes = VolumeConnectorChanges {
-                            updated_at: Some(Some(now)),
-                            ..changes.clone()
-                        };
+                        changes.updated_at = Some(Some(now));
                         diesel::update(volume_connectors::table.find(connector.id))
-                            .set(&changes)
+                            .set(&*changes)
                             .execute(conn)
                             .await
                             .map_err(|e: diesel::result::Error| {
@@ -160,12 +152,9 @@ pub async fn change_children(
                             })
                     }
                     ChildWrite::UpdateTarget(target, changes) if !changes.is_empty() => {
-                        let changes = VolumeTargetChanges {
-                            updated_at: Some(Some(now)),
-                            ..changes.clone()
-                        };
+                        changes.updated_at = Some(Some(now));
                         diesel::update(volume_targets::table.find(target.id))
-                            .set(&changes)
+                            .set(&*changes)
                             .execute(conn)
                             .await
                             .map_err(|e: diesel::result::Error| {

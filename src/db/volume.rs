@@ -169,7 +169,10 @@ pub async fn insert_target(db: &Db, target: &VolumeTarget) -> Result<VolumeTarge
 }
 
 /// The error of a write of `connector` (as it would be after the write), in Ironic's words.
-pub(super) fn connector_write_error(e: diesel::result::Error, connector: &VolumeConnector) -> Error {
+pub(super) fn connector_write_error(
+    e: diesel::result::Error,
+    connector: &VolumeConnector,
+) -> Error {
     use diesel::result::Error::DatabaseError;
     match e {
         DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {

@@ -27,3 +27,4 @@ mod node_features;
 mod ports;
 mod raid;
 mod resilience;
+mod volume;
