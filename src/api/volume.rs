@@ -54,96 +54,77 @@ pub trait Kind: Resource + Clone + Send + Sync {
     fn from_reply(reply: RpcReply) -> std::result::Result<Self, RpcReply>;
 }
 
-impl Kind for VolumeConnector {
-    const SUMMARY: &'static [&'static str] = volume::CONNECTOR_SUMMARY;
-    const REQUIRED: &'static [&'static str] = &["connector_id", "node_uuid", "type"];
-    fn template() -> Self {
-        VolumeConnector::template()
-    }
-    fn node_uuid(&self) -> &str {
-        &self.node_uuid
-    }
-    fn set_node_uuid(&mut self, uuid: String) {
-        self.node_uuid = uuid;
-    }
-    fn apply(&mut self, changes: Self::Changes) {
-        changes.set_into(self);
-    }
-    fn get(db: &Db, uuid: &str) -> impl Future<Output = Result<Self>> + Send {
-        db::volume::get_connector(db, uuid)
-    }
-    fn list(
-        db: &Db,
-        node_uuid: Option<&str>,
-        sort: SortKey,
-        descending: bool,
-        limit: i64,
-        marker: Option<&str>,
-    ) -> impl Future<Output = Result<Vec<Self>>> + Send {
-        db::volume::list_connectors(db, node_uuid, sort, descending, limit, marker)
-    }
-    fn insert(db: &Db, item: &Self) -> impl Future<Output = Result<Self>> + Send {
-        db::volume::insert_connector(db, item)
-    }
-    fn update(uuid: String, patch: Vec<PatchOp>) -> VolumeChange {
-        VolumeChange::UpdateConnector { uuid, patch }
-    }
-    fn destroy(uuid: String) -> VolumeChange {
-        VolumeChange::DestroyConnector { uuid }
-    }
-    fn from_reply(reply: RpcReply) -> std::result::Result<Self, RpcReply> {
-        match reply {
-            RpcReply::VolumeConnector(c) => Ok(*c),
-            other => Err(other),
+/// Implements [`Kind`] for `$ty` from its queries, its change variants and its reply variant.
+macro_rules! kind {
+    ($ty:ident, $summary:expr, $required:expr, $get:ident, $list:ident, $insert:ident,
+     $update:ident, $destroy:ident) => {
+        impl Kind for $ty {
+            const SUMMARY: &'static [&'static str] = $summary;
+            const REQUIRED: &'static [&'static str] = $required;
+            fn template() -> Self {
+                $ty::template()
+            }
+            fn node_uuid(&self) -> &str {
+                &self.node_uuid
+            }
+            fn set_node_uuid(&mut self, uuid: String) {
+                self.node_uuid = uuid;
+            }
+            fn apply(&mut self, changes: Self::Changes) {
+                changes.set_into(self);
+            }
+            fn get(db: &Db, uuid: &str) -> impl Future<Output = Result<Self>> + Send {
+                db::volume::$get(db, uuid)
+            }
+            fn list(
+                db: &Db,
+                node_uuid: Option<&str>,
+                sort: SortKey,
+                descending: bool,
+                limit: i64,
+                marker: Option<&str>,
+            ) -> impl Future<Output = Result<Vec<Self>>> + Send {
+                db::volume::$list(db, node_uuid, sort, descending, limit, marker)
+            }
+            fn insert(db: &Db, item: &Self) -> impl Future<Output = Result<Self>> + Send {
+                db::volume::$insert(db, item)
+            }
+            fn update(uuid: String, patch: Vec<PatchOp>) -> VolumeChange {
+                VolumeChange::$update { uuid, patch }
+            }
+            fn destroy(uuid: String) -> VolumeChange {
+                VolumeChange::$destroy { uuid }
+            }
+            fn from_reply(reply: RpcReply) -> std::result::Result<Self, RpcReply> {
+                match reply {
+                    RpcReply::$ty(item) => Ok(*item),
+                    other => Err(other),
+                }
+            }
         }
-    }
+    };
 }
 
-impl Kind for VolumeTarget {
-    const SUMMARY: &'static [&'static str] = volume::TARGET_SUMMARY;
-    const REQUIRED: &'static [&'static str] =
-        &["boot_index", "node_uuid", "volume_id", "volume_type"];
-    fn template() -> Self {
-        VolumeTarget::template()
-    }
-    fn node_uuid(&self) -> &str {
-        &self.node_uuid
-    }
-    fn set_node_uuid(&mut self, uuid: String) {
-        self.node_uuid = uuid;
-    }
-    fn apply(&mut self, changes: Self::Changes) {
-        changes.set_into(self);
-    }
-    fn get(db: &Db, uuid: &str) -> impl Future<Output = Result<Self>> + Send {
-        db::volume::get_target(db, uuid)
-    }
-    fn list(
-        db: &Db,
-        node_uuid: Option<&str>,
-        sort: SortKey,
-        descending: bool,
-        limit: i64,
-        marker: Option<&str>,
-    ) -> impl Future<Output = Result<Vec<Self>>> + Send {
-        db::volume::list_targets(db, node_uuid, sort, descending, limit, marker)
-    }
-    fn insert(db: &Db, item: &Self) -> impl Future<Output = Result<Self>> + Send {
-        db::volume::insert_target(db, item)
-    }
-    fn update(uuid: String, patch: Vec<PatchOp>) -> VolumeChange {
-        VolumeChange::UpdateTarget { uuid, patch }
-    }
-    fn destroy(uuid: String) -> VolumeChange {
-        VolumeChange::DestroyTarget { uuid }
-    }
-    fn from_reply(reply: RpcReply) -> std::result::Result<Self, RpcReply> {
-        match reply {
-            RpcReply::VolumeTarget(t) => Ok(*t),
-            other => Err(other),
-        }
-    }
-}
+kind!(
+    VolumeConnector,
+    volume::CONNECTOR_SUMMARY,
+    &["connector_id", "node_uuid", "type"],
+    get_connector,
+    list_connectors,
+    insert_connector,
+    UpdateConnector,
+    DestroyConnector
+);
+kind!(
+    VolumeTarget,
+    volume::TARGET_SUMMARY,
+    &["boot_index", "node_uuid", "volume_id", "volume_type"],
+    get_target,
+    list_targets,
+    insert_target,
+    UpdateTarget,
+    DestroyTarget
+);
 
 /// The volume resources are of API 1.32; below it, Ironic's answer is a 404 as for an unknown URL.
 fn require_volume(version: ApiVersion) -> Result<()> {

@@ -19,27 +19,9 @@ pub fn target_not_found(ident: &str) -> Error {
     Error::NotFound(format!("Volume target {ident} could not be found."))
 }
 
-/// What a volume listing can be sorted by (Ironic takes any column but the JSON documents; these
-/// are the ones a listing is sorted by in practice).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Id,
-    Uuid,
-    CreatedAt,
-}
-
-impl SortKey {
-    pub const NAMES: &[&str] = &["id", "uuid", "created_at"];
-
-    pub fn parse(key: &str) -> Option<SortKey> {
-        Some(match key {
-            "id" => SortKey::Id,
-            "uuid" => SortKey::Uuid,
-            "created_at" => SortKey::CreatedAt,
-            _ => return None,
-        })
-    }
-}
+/// A volume listing is sorted as a chassis listing is (Ironic takes any column but the JSON
+/// documents; these are the ones sorted by in practice).
+pub use super::chassis::SortKey;
 
 /// One page of a volume table (`$table`, rows `$row`): of the node `$node` when Some, ordered by
 /// `$sort`, after the row `$marker`. A macro over the two tables, which share these columns.

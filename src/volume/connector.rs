@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::{
-    node::{Json, JsonObject, normalize_uuid, validate_length},
+    node::{Json, JsonObject, validate_length},
     resource::{self, Field, Reset, Resource, Write, set_if, string},
 };
 
@@ -55,25 +55,7 @@ pub const CONNECTOR_SUMMARY: &[&str] = &["uuid", "node_uuid", "type", "connector
 // baremetal CLI offers seven. Ferrum takes any string too, within the column's width.
 static FIELDS: &[Field<VolumeConnector>] = &[
     resource::uuid_field!(32),
-    Field {
-        name: "node_uuid",
-        since: 32,
-        show: |v| json!(v.item.node_uuid),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Mandatory,
-            get: |_, c| json!(c.node_uuid),
-            set: |f, c, v, ch| {
-                set_if(
-                    &mut ch.node_uuid,
-                    normalize_uuid(f, &string(f, v)?)?,
-                    &c.node_uuid,
-                );
-                Ok(())
-            },
-        }),
-    },
+    resource::node_uuid_field!(32),
     Field {
         name: "type",
         since: 32,

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::{
     error::Error,
-    node::{Json, JsonObject, mask, normalize_uuid, validate_length},
+    node::{Json, JsonObject, mask, validate_length},
     resource::{self, Field, Reset, Resource, Write, set_if, string},
 };
 
@@ -75,25 +75,7 @@ fn boot_index(field: &str, v: Value) -> crate::error::Result<i32> {
 
 static FIELDS: &[Field<VolumeTarget>] = &[
     resource::uuid_field!(32),
-    Field {
-        name: "node_uuid",
-        since: 32,
-        show: |v| json!(v.item.node_uuid),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Mandatory,
-            get: |_, t| json!(t.node_uuid),
-            set: |f, t, v, ch| {
-                set_if(
-                    &mut ch.node_uuid,
-                    normalize_uuid(f, &string(f, v)?)?,
-                    &t.node_uuid,
-                );
-                Ok(())
-            },
-        }),
-    },
+    resource::node_uuid_field!(32),
     Field {
         name: "volume_type",
         since: 32,
