@@ -21,6 +21,7 @@ pub mod server;
 pub mod traits;
 pub mod vendor;
 pub mod views;
+pub mod volume;
 
 use std::sync::Arc;
 
@@ -37,7 +38,12 @@ use self::{
     extract::{MAX_VERSION, MIN_VERSION},
     routing::ConductorRouter,
 };
-use crate::{db::Db, error::Error, rpc::RpcClient};
+use crate::{
+    db::Db,
+    error::Error,
+    rpc::RpcClient,
+    volume::{VolumeConnector, VolumeTarget},
+};
 
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
@@ -126,6 +132,15 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/vifs/{vif}",
             axum::routing::delete(nodes::vifs::detach),
+        )
+        .route("/{ident}/volume", get(volume::node_root))
+        .route(
+            "/{ident}/volume/connectors",
+            get(volume::of_node::<VolumeConnector>),
+        )
+        .route(
+            "/{ident}/volume/targets",
+            get(volume::of_node::<VolumeTarget>),
         );
     let chassis = Router::new()
         .route("/", get(chassis::list).post(chassis::create))
@@ -163,6 +178,9 @@ pub fn router(state: ApiState) -> Router {
         .nest("/v1/chassis", chassis)
         .nest("/v1/ports", ports)
         .nest("/v1/portgroups", portgroups)
+        .route("/v1/volume", get(volume::root))
+        .nest("/v1/volume/connectors", volume_routes::<VolumeConnector>())
+        .nest("/v1/volume/targets", volume_routes::<VolumeTarget>())
         .route("/v1/drivers", get(drivers::list))
         .route("/v1/drivers/{name}", get(drivers::show))
         .route(
@@ -192,6 +210,19 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     with_middleware(routes, state)
+}
+
+/// The routes of `/v1/volume/connectors` or `/v1/volume/targets`.
+fn volume_routes<K: volume::Kind + 'static>() -> Router<ApiState> {
+    Router::new()
+        .route("/", get(volume::list::<K>).post(volume::create::<K>))
+        .route("/detail", get(volume::list_detail::<K>))
+        .route(
+            "/{uuid}",
+            get(volume::show::<K>)
+                .patch(volume::update::<K>)
+                .delete(volume::delete::<K>),
+        )
 }
 
 /// A vendor passthru route: the HTTP methods a vendor method may answer (the conductor checks

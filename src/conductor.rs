@@ -23,6 +23,7 @@ pub mod provision;
 pub mod recovery;
 pub mod task;
 pub mod vendor;
+pub mod volume;
 pub mod worker;
 
 use std::sync::Arc;

@@ -10,12 +10,14 @@
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
 pub mod chassis;
+pub mod children;
 pub mod conductors;
 mod errors;
 pub mod models;
 pub mod nodes;
 pub mod ports;
 mod sql_types;
+pub mod volume;
 
 use std::time::Duration;
 

@@ -19,3 +19,4 @@ pub mod schema;
 pub mod service;
 pub mod states;
 pub mod telemetry;
+pub mod volume;

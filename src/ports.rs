@@ -3,7 +3,7 @@
 //!
 //! Ports and portgroups name their node (and a port its portgroup) by UUID, which never changes.
 //! Changing or deleting one is a change of its node, made by the node's conductor under the
-//! node's exclusion (`db::ports::change_children`); creating a port needs no exclusion, as in
+//! node's exclusion (`db::children::change_children`); creating a port needs no exclusion, as in
 //! Ironic (a shared lock there).
 //!
 //! Must not: run queries, know microversions or HTTP.

@@ -17,6 +17,8 @@ pub trait Resource: Sized + 'static {
     type Changes: Default;
     /// The collection's name in URLs (`nodes`, `ports`) and in a listing's body.
     const COLLECTION: &'static str;
+    /// The key of a listing's body (`nodes`; `connectors` for `volume/connectors`).
+    const LIST_KEY: &'static str = Self::COLLECTION;
     /// The resource's fields in the API.
     fn fields() -> &'static [Field<Self>];
     /// The resource's UUID, for its links.
@@ -355,6 +357,30 @@ macro_rules! uuid_field {
     };
 }
 pub(crate) use uuid_field;
+
+/// `node_uuid`, from 1.`$since`: the node a child resource (port, portgroup, volume connector or
+/// target) belongs to, by UUID; mandatory.
+macro_rules! node_uuid_field {
+    ($since:expr) => {
+        $crate::resource::Field {
+            name: "node_uuid",
+            since: $since,
+            show: |v| serde_json::json!(v.item.node_uuid),
+            write: Some($crate::resource::Write {
+                create: true,
+                patch: true,
+                reset: $crate::resource::Reset::Mandatory,
+                get: |_, r| serde_json::json!(r.node_uuid),
+                set: |f, r, v, c| {
+                    let uuid = $crate::node::normalize_uuid(f, &$crate::resource::string(f, v)?)?;
+                    $crate::resource::set_if(&mut c.node_uuid, uuid, &r.node_uuid);
+                    Ok(())
+                },
+            }),
+        }
+    };
+}
+pub(crate) use node_uuid_field;
 
 /// A writable JSON-object field `$field` (null reads as `{}`), from 1.`$since`.
 macro_rules! document_field {

@@ -22,6 +22,7 @@ use crate::{
     patch::PatchOp,
     ports::{Port, Portgroup},
     states::ProvisionState,
+    volume::{VolumeConnector, VolumeTarget},
 };
 
 /// Bumped when a change to the wire types is not backwards compatible. A conductor refuses an
@@ -174,6 +175,22 @@ pub enum RpcRequest {
     GetNodeWithToken {
         node: Box<Node>,
     },
+    /// An update or delete of one of the node's volume connectors or targets.
+    ChangeVolume {
+        node: Box<Node>,
+        change: VolumeChange,
+    },
+}
+
+/// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
+/// `destroy_volume_connector` and the target ones); a patch is as the client sent it. A create
+/// is not here: the API writes it, as Ironic's does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum VolumeChange {
+    UpdateConnector { uuid: String, patch: Vec<PatchOp> },
+    DestroyConnector { uuid: String },
+    UpdateTarget { uuid: String, patch: Vec<PatchOp> },
+    DestroyTarget { uuid: String },
 }
 
 /// What [`RpcRequest::ChangePorts`] asks of a node's ports and portgroups. Fields and patches are
@@ -239,6 +256,12 @@ impl RpcRequest {
                 PortsChange::DestroyPortgroup { .. } => "destroy_portgroup",
                 PortsChange::AttachVif { .. } => "vif_attach",
                 PortsChange::DetachVif { .. } => "vif_detach",
+            },
+            RpcRequest::ChangeVolume { change, .. } => match change {
+                VolumeChange::UpdateConnector { .. } => "update_volume_connector",
+                VolumeChange::DestroyConnector { .. } => "destroy_volume_connector",
+                VolumeChange::UpdateTarget { .. } => "update_volume_target",
+                VolumeChange::DestroyTarget { .. } => "destroy_volume_target",
             },
             RpcRequest::GetSupportedBootDevices { .. } => "get_supported_boot_devices",
             RpcRequest::GetBootDevice { .. } => "get_boot_device",
@@ -306,6 +329,7 @@ impl RpcRequest {
             | RpcRequest::ValidateDriverInterfaces { node }
             | RpcRequest::SetConsoleMode { node, .. }
             | RpcRequest::ChangePorts { node, .. }
+            | RpcRequest::ChangeVolume { node, .. }
             | RpcRequest::SetTargetRaidConfig { node, .. }
             | RpcRequest::GetSupportedBootDevices { node }
             | RpcRequest::GetBootDevice { node }
@@ -381,6 +405,8 @@ pub enum RpcReply {
     Node(Box<Node>),
     Port(Box<Port>),
     Portgroup(Box<Portgroup>),
+    VolumeConnector(Box<VolumeConnector>),
+    VolumeTarget(Box<VolumeTarget>),
     Validation(Vec<InterfaceValidation>),
     /// The conductor took the lock and accepted the work (202 for the API).
     Accepted,

@@ -116,3 +116,31 @@ diesel::table! {
         updated_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    volume_connectors (id) {
+        id -> Integer,
+        uuid -> Text,
+        node_uuid -> Text,
+        connector_type -> Text,
+        connector_id -> Text,
+        extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    volume_targets (id) {
+        id -> Integer,
+        uuid -> Text,
+        node_uuid -> Text,
+        volume_type -> Text,
+        properties -> Text,
+        boot_index -> Integer,
+        volume_id -> Text,
+        extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}

@@ -203,7 +203,7 @@ pub fn page<R: Resource>(
         .map(|i| render_item(i, shape, summary, version, base))
         .collect();
     let mut body = Map::new();
-    body.insert(R::COLLECTION.to_owned(), Value::Array(rendered));
+    body.insert(R::LIST_KEY.to_owned(), Value::Array(rendered));
     let limit = paging.limit()?;
     if items.len() as i64 == limit
         && let Some(last) = items.last()

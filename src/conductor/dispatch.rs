@@ -161,6 +161,9 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::ChangePorts { node, change } => {
             super::ports::change(&ctx, *node, change, deadline).await
         }
+        RpcRequest::ChangeVolume { node, change } => {
+            super::volume::change(&ctx, *node, change, deadline).await
+        }
         RpcRequest::ValidateDriverInterfaces { node } => {
             node_ops::validate(&ctx, &node).map(RpcReply::Validation)
         }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::{Ctx, task::change_children};
 use crate::{
-    db::{self, ports::ChildWrite},
+    db::{self, children::ChildWrite},
     error::{Error, Result},
     node::{JsonObject, Node, normalize_uuid},
     patch::{self, PatchOp},
@@ -44,8 +44,8 @@ pub async fn change(
             .await
             .map(|p| RpcReply::Portgroup(Box::new(p))),
         PortsChange::UpdatePort { uuid, patch } => {
-            let writes = change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, ports, pgs| {
-                update_port(n, ports, pgs, &uuid, &patch)
+            let writes = change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+                update_port(n, &c.ports, &c.portgroups, &uuid, &patch)
             })
             .await?;
             match writes.into_iter().next() {
@@ -57,8 +57,8 @@ pub async fn change(
             }
         }
         PortsChange::UpdatePortgroup { uuid, patch } => {
-            let writes = change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, ports, pgs| {
-                update_portgroup(n, ports, pgs, &uuid, &patch)
+            let writes = change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+                update_portgroup(n, &c.ports, &c.portgroups, &uuid, &patch)
             })
             .await?;
             match writes.into_iter().next() {
@@ -70,8 +70,8 @@ pub async fn change(
             }
         }
         PortsChange::DestroyPort { uuid } => {
-            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, ports, _| {
-                let port = find_port(ports, &uuid)?;
+            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+                let port = find_port(&c.ports, &uuid)?;
                 if let Some(vif) = attached_vif(&port.internal_info)
                     && !n.maintenance
                 {
@@ -85,9 +85,9 @@ pub async fn change(
             .map(|_| RpcReply::Done)
         }
         PortsChange::DestroyPortgroup { uuid } => {
-            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |_, ports, pgs| {
-                let pg = find_portgroup(pgs, &uuid)?;
-                if ports.iter().any(|p| p.portgroup_uuid.as_deref() == Some(&pg.uuid)) {
+            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |_, c| {
+                let pg = find_portgroup(&c.portgroups, &uuid)?;
+                if c.ports.iter().any(|p| p.portgroup_uuid.as_deref() == Some(&pg.uuid)) {
                     return Err(Error::InvalidParameterValue(format!(
                         "Cannot complete the requested action because portgroup {uuid} contains ports."
                     )));
@@ -98,15 +98,15 @@ pub async fn change(
             .map(|_| RpcReply::Done)
         }
         PortsChange::AttachVif { vif_info } => {
-            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |_, ports, pgs| {
-                attach_vif(ports, pgs, &vif_info)
+            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |_, c| {
+                attach_vif(&c.ports, &c.portgroups, &vif_info)
             })
             .await
             .map(|_| RpcReply::Done)
         }
         PortsChange::DetachVif { vif_id } => {
-            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, ports, pgs| {
-                Ok(vec![match vif::find(&vif_id, &n.uuid, ports, pgs)? {
+            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+                Ok(vec![match vif::find(&vif_id, &n.uuid, &c.ports, &c.portgroups)? {
                     Attachment::Port(p) => set_port_vif(p, None),
                     Attachment::Portgroup(pg) => set_portgroup_vif(pg, None),
                 }])

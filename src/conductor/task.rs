@@ -21,10 +21,12 @@ use tracing::{info, warn};
 
 use super::Ctx;
 use crate::{
-    db::{self, ports::ChildWrite},
+    db::{
+        self,
+        children::{ChildWrite, Children},
+    },
     error::{Error, Result},
     node::{Node, NodeChanges},
-    ports::{Port, Portgroup},
     states::{self, Event, ProvisionState},
 };
 
@@ -231,13 +233,13 @@ pub async fn with_lock<T>(
 /// Changes the node's ports and portgroups with the exclusion [`change_node`] gives: `decide`
 /// runs on the node as read and its ports and portgroups as they are, inside the transaction
 /// that bumps the node's version conditional on nobody holding its lock and on that read
-/// (`db::ports::change_children`); a locked node is waited for as there. Returns the writes made.
+/// (`db::children::change_children`); a locked node is waited for as there. Returns the writes made.
 pub async fn change_children(
     ctx: &Ctx,
     uuid: &str,
     hint: Option<Node>,
     deadline: Option<Instant>,
-    mut decide: impl FnMut(&Node, &[Port], &[Portgroup]) -> Result<Vec<ChildWrite>> + Send,
+    mut decide: impl FnMut(&Node, &Children) -> Result<Vec<ChildWrite>> + Send,
 ) -> Result<Vec<ChildWrite>> {
     let mut node = match hint {
         Some(node) if node.reservation.is_none() => node,
@@ -252,14 +254,11 @@ pub async fn change_children(
             continue;
         }
         let read = &node;
-        let written = db::ports::change_children(
-            &ctx.db,
-            node.id,
-            &node.uuid,
-            node.version,
-            |ports, portgroups| decide(read, ports, portgroups),
-        )
-        .await?;
+        let written =
+            db::children::change_children(&ctx.db, node.id, &node.uuid, node.version, |children| {
+                decide(read, children)
+            })
+            .await?;
         if let Some(writes) = written {
             return Ok(writes);
         }

@@ -21,7 +21,7 @@ pub async fn get(db: &Db, uuid: &str) -> Result<Chassis> {
     found.ok_or_else(|| chassis::not_found(uuid))
 }
 
-/// What a chassis listing can be sorted by, besides `id`.
+/// What a chassis (or volume) listing can be sorted by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortKey {
     Id,

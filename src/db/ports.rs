@@ -1,21 +1,15 @@
-//! Queries on `ports` and `portgroups`.
-//!
-//! A port or portgroup changes (or goes) only in [`change_children`]: one transaction that first
-//! bumps its node's `version`, conditional on nobody holding the node's lock and on the version
-//! its caller read, then decides on the node's ports and portgroups as they are (read inside the
-//! transaction) and writes the decision. So such a change is ordered with every other write of the
-//! node, as Ironic orders it by taking the node's exclusive lock, and no transaction stays open
-//! across anything but the database. Creating a port needs no exclusion (a shared lock in
-//! Ironic); the foreign keys keep a port from outliving its node.
+//! Queries on `ports` and `portgroups`. Creating a port needs no exclusion (a shared lock in
+//! Ironic); updating or deleting one is a change of its node's children (`db::children`). The
+//! foreign keys keep a port from outliving its node.
 
 use diesel::{prelude::*, result::DatabaseErrorKind};
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use super::{Db, with_conn, with_conn_result};
 use crate::{
     error::{Error, Result},
-    ports::{Port, PortChanges, Portgroup, PortgroupChanges},
-    schema::{nodes, portgroups, ports},
+    ports::{Port, Portgroup},
+    schema::{portgroups, ports},
 };
 
 pub fn port_not_found(ident: &str) -> Error {
@@ -202,31 +196,6 @@ pub async fn list_portgroups(
     }))
 }
 
-/// Loads a node's ports and portgroups, in id order, on the connection `$conn` (a macro, so that
-/// it compiles for each backend inside [`with_conn!`] bodies and transactions alike).
-macro_rules! load_children {
-    ($conn:expr, $node_uuid:expr) => {{
-        let ports: Vec<Port> = ports::table
-            .filter(ports::node_uuid.eq($node_uuid))
-            .order(ports::id.asc())
-            .select(Port::as_select())
-            .load($conn)
-            .await?;
-        let portgroups: Vec<Portgroup> = portgroups::table
-            .filter(portgroups::node_uuid.eq($node_uuid))
-            .order(portgroups::id.asc())
-            .select(Portgroup::as_select())
-            .load($conn)
-            .await?;
-        (ports, portgroups)
-    }};
-}
-
-/// A node's ports and portgroups, in id order.
-pub async fn children(db: &Db, node_uuid: &str) -> Result<(Vec<Port>, Vec<Portgroup>)> {
-    Ok(with_conn!(db, |conn| load_children!(conn, node_uuid)))
-}
-
 /// Inserts a port and reads it back. A duplicate address or UUID is a 409; a node or portgroup
 /// that is gone (the foreign keys) is a 400, as Ironic answers a create that names a missing one.
 pub async fn insert_port(db: &Db, port: &Port) -> Result<Port> {
@@ -257,7 +226,7 @@ pub async fn insert_portgroup(db: &Db, portgroup: &Portgroup) -> Result<Portgrou
     }
 }
 
-fn port_write_error(e: diesel::result::Error, uuid: &str, address: &str) -> Error {
+pub(super) fn port_write_error(e: diesel::result::Error, uuid: &str, address: &str) -> Error {
     use diesel::result::Error::DatabaseError;
     match e {
         DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
@@ -274,7 +243,7 @@ fn port_write_error(e: diesel::result::Error, uuid: &str, address: &str) -> Erro
     }
 }
 
-fn portgroup_write_error(
+pub(super) fn portgroup_write_error(
     e: diesel::result::Error,
     uuid: &str,
     address: Option<&str>,
@@ -302,114 +271,5 @@ fn portgroup_write_error(
             format!("The node of portgroup {uuid} does not exist (any more)."),
         ),
         other => other.into(),
-    }
-}
-
-/// A change of a node's port or portgroup that [`change_children`] writes.
-#[derive(Debug, Clone)]
-pub enum ChildWrite {
-    UpdatePort(Port, PortChanges),
-    DeletePort(Port),
-    UpdatePortgroup(Portgroup, PortgroupChanges),
-    DeletePortgroup(Portgroup),
-}
-
-/// Decides on the ports and portgroups of the node `node_id` (UUID `node_uuid`) and writes the
-/// decision, in one transaction that first bumps the node's version, conditional on nobody
-/// holding its lock and on it being at `version`. None when the node is locked or changed since
-/// (nothing was written: read it again and retry); otherwise the writes made. `decide`'s error
-/// is returned with nothing written.
-pub async fn change_children(
-    db: &Db,
-    node_id: i32,
-    node_uuid: &str,
-    version: i64,
-    mut decide: impl FnMut(&[Port], &[Portgroup]) -> Result<Vec<ChildWrite>> + Send,
-) -> Result<Option<Vec<ChildWrite>>> {
-    let now = crate::node::now();
-    // The error of `decide` or of a write, carried out of the transaction that it rolled back.
-    let mut refused: Option<Error> = None;
-    let outcome = with_conn_result!(db, |conn| {
-        let refused = &mut refused;
-        let decide = &mut decide;
-        conn.transaction::<_, diesel::result::Error, _>(async |conn| {
-            let bumped = diesel::update(
-                nodes::table
-                    .filter(nodes::id.eq(node_id))
-                    .filter(nodes::reservation.is_null())
-                    .filter(nodes::version.eq(version)),
-            )
-            .set(nodes::version.eq(nodes::version + 1))
-            .execute(conn)
-            .await?;
-            if bumped != 1 {
-                return Ok(None);
-            }
-            let (ports, portgroups) = load_children!(conn, node_uuid);
-            let writes = match decide(&ports, &portgroups) {
-                Ok(writes) => writes,
-                Err(e) => {
-                    *refused = Some(e);
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-            };
-            for write in &writes {
-                let written = match write {
-                    ChildWrite::UpdatePort(port, changes) if !changes.is_empty() => {
-                        let changes = PortChanges {
-                            updated_at: Some(Some(now)),
-                            ..changes.clone()
-                        };
-                        diesel::update(ports::table.find(port.id))
-                            .set(&changes)
-                            .execute(conn)
-                            .await
-                            .map_err(|e: diesel::result::Error| {
-                                let address = changes.address.as_deref().unwrap_or_default();
-                                port_write_error(e, &port.uuid, address)
-                            })
-                    }
-                    ChildWrite::UpdatePortgroup(pg, changes) if !changes.is_empty() => {
-                        let changes = PortgroupChanges {
-                            updated_at: Some(Some(now)),
-                            ..changes.clone()
-                        };
-                        diesel::update(portgroups::table.find(pg.id))
-                            .set(&changes)
-                            .execute(conn)
-                            .await
-                            .map_err(|e: diesel::result::Error| {
-                                portgroup_write_error(
-                                    e,
-                                    &pg.uuid,
-                                    changes.address.as_ref().and_then(Option::as_deref),
-                                    changes.name.as_ref().and_then(Option::as_deref),
-                                )
-                            })
-                    }
-                    ChildWrite::UpdatePort(..) | ChildWrite::UpdatePortgroup(..) => Ok(0),
-                    ChildWrite::DeletePort(port) => diesel::delete(ports::table.find(port.id))
-                        .execute(conn)
-                        .await
-                        .map_err(Error::from),
-                    ChildWrite::DeletePortgroup(pg) => {
-                        diesel::delete(portgroups::table.find(pg.id))
-                            .execute(conn)
-                            .await
-                            .map_err(Error::from)
-                    }
-                };
-                if let Err(e) = written {
-                    *refused = Some(e);
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-            }
-            Ok(Some(writes))
-        })
-        .await?
-    });
-    match (outcome, refused) {
-        (_, Some(refused)) => Err(refused),
-        (outcome, None) => Ok(outcome?),
     }
 }

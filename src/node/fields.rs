@@ -446,6 +446,12 @@ pub static FIELDS: &[Field] = &[
     interface!("power_interface", power, 31),
     interface!("raid_interface", raid, 31),
     interface!("vendor_interface", vendor, 31),
+    Field {
+        name: "volume",
+        since: 32,
+        show: |v| sub_links(v, "volume"),
+        write: None,
+    },
     interface!("storage_interface", storage, 33),
     Field {
         name: "traits",
@@ -649,6 +655,7 @@ mod tests {
 1.31 power_interface          create patch remove=DriverDefault
 1.31 raid_interface           create patch remove=DriverDefault
 1.31 vendor_interface         create patch remove=DriverDefault
+1.32 volume                   read-only
 1.33 storage_interface        create patch remove=DriverDefault
 1.37 traits                   read-only
 1.38 rescue_interface         create patch remove=DriverDefault

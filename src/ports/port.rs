@@ -91,25 +91,7 @@ static FIELDS: &[Field<Port>] = &[
             },
         }),
     },
-    Field {
-        name: "node_uuid",
-        since: 1,
-        show: |v| json!(v.item.node_uuid),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Mandatory,
-            get: |_, p| json!(p.node_uuid),
-            set: |f, p, v, c| {
-                set_if(
-                    &mut c.node_uuid,
-                    normalize_uuid(f, &string(f, v)?)?,
-                    &p.node_uuid,
-                );
-                Ok(())
-            },
-        }),
-    },
+    resource::node_uuid_field!(1),
     resource::document_field!("extra", extra, 1),
     resource::created_at_field!(1),
     resource::updated_at_field!(1),

@@ -4,10 +4,8 @@ use serde_json::{Value, json};
 
 use super::normalize_mac;
 use crate::{
-    node::{Json, JsonObject, normalize_uuid, validate_name},
-    resource::{
-        self, Field, Reset, Resource, Write, boolean, opt_string, set_if, string, sub_links,
-    },
+    node::{Json, JsonObject, validate_name},
+    resource::{self, Field, Reset, Resource, Write, boolean, opt_string, set_if, sub_links},
 };
 
 resource::record_type! {
@@ -97,25 +95,7 @@ static FIELDS: &[Field<Portgroup>] = &[
             },
         }),
     },
-    Field {
-        name: "node_uuid",
-        since: 23,
-        show: |v| json!(v.item.node_uuid),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Mandatory,
-            get: |_, p| json!(p.node_uuid),
-            set: |f, p, v, c| {
-                set_if(
-                    &mut c.node_uuid,
-                    normalize_uuid(f, &string(f, v)?)?,
-                    &p.node_uuid,
-                );
-                Ok(())
-            },
-        }),
-    },
+    resource::node_uuid_field!(23),
     Field {
         name: "standalone_ports_supported",
         since: 23,

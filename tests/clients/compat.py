@@ -351,6 +351,46 @@ def network_suite():
     cli("chassis", "delete", ch["uuid"])
 
 
+def volume_suite():
+    """Volume connectors and targets through the CLI: created, listed, shown, set while the
+    node is powered off (Ironic's rule), deleted, and gone with their node."""
+    node = cli("node", "create", "--driver", "fake-hardware", "--name", "vol-1", "-f", "json")
+    c = cli("volume", "connector", "create", "--node", node["uuid"], "--type", "iqn",
+            "--connector-id", "iqn.2017-05.org.example:vol-1", "-f", "json")
+    expect((c["type"], c["node_uuid"]), ("iqn", node["uuid"]), "volume connector create")
+    err = cli("volume", "connector", "create", "--node", node["uuid"], "--type", "iqn",
+              "--connector-id", "iqn.2017-05.org.example:vol-1", ok=False)
+    expect("already exists" in err, True, f"duplicate connector refused: {err}")
+    t = cli("volume", "target", "create", "--node", node["uuid"], "--type", "iscsi",
+            "--boot-index", "0", "--volume-id", "vol-0001", "--property", "target_lun=0",
+            "-f", "json")
+    expect((t["boot_index"], t["properties"]), (0, {"target_lun": 0}), "volume target create")
+    listed = cli("volume", "connector", "list", "--node", "vol-1", "-f", "json")
+    expect([x["uuid"] for x in listed], [c["uuid"]], "volume connector list --node")
+    listed = cli("volume", "target", "list", "--long", "-f", "json")
+    expect([x["volume_id"] for x in listed], ["vol-0001"], "volume target list --long")
+    shown = cli("volume", "connector", "show", c["uuid"], "-f", "json")
+    expect(shown["connector_id"], "iqn.2017-05.org.example:vol-1", "volume connector show")
+    err = cli("volume", "connector", "set", c["uuid"], "--extra", "a=b", ok=False)
+    expect("volume connector update" in err, True, f"set refused unless powered off: {err}")
+    cli("node", "power", "off", "vol-1")
+    deadline = time.time() + 30
+    while show("vol-1")["power_state"] != "power off" or show("vol-1")["reservation"]:
+        if time.time() > deadline:
+            raise AssertionError("vol-1 never powered off")
+        time.sleep(0.1)
+    cli("volume", "connector", "set", c["uuid"], "--extra", "a=b")
+    expect(cli("volume", "connector", "show", c["uuid"], "-f", "json")["extra"], {"a": "b"},
+           "volume connector set")
+    cli("volume", "target", "set", t["uuid"], "--boot-index", "3", "--volume-id", "vol-0002")
+    shown = cli("volume", "target", "show", t["uuid"], "-f", "json")
+    expect((shown["boot_index"], shown["volume_id"]), (3, "vol-0002"), "volume target set")
+    cli("volume", "connector", "delete", c["uuid"])
+    expect(cli("volume", "connector", "list", "-f", "json"), [], "volume connector delete")
+    cli("node", "delete", "vol-1")
+    expect(cli("volume", "target", "list", "-f", "json"), [], "targets go with their node")
+
+
 def sdk_suite():
     import openstack
 
@@ -420,5 +460,6 @@ if __name__ == "__main__":
     management_suite()
     failure_suite()
     network_suite()
+    volume_suite()
     sdk_suite()
     print("clients: all steps passed")

@@ -28,3 +28,4 @@ mod ports;
 mod raid;
 mod ramdisk;
 mod resilience;
+mod volume;

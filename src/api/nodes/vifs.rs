@@ -25,8 +25,8 @@ pub async fn list(
 ) -> Result<Json<Value>> {
     require_version(version, 28, "VIFs")?;
     let node = find(&state, &ident, version).await?;
-    let (ports, portgroups) = db::ports::children(&state.db, &node.uuid).await?;
-    let vifs: Vec<Value> = vif::list(&ports, &portgroups)
+    let children = db::children::children(&state.db, &node.uuid).await?;
+    let vifs: Vec<Value> = vif::list(&children.ports, &children.portgroups)
         .into_iter()
         .map(|id| json!({ "id": id }))
         .collect();

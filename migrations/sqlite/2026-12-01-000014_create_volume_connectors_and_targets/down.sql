@@ -1,0 +1,2 @@
+DROP TABLE volume_targets;
+DROP TABLE volume_connectors;

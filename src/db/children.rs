@@ -1,0 +1,206 @@
+//! A node's children (ports, portgroups, volume connectors and targets) change, or go, only in
+//! [`change_children`]: one transaction that first bumps the node's `version`, conditional on
+//! nobody holding the node's lock and on the version its caller read, then decides on the node's
+//! children as they are (read inside the transaction) and writes the decision. So such a change
+//! is ordered with every other write of the node, as Ironic orders it by taking the node's
+//! exclusive lock, and no transaction stays open across anything but the database.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+
+use super::{
+    Db,
+    ports::{port_write_error, portgroup_write_error},
+    volume::{connector_write_error, target_write_error},
+    with_conn, with_conn_result,
+};
+use crate::{
+    error::{Error, Result},
+    ports::{Port, PortChanges, Portgroup, PortgroupChanges},
+    schema::{nodes, portgroups, ports, volume_connectors, volume_targets},
+    volume::{VolumeConnector, VolumeConnectorChanges, VolumeTarget, VolumeTargetChanges},
+};
+
+/// A node's children as read in one go, each kind in id order.
+#[derive(Debug, Clone, Default)]
+pub struct Children {
+    pub ports: Vec<Port>,
+    pub portgroups: Vec<Portgroup>,
+    pub connectors: Vec<VolumeConnector>,
+    pub targets: Vec<VolumeTarget>,
+}
+
+/// Loads a node's children on the connection `$conn` (a macro, so that it compiles for each
+/// backend inside [`with_conn!`] bodies and transactions alike).
+macro_rules! load_children {
+    ($conn:expr, $node_uuid:expr) => {{
+        macro_rules! of_node {
+            ($table:ident, $row:ty) => {
+                $table::table
+                    .filter($table::node_uuid.eq($node_uuid))
+                    .order($table::id.asc())
+                    .select(<$row>::as_select())
+                    .load($conn)
+                    .await?
+            };
+        }
+        Children {
+            ports: of_node!(ports, Port),
+            portgroups: of_node!(portgroups, Portgroup),
+            connectors: of_node!(volume_connectors, VolumeConnector),
+            targets: of_node!(volume_targets, VolumeTarget),
+        }
+    }};
+}
+
+/// A node's children.
+pub async fn children(db: &Db, node_uuid: &str) -> Result<Children> {
+    Ok(with_conn!(db, |conn| load_children!(conn, node_uuid)))
+}
+
+/// A change of one of a node's children that [`change_children`] writes.
+#[derive(Debug, Clone)]
+pub enum ChildWrite {
+    UpdatePort(Port, PortChanges),
+    DeletePort(Port),
+    UpdatePortgroup(Portgroup, PortgroupChanges),
+    DeletePortgroup(Portgroup),
+    UpdateConnector(VolumeConnector, VolumeConnectorChanges),
+    DeleteConnector(VolumeConnector),
+    UpdateTarget(VolumeTarget, VolumeTargetChanges),
+    DeleteTarget(VolumeTarget),
+}
+
+/// Decides on the children of the node `node_id` (UUID `node_uuid`) and writes the decision, in
+/// one transaction that first bumps the node's version, conditional on nobody holding its lock
+/// and on it being at `version`. None when the node is locked or changed since (nothing was
+/// written: read it again and retry); otherwise the writes made. `decide`'s error is returned
+/// with nothing written.
+pub async fn change_children(
+    db: &Db,
+    node_id: i32,
+    node_uuid: &str,
+    version: i64,
+    mut decide: impl FnMut(&Children) -> Result<Vec<ChildWrite>> + Send,
+) -> Result<Option<Vec<ChildWrite>>> {
+    let now = crate::node::now();
+    // The error of `decide` or of a write, carried out of the transaction that it rolled back.
+    let mut refused: Option<Error> = None;
+    let outcome = with_conn_result!(db, |conn| {
+        let refused = &mut refused;
+        let decide = &mut decide;
+        conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+            let bumped = diesel::update(
+                nodes::table
+                    .filter(nodes::id.eq(node_id))
+                    .filter(nodes::reservation.is_null())
+                    .filter(nodes::version.eq(version)),
+            )
+            .set(nodes::version.eq(nodes::version + 1))
+            .execute(conn)
+            .await?;
+            if bumped != 1 {
+                return Ok(None);
+            }
+            let children = load_children!(conn, node_uuid);
+            let mut writes = match decide(&children) {
+                Ok(writes) => writes,
+                Err(e) => {
+                    *refused = Some(e);
+                    return Err(diesel::result::Error::RollbackTransaction);
+                }
+            };
+            // An update stamps `updated_at`, in what is written and in what is returned.
+            for write in &mut writes {
+                let written = match write {
+                    ChildWrite::UpdatePort(port, changes) if !changes.is_empty() => {
+                        changes.updated_at = Some(Some(now));
+                        diesel::update(ports::table.find(port.id))
+                            .set(&*changes)
+                            .execute(conn)
+                            .await
+                            .map_err(|e: diesel::result::Error| {
+                                let address = changes.address.as_deref().unwrap_or_default();
+                                port_write_error(e, &port.uuid, address)
+                            })
+                    }
+                    ChildWrite::UpdatePortgroup(pg, changes) if !changes.is_empty() => {
+                        changes.updated_at = Some(Some(now));
+                        diesel::update(portgroups::table.find(pg.id))
+                            .set(&*changes)
+                            .execute(conn)
+                            .await
+                            .map_err(|e: diesel::result::Error| {
+                                portgroup_write_error(
+                                    e,
+                                    &pg.uuid,
+                                    changes.address.as_ref().and_then(Option::as_deref),
+                                    changes.name.as_ref().and_then(Option::as_deref),
+                                )
+                            })
+                    }
+                    ChildWrite::UpdateConnector(connector, changes) if !changes.is_empty() => {
+                        changes.updated_at = Some(Some(now));
+                        diesel::update(volume_connectors::table.find(connector.id))
+                            .set(&*changes)
+                            .execute(conn)
+                            .await
+                            .map_err(|e: diesel::result::Error| {
+                                let mut after = connector.clone();
+                                changes.clone().set_into(&mut after);
+                                connector_write_error(e, &after)
+                            })
+                    }
+                    ChildWrite::UpdateTarget(target, changes) if !changes.is_empty() => {
+                        changes.updated_at = Some(Some(now));
+                        diesel::update(volume_targets::table.find(target.id))
+                            .set(&*changes)
+                            .execute(conn)
+                            .await
+                            .map_err(|e: diesel::result::Error| {
+                                let mut after = target.clone();
+                                changes.clone().set_into(&mut after);
+                                target_write_error(e, &after)
+                            })
+                    }
+                    ChildWrite::UpdatePort(..)
+                    | ChildWrite::UpdatePortgroup(..)
+                    | ChildWrite::UpdateConnector(..)
+                    | ChildWrite::UpdateTarget(..) => Ok(0),
+                    ChildWrite::DeletePort(port) => diesel::delete(ports::table.find(port.id))
+                        .execute(conn)
+                        .await
+                        .map_err(Error::from),
+                    ChildWrite::DeletePortgroup(pg) => {
+                        diesel::delete(portgroups::table.find(pg.id))
+                            .execute(conn)
+                            .await
+                            .map_err(Error::from)
+                    }
+                    ChildWrite::DeleteConnector(connector) => {
+                        diesel::delete(volume_connectors::table.find(connector.id))
+                            .execute(conn)
+                            .await
+                            .map_err(Error::from)
+                    }
+                    ChildWrite::DeleteTarget(target) => {
+                        diesel::delete(volume_targets::table.find(target.id))
+                            .execute(conn)
+                            .await
+                            .map_err(Error::from)
+                    }
+                };
+                if let Err(e) = written {
+                    *refused = Some(e);
+                    return Err(diesel::result::Error::RollbackTransaction);
+                }
+            }
+            Ok(Some(writes))
+        })
+        .await?
+    });
+    match (outcome, refused) {
+        (_, Some(refused)) => Err(refused),
+        (outcome, None) => Ok(outcome?),
+    }
+}
