@@ -95,13 +95,7 @@ pub async fn update(
     let found = db::chassis::get(&state.db, &uuid).await?;
     let changes = patch::apply(&found, &ops)?;
     let updated = db::chassis::update(&state.db, &found, changes).await?;
-    Ok(Json(listing::render_item(
-        &updated,
-        &listing::Shape::Detail,
-        &[],
-        version,
-        &base,
-    )))
+    Ok(Json(listing::detail(&updated, version, &base)))
 }
 
 pub async fn delete(

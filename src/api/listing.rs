@@ -268,13 +268,18 @@ pub fn show_one<R: Resource>(
     Ok(render_item(item, &shape, &[], version, base))
 }
 
+/// The full resource, as a show, create or update answers with it.
+pub fn detail<R: Resource>(item: &R, version: ApiVersion, base: &str) -> Value {
+    render_item(item, &Shape::Detail, &[], version, base)
+}
+
 /// 201 Created with the resource and `Location: <url>/v1/<collection>/<uuid>`.
 pub fn created<R: Resource>(item: &R, version: ApiVersion, base: &str) -> axum::response::Response {
     use axum::{
         http::{HeaderValue, StatusCode, header},
         response::IntoResponse,
     };
-    let body = render_item(item, &Shape::Detail, &[], version, base);
+    let body = detail(item, version, base);
     let mut response = (StatusCode::CREATED, axum::Json(body)).into_response();
     let location = format!("{base}/v1/{}/{}", R::COLLECTION, item.uuid());
     if let Ok(v) = HeaderValue::from_str(&location) {

@@ -141,13 +141,7 @@ pub async fn update(
     let pg = ports_call(&state, &request_id, node, change)
         .await?
         .into_portgroup()?;
-    Ok(Json(listing::render_item(
-        &pg,
-        &listing::Shape::Detail,
-        &[],
-        version,
-        &base,
-    )))
+    Ok(Json(listing::detail(&pg, version, &base)))
 }
 
 pub async fn delete(

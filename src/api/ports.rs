@@ -192,13 +192,7 @@ pub async fn update(
     let port = ports_call(&state, &request_id, node, change)
         .await?
         .into_port()?;
-    Ok(Json(listing::render_item(
-        &port,
-        &listing::Shape::Detail,
-        &[],
-        version,
-        &base,
-    )))
+    Ok(Json(listing::detail(&port, version, &base)))
 }
 
 pub async fn delete(

@@ -315,13 +315,7 @@ pub async fn update<K: Kind>(
     let updated = volume_call(&state, &request_id, &item, change)
         .await?
         .pick(K::from_reply)?;
-    Ok(Json(listing::render_item(
-        &updated,
-        &listing::Shape::Detail,
-        &[],
-        version,
-        &base,
-    )))
+    Ok(Json(listing::detail(&updated, version, &base)))
 }
 
 pub async fn delete<K: Kind>(

@@ -62,36 +62,38 @@ pub async fn update(
             node.uuid
         )));
     }
-    // Checked here as well as by the conductor (which applies the patch to the node as it is
-    // then), for what the API itself must look up.
-    let changes = patch::apply(&node, &ops)?;
-    if let Some(chassis) = &changes.chassis_uuid {
-        if chassis.is_none() && !version.at_least(25) {
-            return Err(Error::NotAcceptable(
-                "Removing chassis_uuid needs API version 1.25 or later.".to_owned(),
-            ));
+    let on = |field: &str| ops.iter().any(|op| op.is_on_field(field));
+    let moves = on("driver") || on("conductor_group");
+    // What the API itself must look up is checked here, on the patch applied to the node as
+    // read; the conductor applies it again to the node as it is then. A PATCH touching none of
+    // these fields does not pay for it.
+    if moves || on("chassis_uuid") {
+        let changes = patch::apply(&node, &ops)?;
+        if let Some(chassis) = &changes.chassis_uuid {
+            if chassis.is_none() && !version.at_least(25) {
+                return Err(Error::NotAcceptable(
+                    "Removing chassis_uuid needs API version 1.25 or later.".to_owned(),
+                ));
+            }
+            if let Some(chassis) = chassis {
+                super::check_chassis(&state, chassis).await?;
+            }
         }
-        if let Some(chassis) = chassis {
-            super::check_chassis(&state, chassis).await?;
+        if moves {
+            // Like Ironic, refuse a driver or group no conductor serves (400 NoValidHost) rather
+            // than strand the node where no request can reach it.
+            let driver = changes.driver.as_deref().unwrap_or(&node.driver);
+            let group = changes
+                .conductor_group
+                .as_deref()
+                .unwrap_or(&node.conductor_group);
+            let route = Route {
+                uuid: &node.uuid,
+                driver,
+                group,
+            };
+            state.router.host_for(&route).await?;
         }
-    }
-    let moves = ops
-        .iter()
-        .any(|op| op.path == "/driver" || op.path == "/conductor_group");
-    if moves {
-        // Like Ironic, refuse a driver or group no conductor serves (400 NoValidHost) rather
-        // than strand the node where no request can reach it.
-        let driver = changes.driver.as_deref().unwrap_or(&node.driver);
-        let group = changes
-            .conductor_group
-            .as_deref()
-            .unwrap_or(&node.conductor_group);
-        let route = Route {
-            uuid: &node.uuid,
-            driver,
-            group,
-        };
-        state.router.host_for(&route).await?;
     }
     let node = call(
         &state,
