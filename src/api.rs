@@ -10,6 +10,7 @@ pub mod chassis;
 pub mod conductors;
 pub mod drivers;
 pub mod error_body;
+pub mod events;
 pub mod extract;
 pub mod listing;
 pub mod nodes;
@@ -202,6 +203,7 @@ pub fn router(state: ApiState) -> Router {
             "/v1/drivers/{name}/raid/logical_disk_properties",
             get(drivers::raid_logical_disk_properties),
         )
+        .route("/v1/events", axum::routing::post(events::post))
         .route("/v1/lookup", get(ramdisk::lookup))
         .route(
             "/v1/heartbeat/{ident}",
@@ -383,6 +385,7 @@ async fn v1(
         ("portgroups", 23),
         ("volume", 32),
         ("conductors", 49),
+        ("events", 54),
     ] {
         if version.at_least(since) {
             doc[name] = res(name);

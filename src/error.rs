@@ -31,6 +31,8 @@ pub enum Error {
         "The {op} operation can't be performed on node {node} because it's in maintenance mode."
     )]
     NodeInMaintenance { op: String, node: String },
+    #[error("The {op} operation can't be performed on node {node} because it is retired.")]
+    NodeIsRetired { op: String, node: String },
     #[error("Couldn't apply patch '{patch}'. Reason: {reason}")]
     PatchError { patch: String, reason: String },
     #[error("Expected a conductor group but received {0}.")]
@@ -122,6 +124,7 @@ impl Error {
             | Error::MissingParameterValue(_)
             | Error::InvalidStateRequested { .. }
             | Error::NodeInMaintenance { .. }
+            | Error::NodeIsRetired { .. }
             | Error::PatchError { .. }
             | Error::InvalidConductorGroup(_)
             | Error::UnsupportedDriverExtension { .. }

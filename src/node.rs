@@ -15,6 +15,7 @@ pub mod fields;
 mod interfaces;
 mod json;
 pub mod mask;
+pub mod network_data;
 mod power;
 mod validate;
 mod verb;
@@ -144,6 +145,16 @@ node_type! {
     raid_config: Json<JsonObject>,
     #[serde(default)]
     target_raid_config: Json<JsonObject>,
+    /// A retired node (API 1.61) is not provided again, and cleaning ends it in manageable.
+    #[serde(default)]
+    retired: bool,
+    #[serde(default)]
+    retired_reason: Option<String>,
+    #[serde(default)]
+    lessee: Option<String>,
+    /// The instance's network configuration (API 1.66), checked by `network_data::validate`.
+    #[serde(default)]
+    network_data: Json<JsonObject>,
 }
 
 impl NodeChanges {

@@ -162,29 +162,62 @@ fn apply_one<R: Resource>(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<
             Value::Object(m) => m
                 .get_mut(seg)
                 .ok_or_else(|| format!("can't find '{seg}' in the path"))?,
-            _ => return Err(format!("'{seg}' is not inside an object")),
+            Value::Array(items) => {
+                let i = array_index(seg, items.len())?;
+                &mut items[i]
+            }
+            _ => return Err(format!("'{seg}' is not inside an object or a list")),
         };
     }
-    let Value::Object(container) = target else {
-        return Err(format!("cannot patch inside a non-object at {}", op.path));
-    };
-    match op.op {
-        Op::Add => {
-            container.insert(last.clone(), op.value.clone().unwrap_or(Value::Null));
+    let value = || op.value.clone().unwrap_or(Value::Null);
+    match (target, &op.op) {
+        (Value::Object(container), Op::Add) => {
+            container.insert(last.clone(), value());
         }
-        Op::Replace => {
+        (Value::Object(container), Op::Replace) => {
             let slot = container
                 .get_mut(last)
                 .ok_or_else(|| format!("can't replace non-existent object '{last}'"))?;
-            *slot = op.value.clone().unwrap_or(Value::Null);
+            *slot = value();
         }
-        Op::Remove => {
+        (Value::Object(container), Op::Remove) => {
             container
                 .remove(last)
                 .ok_or_else(|| format!("can't remove non-existent object '{last}'"))?;
         }
+        // In a list (RFC 6902 section 4.1): `add` inserts before the index, or appends at `-`
+        // or at the length.
+        (Value::Array(items), Op::Add) => {
+            let i = if last == "-" {
+                items.len()
+            } else {
+                array_index(last, items.len() + 1)?
+            };
+            items.insert(i, value());
+        }
+        (Value::Array(items), Op::Replace) => {
+            let i = array_index(last, items.len())?;
+            items[i] = value();
+        }
+        (Value::Array(items), Op::Remove) => {
+            let i = array_index(last, items.len())?;
+            items.remove(i);
+        }
+        _ => return Err(format!("cannot patch inside a non-object at {}", op.path)),
     }
     Ok(())
+}
+
+/// A list index of a path, below `len`: digits only, without leading zeros (RFC 6901).
+fn array_index(seg: &str, len: usize) -> Result<usize, String> {
+    let well_formed = !seg.is_empty()
+        && seg.bytes().all(|b| b.is_ascii_digit())
+        && (seg == "0" || !seg.starts_with('0'));
+    match seg.parse::<usize>() {
+        Ok(i) if well_formed && i < len => Ok(i),
+        Ok(_) if well_formed => Err(format!("index '{seg}' is out of range")),
+        _ => Err(format!("'{seg}' is not a list index")),
+    }
 }
 
 /// Whether `patch` sets the interface of `kind` back to the driver's default: its last operation
@@ -277,6 +310,45 @@ mod tests {
         );
         assert_eq!(c.name, Some(Some("n2".into())));
         assert_eq!(c.properties, None, "unchanged fields are not written");
+    }
+
+    #[test]
+    fn lists_inside_documents_are_patched_by_index() {
+        let mut n = node();
+        n.extra = crate::node::Json(
+            json!({"l": [1, 2, 3], "o": [{"k": 1}]})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let c = apply(
+            &n,
+            &ops(json!([
+                {"op": "replace", "path": "/extra/l/0", "value": 10},
+                {"op": "remove", "path": "/extra/l/1"},
+                {"op": "add", "path": "/extra/l/-", "value": 4},
+                {"op": "add", "path": "/extra/l/0", "value": 0},
+                {"op": "replace", "path": "/extra/o/0/k", "value": 2},
+            ])),
+        )
+        .unwrap();
+        assert_eq!(
+            c.extra.map(|e| Value::Object(e.0)),
+            Some(json!({"l": [0, 10, 3, 4], "o": [{"k": 2}]}))
+        );
+        for (path, reason) in [
+            ("/extra/l/3", "index '3' is out of range"),
+            ("/extra/l/01", "'01' is not a list index"),
+            ("/extra/l/x", "'x' is not a list index"),
+            ("/extra/l/-/k", "'-' is not a list index"),
+        ] {
+            let e = apply(
+                &n,
+                &ops(json!([{"op": "replace", "path": path, "value": 1}])),
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains(reason), "{path}: {e}");
+        }
     }
 
     #[test]

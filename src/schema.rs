@@ -55,6 +55,10 @@ diesel::table! {
         chassis_uuid -> Nullable<Text>,
         raid_config -> Text,
         target_raid_config -> Text,
+        retired -> Bool,
+        retired_reason -> Nullable<Text>,
+        lessee -> Nullable<Text>,
+        network_data -> Text,
     }
 }
 

@@ -399,6 +399,12 @@ pub async fn do_provisioning_action(
     let verb = action.api_name();
     start(ctx, node, deadline, verb, event, |node, driver| {
         let mut extra = NodeChanges::default();
+        if event == Event::Provide && node.retired {
+            return Err(Error::NodeIsRetired {
+                op: "providing".to_owned(),
+                node: node.uuid.clone(),
+            });
+        }
         if event == Event::Inspect {
             require_inspectable(node, driver)?;
             extra.inspection_started_at = Some(Some(node::now()));
@@ -483,7 +489,10 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
 }
 
 /// Automated cleaning, unless the node's `automated_clean` (else the conductor's setting) turns
-/// it off. The fake hardware has no clean steps, so either way cleaning completes at once.
+/// it off. The fake hardware has no clean steps, so either way cleaning completes at once. A
+/// retired node ends in manageable, not available: it is not handed out again (Ironic's
+/// `cleaning.do_next_clean_step`; Ironic's path for disabled cleaning, `do_node_clean`, sends a
+/// retired node to available, against what `retired` promises; Ferrum does not).
 async fn clean(task: &mut Task) -> std::result::Result<(), String> {
     let enabled = task
         .node
@@ -492,7 +501,12 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
     if !enabled {
         tracing::info!(node.uuid = %task.node.uuid, "Automated cleaning is disabled; skipping it");
     }
-    task.process_event(Event::Done, false, NodeChanges::default().release())
+    let event = if task.node.retired {
+        Event::Manage
+    } else {
+        Event::Done
+    };
+    task.process_event(event, false, NodeChanges::default().release())
         .await
         .map_err(|e| format!("Failed to finish cleaning: {e}"))
 }

@@ -76,6 +76,8 @@ pub struct NodeFilter {
     pub owner: Option<String>,
     /// Nodes whose description contains this text.
     pub description_contains: Option<String>,
+    pub retired: Option<bool>,
+    pub lessee: Option<String>,
     pub chassis_uuid: Option<String>,
 }
 
@@ -186,6 +188,12 @@ pub async fn list_filtered(
         }
         if let Some(v) = &filter.chassis_uuid {
             q = q.filter(nodes::chassis_uuid.eq(v));
+        }
+        if let Some(v) = filter.retired {
+            q = q.filter(nodes::retired.eq(v));
+        }
+        if let Some(v) = &filter.lessee {
+            q = q.filter(nodes::lessee.eq(v));
         }
         if let Some(v) = &filter.description_contains {
             q = q.filter(nodes::description.like(like_containing(v)).escape('\\'));

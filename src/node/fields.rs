@@ -8,15 +8,17 @@
 use serde_json::{Value, json};
 
 use super::{
-    InterfaceKind, Json, Node, NodeChanges, mask, normalize_conductor_group, normalize_uuid,
-    validate_length, validate_name, validate_resource_class,
+    InterfaceKind, Json, Node, NodeChanges, mask, network_data, normalize_conductor_group,
+    normalize_uuid, validate_length, validate_name, validate_resource_class,
 };
 use crate::{
     error::{Error, Result},
     states::ProvisionState,
 };
 
-use crate::resource::{self, boolean, object, opt_string, set_if, string, sub_links, wrong};
+use crate::resource::{
+    self, boolean, object, object_or_null, opt_string, set_if, string, sub_links, wrong,
+};
 pub use crate::resource::{Reset, links, opt_timestamp, timestamp};
 
 /// The node's field table and how it is shown.
@@ -37,7 +39,8 @@ impl resource::Resource for Node {
     }
 
     fn check_changes(&self, changes: &mut NodeChanges) -> Result<()> {
-        protection_rules(self, changes)
+        protection_rules(self, changes)?;
+        retirement_rules(self, changes)
     }
 }
 
@@ -70,6 +73,35 @@ fn protection_rules(node: &Node, changes: &mut NodeChanges) -> Result<()> {
         ));
     }
     changes.protected_reason = (reason != node.protected_reason).then_some(reason);
+    Ok(())
+}
+
+/// Ironic's rules for retiring (`ConductorManager._check_update_retired`): a node is not retired
+/// in `available` (it would be handed out; 409), un-retiring it forgets why it was retired, and
+/// a reason needs retirement.
+fn retirement_rules(node: &Node, changes: &mut NodeChanges) -> Result<()> {
+    match changes.retired {
+        Some(true) if node.provision_state == ProvisionState::Available => {
+            return Err(Error::InvalidState(format!(
+                "Node {} can not have 'retired' set in provision state 'available'.",
+                node.uuid
+            )));
+        }
+        Some(false) => {
+            changes.retired_reason = node.retired_reason.is_some().then_some(None);
+            return Ok(());
+        }
+        _ => {}
+    }
+    let retired = changes.retired.unwrap_or(node.retired);
+    if let Some(Some(reason)) = &changes.retired_reason
+        && !reason.is_empty()
+        && !retired
+    {
+        return Err(Error::InvalidParameterValue(
+            "The retired_reason field can only be set when retired is True".to_owned(),
+        ));
+    }
     Ok(())
 }
 
@@ -125,6 +157,27 @@ macro_rules! document {
                 if new != n.$field.0 {
                     c.$field = Some(Json(new));
                 }
+                Ok(())
+            },
+        }
+    };
+}
+
+/// An optional text field of at most `$max` characters, written at create and by PATCH, reset
+/// to null by `remove`.
+macro_rules! bounded_text {
+    ($field:ident, $max:literal) => {
+        Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.$field),
+            set: |f, n, v, c| {
+                let new = opt_string(f, v)?;
+                if let Some(text) = &new {
+                    validate_length(f, text, $max)?;
+                }
+                set_if(&mut c.$field, new, &n.$field);
                 Ok(())
             },
         }
@@ -550,36 +603,67 @@ pub static FIELDS: &[Field] = &[
         name: "owner",
         since: 50,
         show: |v| json!(v.item.owner),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Null,
-            get: |_, n| json!(n.owner),
-            set: |f, n, v, c| {
-                let owner = opt_string(f, v)?;
-                if let Some(owner) = &owner {
-                    validate_length(f, owner, 255)?;
-                }
-                set_if(&mut c.owner, owner, &n.owner);
-                Ok(())
-            },
-        }),
+        write: Some(bounded_text!(owner, 255)),
     },
     Field {
         name: "description",
         since: 51,
         show: |v| json!(v.item.description),
+        write: Some(bounded_text!(description, 4096)),
+    },
+    // Retiring: the conductor's rules are in `retirement_rules`.
+    Field {
+        name: "retired",
+        since: 61,
+        show: |v| json!(v.item.retired),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::False,
+            get: |_, n| json!(n.retired),
+            set: |f, n, v, c| {
+                let retired = boolean(f, v)?.unwrap_or(false);
+                set_if(&mut c.retired, retired, &n.retired);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "retired_reason",
+        since: 61,
+        show: |v| json!(v.item.retired_reason),
         write: Some(Write {
             create: true,
             patch: true,
             reset: Reset::Null,
-            get: |_, n| json!(n.description),
+            get: |_, n| json!(n.retired_reason),
             set: |f, n, v, c| {
-                let description = opt_string(f, v)?;
-                if let Some(description) = &description {
-                    validate_length(f, description, 4096)?;
+                set_if(&mut c.retired_reason, opt_string(f, v)?, &n.retired_reason);
+                Ok(())
+            },
+        }),
+    },
+    Field {
+        name: "lessee",
+        since: 65,
+        show: |v| json!(v.item.lessee),
+        write: Some(bounded_text!(lessee, 255)),
+    },
+    Field {
+        name: "network_data",
+        since: 66,
+        show: |v| Value::Object(v.item.network_data.0.clone()),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::EmptyObject,
+            get: |_, n| Value::Object(n.network_data.0.clone()),
+            set: |f, n, v, c| {
+                let new = object_or_null(f, v)?;
+                network_data::validate(&new)?;
+                if new != n.network_data.0 {
+                    c.network_data = Some(Json(new));
                 }
-                set_if(&mut c.description, description, &n.description);
                 Ok(())
             },
         }),
@@ -668,7 +752,11 @@ mod tests {
 1.48 protected_reason         patch remove=Null
 1.49 conductor                read-only
 1.50 owner                    create patch remove=Null
-1.51 description              create patch remove=Null";
+1.51 description              create patch remove=Null
+1.61 retired                  create patch remove=False
+1.61 retired_reason           create patch remove=Null
+1.65 lessee                   create patch remove=Null
+1.66 network_data             create patch remove=EmptyObject";
 
     #[test]
     fn the_table_matches_the_snapshot() {

@@ -24,6 +24,7 @@ mod limits;
 mod locking;
 mod management;
 mod node_features;
+mod node_fields_1_6x;
 mod ports;
 mod raid;
 mod ramdisk;

@@ -36,6 +36,8 @@ pub struct ListQuery {
     fault: Option<String>,
     owner: Option<String>,
     description_contains: Option<String>,
+    retired: Option<String>,
+    lessee: Option<String>,
     conductor: Option<String>,
     pub(in crate::api) chassis_uuid: Option<String>,
 }
@@ -68,6 +70,8 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
         ("fault", &q.fault),
         ("owner", &q.owner),
         ("description_contains", &q.description_contains),
+        ("retired", &q.retired),
+        ("lessee", &q.lessee),
         ("conductor", &q.conductor),
     ];
     let mut url = format!("{base}/v1/{path}?");
@@ -195,6 +199,14 @@ async fn list_page(
             )));
         }
         filter.fault = Some(f.clone());
+    }
+    if let Some(r) = &q.retired {
+        require_version(version, 61, "The retired filter")?;
+        filter.retired = Some(parse_bool("retired", r)?);
+    }
+    if let Some(l) = &q.lessee {
+        require_version(version, 65, "The lessee filter")?;
+        filter.lessee = Some(l.clone());
     }
     if let Some(o) = &q.owner {
         require_version(version, 50, "The owner filter")?;
