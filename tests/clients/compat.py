@@ -391,6 +391,37 @@ def volume_suite():
     expect(cli("volume", "target", "list", "-f", "json"), [], "targets go with their node")
 
 
+def lifecycle_suite():
+    """The node fields of 1.61-1.66 through the CLI: retired (a retired node is not provided and
+    cleans to manageable), lessee and network_data, and their list filters."""
+    cli("node", "create", "--driver", "fake-hardware", "--name", "life-1")
+    cli("node", "manage", "life-1", "--wait", "30")
+    network_data = {"links": [{"id": "eth0", "type": "phy",
+                               "ethernet_mac_address": "52:54:00:12:34:99"}],
+                    "networks": [{"id": "n0", "type": "ipv4_dhcp", "link": "eth0",
+                                  "network_id": "n0"}],
+                    "services": []}
+    cli("node", "set", "life-1", "--retired", "--retired-reason", "old", "--lessee", "tenant-x",
+        "--network-data", json.dumps(network_data))
+    n = show("life-1")
+    expect((n["retired"], n["retired_reason"], n["lessee"], n["network_data"]),
+           (True, "old", "tenant-x", network_data), "node set --retired --lessee --network-data")
+    err = cli("node", "provide", "life-1", ok=False)
+    expect("because it is retired" in err, True, f"a retired node is not provided: {err}")
+    listed = cli("node", "list", "--retired", "--fields", "name", "-f", "json")
+    expect(listed, [{"name": "life-1"}], "node list --retired")
+    listed = cli("node", "list", "--lessee", "tenant-x", "--fields", "name", "-f", "json")
+    expect(listed, [{"name": "life-1"}], "node list --lessee")
+    err = cli("node", "set", "life-1", "--network-data", '{"links": []}', ok=False)
+    expect("Invalid network_data" in err, True, f"bad network_data refused: {err}")
+    cli("node", "unset", "life-1", "--retired", "--lessee", "--network-data")
+    n = show("life-1")
+    expect((n["retired"], n["retired_reason"], n["lessee"], n["network_data"]),
+           (False, None, None, {}), "node unset")
+    cli("node", "provide", "life-1", "--wait", "30")
+    cli("node", "delete", "life-1")
+
+
 def sdk_suite():
     import openstack
 
@@ -461,5 +492,6 @@ if __name__ == "__main__":
     failure_suite()
     network_suite()
     volume_suite()
+    lifecycle_suite()
     sdk_suite()
     print("clients: all steps passed")
