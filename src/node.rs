@@ -144,6 +144,9 @@ node_type! {
     raid_config: Json<JsonObject>,
     #[serde(default)]
     target_raid_config: Json<JsonObject>,
+    /// The allocation the node is reserved for (API 1.52), by its UUID.
+    #[serde(default)]
+    allocation_uuid: Option<String>,
 }
 
 impl NodeChanges {

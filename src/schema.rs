@@ -55,6 +55,7 @@ diesel::table! {
         chassis_uuid -> Nullable<Text>,
         raid_config -> Text,
         target_raid_config -> Text,
+        allocation_uuid -> Nullable<Text>,
     }
 }
 
@@ -140,6 +141,24 @@ diesel::table! {
         boot_index -> Integer,
         volume_id -> Text,
         extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    allocations (id) {
+        id -> Integer,
+        uuid -> Text,
+        name -> Nullable<Text>,
+        node_uuid -> Nullable<Text>,
+        state -> Text,
+        last_error -> Nullable<Text>,
+        resource_class -> Nullable<Text>,
+        traits -> Text,
+        candidate_nodes -> Text,
+        extra -> Text,
+        owner -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
     }

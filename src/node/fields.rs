@@ -584,6 +584,12 @@ pub static FIELDS: &[Field] = &[
             },
         }),
     },
+    Field {
+        name: "allocation_uuid",
+        since: 52,
+        show: |v| json!(v.item.allocation_uuid),
+        write: None,
+    },
 ];
 
 #[cfg(test)]
@@ -668,7 +674,8 @@ mod tests {
 1.48 protected_reason         patch remove=Null
 1.49 conductor                read-only
 1.50 owner                    create patch remove=Null
-1.51 description              create patch remove=Null";
+1.51 description              create patch remove=Null
+1.52 allocation_uuid          read-only";
 
     #[test]
     fn the_table_matches_the_snapshot() {
