@@ -102,6 +102,17 @@ async fn allocate_by_class_traits_and_candidates(stack) {
     let r = at(api, Method::DELETE, "/v1/nodes/gold-a/allocation", None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     assert_eq!(at(api, Method::GET, "/v1/nodes/gold-a", None).await.body["instance_uuid"], Value::Null);
+    // Deployed on an allocation, then torn down: the allocation ends with the instance.
+    let r = allocate(api, json!({"name": "a3", "resource_class": "gold"})).await;
+    assert_eq!(r.body["state"], "active", "{}", r.body);
+    let deployed = r.body["node_uuid"].as_str().unwrap().to_owned();
+    api.accepted(&deployed, "active").await;
+    api.wait_for(&deployed, "active").await;
+    api.accepted(&deployed, "deleted").await;
+    let node = api.wait_for(&deployed, "available").await;
+    assert_eq!(node["instance_uuid"], Value::Null);
+    let r = at(api, Method::GET, "/v1/allocations/a3", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     cluster.assert_no_locks().await;
 }
 }
