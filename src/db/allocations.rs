@@ -58,18 +58,33 @@ pub enum SortKey {
     Id,
     Uuid,
     Name,
+    State,
+    ResourceClass,
     CreatedAt,
+    UpdatedAt,
 }
 
 impl SortKey {
-    pub const NAMES: &[&str] = &["id", "uuid", "name", "created_at"];
+    /// Ironic sorts by any column but the JSON ones (extra, traits, candidate_nodes).
+    pub const NAMES: &[&str] = &[
+        "id",
+        "uuid",
+        "name",
+        "state",
+        "resource_class",
+        "created_at",
+        "updated_at",
+    ];
 
     pub fn parse(key: &str) -> Option<SortKey> {
         Some(match key {
             "id" => SortKey::Id,
             "uuid" => SortKey::Uuid,
             "name" => SortKey::Name,
+            "state" => SortKey::State,
+            "resource_class" => SortKey::ResourceClass,
             "created_at" => SortKey::CreatedAt,
+            "updated_at" => SortKey::UpdatedAt,
             _ => return None,
         })
     }
@@ -119,12 +134,33 @@ pub async fn list(
                 descending,
                 m.map(|m| (m.name.clone(), m.id))
             ),
+            SortKey::State => super::order_after!(
+                q,
+                table::state,
+                table::id,
+                descending,
+                m.map(|m| (m.state.clone(), m.id))
+            ),
+            SortKey::ResourceClass => super::order_after_nullable!(
+                q,
+                table::resource_class,
+                table::id,
+                descending,
+                m.map(|m| (m.resource_class.clone(), m.id))
+            ),
             SortKey::CreatedAt => super::order_after!(
                 q,
                 table::created_at,
                 table::id,
                 descending,
                 m.map(|m| (m.created_at, m.id))
+            ),
+            SortKey::UpdatedAt => super::order_after_nullable!(
+                q,
+                table::updated_at,
+                table::id,
+                descending,
+                m.map(|m| (m.updated_at, m.id))
             ),
         };
         q.limit(limit).load(conn).await?

@@ -75,6 +75,16 @@ async fn allocate_by_class_traits_and_candidates(stack) {
     let r = at(api, Method::GET, "/v1/allocations?resource_class=gold&limit=2", None).await;
     assert_eq!(r.body["allocations"].as_array().unwrap().len(), 2, "{}", r.body);
     assert!(r.body["next"].as_str().unwrap().contains("resource_class=gold"), "{}", r.body);
+    // Sorted by state, descending, a page at a time: error before active, the marker carried.
+    let r = at(api, Method::GET, "/v1/allocations?sort_key=state&sort_dir=desc&limit=3", None).await;
+    let page: Vec<_> = r.body["allocations"].as_array().unwrap().iter().map(|a| a["state"].clone()).collect();
+    assert_eq!(page, vec![json!("error"); 3], "{}", r.body);
+    let next = r.body["next"].as_str().unwrap();
+    let r = at(api, Method::GET, &next[next.find("/v1/").unwrap()..], None).await;
+    let page: Vec<_> = r.body["allocations"].as_array().unwrap().iter().map(|a| a["state"].clone()).collect();
+    assert_eq!(page, vec![json!("active"); 2], "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations?sort_key=traits", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     let r = at(api, Method::GET, "/v1/allocations?state=bogus", None).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
 
