@@ -5,6 +5,7 @@
 //! those raised before a handler (unknown URL, wrong method, bad version, bad JSON), is rendered in
 //! Ironic's envelope by `error_body`.
 
+pub mod allocations;
 pub mod bios;
 pub mod chassis;
 pub mod conductors;
@@ -172,8 +173,23 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/{ident}/ports", get(ports::list))
         .route("/{ident}/ports/detail", get(ports::list));
+    // Allocations (API 1.52, PATCH 1.57): the collection and a node's allocation.
+    let allocations = Router::new()
+        .route("/", get(allocations::list).post(allocations::create))
+        .route("/detail", get(allocations::list))
+        .route(
+            "/{ident}",
+            get(allocations::show)
+                .patch(allocations::update)
+                .delete(allocations::delete),
+        );
+    let nodes = nodes.route(
+        "/{ident}/allocation",
+        get(allocations::show).delete(allocations::delete),
+    );
     let routes = Router::new()
         .route("/", get(root))
+        .nest("/v1/allocations", allocations)
         .route("/v1", get(v1))
         .nest("/v1/nodes", nodes)
         .nest("/v1/chassis", chassis)
@@ -386,6 +402,7 @@ async fn v1(
         ("volume", 32),
         ("conductors", 49),
         ("events", 54),
+        ("allocations", 52),
     ] {
         if version.at_least(since) {
             doc[name] = res(name);

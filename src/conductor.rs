@@ -12,6 +12,7 @@
 //! for more than the [`Context`].
 
 pub mod agent;
+pub mod allocations;
 pub mod dispatch;
 pub mod lease;
 pub mod management;

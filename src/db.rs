@@ -9,6 +9,7 @@
 //! The node lock lives here too (`nodes::reserve`, `nodes::release`): a compare-and-set on
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
+pub mod allocations;
 pub mod chassis;
 pub mod children;
 pub mod conductors;

@@ -3,6 +3,7 @@
 //! Modules in reading order: the state machine and errors everything shares; the database; the
 //! RPC layer; the drivers; the conductor that runs them; the API in front; process wiring.
 
+pub mod allocation;
 pub mod api;
 pub mod chassis;
 pub mod conductor;

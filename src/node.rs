@@ -155,6 +155,9 @@ node_type! {
     /// The instance's network configuration (API 1.66), checked by `network_data::validate`.
     #[serde(default)]
     network_data: Json<JsonObject>,
+    /// The allocation the node is reserved for (API 1.52), by its UUID.
+    #[serde(default)]
+    allocation_uuid: Option<String>,
 }
 
 impl NodeChanges {

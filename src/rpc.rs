@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use self::transport::{Transport, TransportError};
 use crate::{
+    allocation::Allocation,
     drivers::{BootDevice, BootDeviceSetting},
     error::Error,
     node::{JsonObject, Node, PowerTarget, Verb},
@@ -180,6 +181,17 @@ pub enum RpcRequest {
         node: Box<Node>,
         change: VolumeChange,
     },
+    /// POST /v1/allocations (1.52): create and process an allocation; with `node` (1.58), a
+    /// backfill for that deployed node, sent to the node's conductor.
+    CreateAllocation {
+        allocation: Box<Allocation>,
+        node: Option<Box<Node>>,
+    },
+    /// DELETE of an allocation: frees its node (as the API read it), then deletes it.
+    DestroyAllocation {
+        allocation: Box<Allocation>,
+        node: Option<Box<Node>>,
+    },
 }
 
 /// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
@@ -275,6 +287,8 @@ impl RpcRequest {
             }
             RpcRequest::Heartbeat { .. } => "heartbeat",
             RpcRequest::GetNodeWithToken { .. } => "get_node_with_token",
+            RpcRequest::CreateAllocation { .. } => "create_allocation",
+            RpcRequest::DestroyAllocation { .. } => "destroy_allocation",
         }
     }
 
@@ -344,6 +358,17 @@ impl RpcRequest {
                 uuid: "",
                 driver,
                 group: "",
+            },
+            // An allocation without a node goes to any alive conductor (Ironic's
+            // `get_random_topic`), chosen by the API: its route names no driver.
+            RpcRequest::CreateAllocation { allocation, node }
+            | RpcRequest::DestroyAllocation { allocation, node } => match node {
+                Some(node) => Route::of(node),
+                None => Route {
+                    uuid: &allocation.uuid,
+                    driver: "",
+                    group: "",
+                },
             },
         }
     }
@@ -423,6 +448,7 @@ pub enum RpcReply {
     },
     /// `{<method>: <metadata>}` (see `drivers::VendorMethod::metadata`).
     VendorMethods(JsonObject),
+    Allocation(Box<Allocation>),
 }
 
 impl RpcReply {

@@ -59,6 +59,7 @@ diesel::table! {
         retired_reason -> Nullable<Text>,
         lessee -> Nullable<Text>,
         network_data -> Text,
+        allocation_uuid -> Nullable<Text>,
     }
 }
 
@@ -144,6 +145,24 @@ diesel::table! {
         boot_index -> Integer,
         volume_id -> Text,
         extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    allocations (id) {
+        id -> Integer,
+        uuid -> Text,
+        name -> Nullable<Text>,
+        node_uuid -> Nullable<Text>,
+        state -> Text,
+        last_error -> Nullable<Text>,
+        resource_class -> Nullable<Text>,
+        traits -> Text,
+        candidate_nodes -> Text,
+        extra -> Text,
+        owner -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
     }

@@ -213,5 +213,15 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::GetNodeWithToken { node } => agent::get_node_with_token(&ctx, *node)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),
+        RpcRequest::CreateAllocation { allocation, node } => {
+            super::allocations::create(&ctx, *allocation, node.map(|n| *n), deadline)
+                .await
+                .map(|a| RpcReply::Allocation(Box::new(a)))
+        }
+        RpcRequest::DestroyAllocation { allocation, node } => {
+            super::allocations::destroy(&ctx, *allocation, node.map(|n| *n), deadline)
+                .await
+                .map(|()| RpcReply::Done)
+        }
     }
 }

@@ -56,7 +56,9 @@ pub async fn update(
     deadline: Option<Instant>,
 ) -> Result<Node> {
     let uuid = node.uuid.clone();
+    let mut freed = None;
     let (node, _) = change_node(ctx, &uuid, Some(node), deadline, |node| {
+        freed = None;
         // Busy means a transition in progress, not merely a target set: failure states keep a
         // target and must stay editable (Ironic bug 1405420).
         if node.target_provision_state.is_some() && !node.provision_state.update_allowed() {
@@ -118,9 +120,24 @@ pub async fn update(
                 instance: old.clone(),
             });
         }
+        // Removing the instance of a node with an allocation removes the allocation too
+        // (Ironic's `update_node`), in the states where its driver could change.
+        if let (Some(None), Some(allocation)) = (&changes.instance_uuid, &node.allocation_uuid) {
+            if !node.maintenance && !node.provision_state.interface_change_allowed() {
+                return Err(Error::InvalidState(format!(
+                    "Node {} with an allocation can not have instance_uuid removed unless it is in one of allowed (enroll, manageable, available, inspecting, inspect wait) states or in maintenance mode. Current state is '{}'.",
+                    node.uuid, node.provision_state
+                )));
+            }
+            changes.allocation_uuid = Some(None);
+            freed = Some(allocation.clone());
+        }
         Ok(Decision::Write(changes, Hold::Release))
     })
     .await?;
+    if let Some(allocation) = freed {
+        db::allocations::delete(&ctx.db, &allocation).await?;
+    }
     Ok(node)
 }
 

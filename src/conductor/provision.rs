@@ -482,9 +482,20 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     changes.instance_info = Some(Json::default());
     changes.instance_uuid = Some(None);
     changes.deploy_step = Some(Json::default());
+    // The node's allocation (API 1.52) ends with its instance, as in Ironic's tear-down: only a
+    // node that has one pays the one more statement.
+    let allocation = task.node.allocation_uuid.clone();
+    if allocation.is_some() {
+        changes.allocation_uuid = Some(None);
+    }
     task.process_event(Event::Clean, true, changes)
         .await
         .map_err(|e| format!("Failed to tear down: {e}"))?;
+    if let Some(allocation) = allocation
+        && let Err(e) = crate::db::allocations::delete(&task.ctx().db, &allocation).await
+    {
+        tracing::warn!(node.uuid = %task.node.uuid, "Could not delete allocation {allocation} after tear-down: {e}");
+    }
     clean(task).await
 }
 

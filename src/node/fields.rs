@@ -668,6 +668,12 @@ pub static FIELDS: &[Field] = &[
             },
         }),
     },
+    Field {
+        name: "allocation_uuid",
+        since: 52,
+        show: |v| json!(v.item.allocation_uuid),
+        write: None,
+    },
 ];
 
 #[cfg(test)]
@@ -753,6 +759,7 @@ mod tests {
 1.49 conductor                read-only
 1.50 owner                    create patch remove=Null
 1.51 description              create patch remove=Null
+1.52 allocation_uuid          read-only
 1.61 retired                  create patch remove=False
 1.61 retired_reason           create patch remove=Null
 1.65 lessee                   create patch remove=Null

@@ -9,6 +9,7 @@
 
 mod util;
 
+mod allocations;
 mod amqp;
 mod amqp_reconnect;
 mod api;

@@ -9,7 +9,7 @@ pub mod private;
 pub mod services;
 
 pub use app::TestApp;
-pub use cluster::{Api, Cluster, ClusterOptions};
+pub use cluster::{Api, Cluster, ClusterOptions, Reply};
 pub use private::{PrivateMariaDb, PrivateRabbit};
 pub use services::{Stack, TestDb, amqp_url, clients_venv};
 

@@ -1,0 +1,2 @@
+ALTER TABLE nodes DROP COLUMN allocation_uuid;
+DROP TABLE allocations;

@@ -1,0 +1,285 @@
+//! /v1/allocations and /v1/nodes/{node}/allocation (API 1.52; PATCH 1.57, backfill 1.58, owner
+//! 1.60). A create or delete is processed by a conductor (`conductor::allocations`): one with a
+//! node goes to that node's conductor, one without to any alive conductor (Ironic's
+//! `get_random_topic`). The API reads allocations itself and writes a PATCH (name, extra)
+//! itself, as Ironic's does.
+
+use axum::{Json, extract::State, http::StatusCode, response::Response};
+use rand::seq::IndexedRandom;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    ApiState, BaseUrl,
+    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
+    listing::{self, Paging, Route, ShowQuery},
+    nodes::{self, require_version},
+};
+use crate::{
+    allocation::{self, Allocation},
+    db,
+    error::{Error, Result},
+    node::{JsonObject, Node},
+    patch::{self, PatchOp},
+    rpc::{RpcReply, RpcRequest},
+};
+
+/// The version allocations appeared in; below it they are not a resource (404).
+const ALLOCATIONS: u32 = 52;
+const PATCH: u32 = 57;
+const BACKFILL: u32 = 58;
+const OWNER: u32 = 60;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    node: Option<String>,
+    resource_class: Option<String>,
+    state: Option<String>,
+    owner: Option<String>,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+/// A node named in a request about allocations (a filter, a candidate, a backfill): an unknown
+/// one is a 400, as in Ironic.
+async fn named_node(state: &ApiState, ident: &str, version: ApiVersion) -> Result<Node> {
+    match nodes::find(state, ident, version).await {
+        Err(Error::NodeNotFound { node }) => Err(Error::InvalidParameterValue(format!(
+            "Node {node} could not be found."
+        ))),
+        other => other,
+    }
+}
+
+/// GET /v1/allocations[/detail].
+pub async fn list(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    route: Route,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Value>> {
+    version.require_resource(ALLOCATIONS)?;
+    let shape = q.paging.shape::<Allocation>(version, route.detail)?;
+    let sort = q.paging.sort(
+        db::allocations::SortKey::parse,
+        db::allocations::SortKey::NAMES,
+        db::allocations::SortKey::Id,
+    )?;
+    if q.owner.is_some() {
+        require_version(version, OWNER, "The owner filter")?;
+    }
+    if let Some(s) = &q.state
+        && ![
+            allocation::ALLOCATING,
+            allocation::ACTIVE,
+            allocation::ERROR,
+        ]
+        .contains(&s.as_str())
+    {
+        return Err(Error::InvalidParameterValue(format!(
+            "Invalid state {s}; use one of allocating, active, error."
+        )));
+    }
+    let node_uuid = match &q.node {
+        Some(n) => Some(named_node(&state, n, version).await?.uuid),
+        None => None,
+    };
+    let filter = db::allocations::Filter {
+        node_uuid,
+        resource_class: q.resource_class.clone(),
+        state: q.state.clone(),
+        owner: q.owner.clone(),
+    };
+    let items = db::allocations::list(
+        &state.db,
+        &filter,
+        sort,
+        q.paging.descending()?,
+        q.paging.limit()?,
+        q.paging.marker.as_deref(),
+    )
+    .await?;
+    let mut filters = String::new();
+    for (k, v) in [
+        ("node", &q.node),
+        ("resource_class", &q.resource_class),
+        ("state", &q.state),
+        ("owner", &q.owner),
+    ] {
+        if let Some(v) = v {
+            filters.push_str(&format!("{k}={}&", nodes::list::encode_query_value(v)));
+        }
+    }
+    listing::page(
+        &items,
+        &q.paging,
+        &shape,
+        allocation::SUMMARY,
+        version,
+        &base,
+        &route.path,
+        &filters,
+    )
+    .map(Json)
+}
+
+/// The allocation a route names: `/v1/allocations/{uuid or name}`, or
+/// `/v1/nodes/{node}/allocation` (404 when the node has none), with the node when it has one.
+async fn named(
+    state: &ApiState,
+    route: &Route,
+    version: ApiVersion,
+) -> Result<(Allocation, Option<Node>)> {
+    version.require_resource(ALLOCATIONS)?;
+    let (collection, ident) = route.parent.clone().unwrap_or_default();
+    if collection == "nodes" {
+        let node = nodes::find(state, &ident, version).await?;
+        let found = db::allocations::of_node(&state.db, &node.uuid).await?;
+        let found = found.ok_or_else(|| {
+            Error::NotFound(format!("Allocation for node {ident} could not be found."))
+        })?;
+        return Ok((found, Some(node)));
+    }
+    let found = db::allocations::get(&state.db, &ident).await?;
+    let node = match &found.node_uuid {
+        Some(uuid) => match db::nodes::get_by_uuid(&state.db, uuid).await {
+            Ok(node) => Some(node),
+            Err(Error::NodeNotFound { .. }) => None,
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    Ok((found, node))
+}
+
+/// GET /v1/allocations/{uuid or name} and /v1/nodes/{node}/allocation.
+pub async fn show(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    route: Route,
+    ApiQuery(q): ApiQuery<ShowQuery>,
+) -> Result<Json<Value>> {
+    let (found, _) = named(&state, &route, version).await?;
+    listing::show_one(&found, q.fields.as_deref(), version, &base).map(Json)
+}
+
+/// Sends an allocation request: to the node's conductor when there is a node, else to any alive
+/// conductor.
+async fn call(state: &ApiState, request_id: &RequestId, req: RpcRequest) -> Result<RpcReply> {
+    let has_node = matches!(
+        &req,
+        RpcRequest::CreateAllocation { node: Some(_), .. }
+            | RpcRequest::DestroyAllocation { node: Some(_), .. }
+    );
+    if has_node {
+        return nodes::call(state, request_id, req).await;
+    }
+    let alive = db::conductors::list_alive(&state.db, state.router.heartbeat_timeout()).await?;
+    let host = alive
+        .choose(&mut rand::rng())
+        .map(|c| c.hostname.clone())
+        .ok_or_else(|| {
+            Error::TemporaryFailure("No conductor service is online; please retry.".to_owned())
+        })?;
+    state.rpc.call(&host, &request_id.0, req).await
+}
+
+/// POST /v1/allocations.
+pub async fn create(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiJson(mut body): ApiJson<JsonObject>,
+) -> Result<Response> {
+    version.require_resource(ALLOCATIONS)?;
+    let node_ident = match body.remove("node") {
+        None | Some(Value::Null) => None,
+        Some(_) if !version.at_least(BACKFILL) => {
+            return Err(Error::InvalidParameterValue(
+                "Cannot set node when creating an allocation in this API version".to_owned(),
+            ));
+        }
+        Some(v) => Some(crate::resource::string("node", v)?),
+    };
+    for name in body.keys() {
+        listing::check_written_field::<Allocation>(version, name, |w| w.create)?;
+    }
+    let uuid_given = body.contains_key("uuid");
+    let mut new = allocation::from_create(body)?;
+    let node = match &node_ident {
+        Some(ident) => Some(named_node(&state, ident, version).await?),
+        None => None,
+    };
+    if new.resource_class.is_none() {
+        match &node {
+            Some(node) => new.resource_class = node.resource_class.clone(),
+            None => {
+                return Err(Error::InvalidParameterValue(
+                    "The resource_class field is mandatory when not backfilling".to_owned(),
+                ));
+            }
+        }
+    }
+    let mut candidates = Vec::with_capacity(new.candidate_nodes.0.len());
+    for ident in &new.candidate_nodes.0 {
+        let uuid = named_node(&state, ident, version).await?.uuid;
+        if !candidates.contains(&uuid) {
+            candidates.push(uuid);
+        }
+    }
+    new.candidate_nodes.0 = candidates;
+    if !uuid_given && let Some(instance) = node.as_ref().and_then(|n| n.instance_uuid.clone()) {
+        new.uuid = instance;
+    }
+    let request = RpcRequest::CreateAllocation {
+        allocation: Box::new(new),
+        node: node.map(Box::new),
+    };
+    let created = call(&state, &request_id, request)
+        .await?
+        .pick(|r| match r {
+            RpcReply::Allocation(a) => Ok(*a),
+            other => Err(other),
+        })?;
+    Ok(listing::created(&created, version, &base))
+}
+
+/// PATCH /v1/allocations/{ident} (1.57): name and extra only. Before 1.57, 405 as in Ironic.
+pub async fn update(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath(ident): ApiPath<String>,
+    ApiJson(ops): ApiJson<Vec<PatchOp>>,
+) -> Result<Json<Value>> {
+    version.require_resource(ALLOCATIONS)?;
+    if !version.at_least(PATCH) {
+        return Err(Error::MethodNotAllowed(
+            "The API version does not allow updating allocations".to_owned(),
+        ));
+    }
+    listing::check_patch::<Allocation>(version, &ops)?;
+    let found = db::allocations::get(&state.db, &ident).await?;
+    let changes = patch::apply(&found, &ops)?;
+    let updated = db::allocations::update(&state.db, &found, changes).await?;
+    Ok(Json(listing::detail(&updated, version, &base)))
+}
+
+/// DELETE /v1/allocations/{ident} and /v1/nodes/{node}/allocation.
+pub async fn delete(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    route: Route,
+) -> Result<StatusCode> {
+    let (found, node) = named(&state, &route, version).await?;
+    let request = RpcRequest::DestroyAllocation {
+        allocation: Box::new(found),
+        node: node.map(Box::new),
+    };
+    call(&state, &request_id, request).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,310 @@
+//! Allocations (API 1.52), as Ironic's `conductor/allocations.py` processes them: the candidates
+//! (available, not in maintenance, without an instance, with a power state, of the resource
+//! class, with every requested trait, among `candidate_nodes`, of the allocation's owner from
+//! 1.60) are tried in random order (a node named like the allocation first), each reserved by
+//! [`change_node`]'s conditional write that sets the node's `instance_uuid` and
+//! `allocation_uuid` after checking it again on the row as read; a write that loses a race reads
+//! the node afresh and checks again, so two allocations never get one node.
+//!
+//! Ironic replies `allocating` and processes the allocation in a worker thread. Ferrum processes
+//! it before replying: it is a few conditional writes, no driver call and no transaction, and a
+//! client polling until the state is not `allocating` sees the same thing, one poll sooner.
+
+use rand::seq::SliceRandom;
+use tokio::time::Instant;
+
+use super::{
+    Ctx,
+    task::{Decision, Hold, change_node},
+};
+use crate::{
+    allocation::{self, Allocation, AllocationChanges},
+    db::{self, nodes::NodeFilter},
+    error::{Error, Result},
+    node::{Node, NodeChanges},
+    states::ProvisionState,
+};
+
+/// Creates the allocation and processes it: a backfill for `node` (1.58), or an allocation.
+pub async fn create(
+    ctx: &Ctx,
+    allocation: Allocation,
+    node: Option<Node>,
+    deadline: Option<Instant>,
+) -> Result<Allocation> {
+    let stored = db::allocations::insert(&ctx.db, &allocation).await?;
+    match node {
+        Some(node) => backfill(ctx, stored, node, deadline).await,
+        None => allocate(ctx, stored, deadline).await,
+    }
+}
+
+/// Why a candidate is no longer suitable, checked on the row as read just before it is taken.
+fn unsuitable(node: &Node, a: &Allocation) -> bool {
+    node.maintenance
+        || node.instance_uuid.is_some()
+        || node.allocation_uuid.is_some()
+        || node.provision_state != ProvisionState::Available
+        || node.power_state.is_none()
+        || node.resource_class != a.resource_class
+        || (!a.candidate_nodes.0.is_empty() && !a.candidate_nodes.0.contains(&node.uuid))
+        || (a.owner.is_some() && node.owner != a.owner)
+        || !allocation::traits_match(&a.traits.0, &node.traits.0)
+}
+
+/// The changes that reserve `node` for `a`: its instance is the allocation, and its
+/// `instance_info` carries the requested traits (as Ironic's `update_allocation` does).
+fn reservation(node: &Node, a: &Allocation) -> NodeChanges {
+    let mut info = node.instance_info.clone();
+    info.0
+        .insert("traits".to_owned(), serde_json::json!(a.traits.0));
+    NodeChanges {
+        instance_uuid: Some(Some(a.uuid.clone())),
+        allocation_uuid: Some(Some(a.uuid.clone())),
+        instance_info: Some(info),
+        ..NodeChanges::default()
+    }
+}
+
+async fn candidates(ctx: &Ctx, a: &Allocation) -> Result<Vec<Node>> {
+    let filter = NodeFilter {
+        provision_state: Some(ProvisionState::Available),
+        maintenance: Some(false),
+        associated: Some(false),
+        resource_class: a.resource_class.clone(),
+        owner: a.owner.clone(),
+        ..NodeFilter::default()
+    };
+    let nodes = db::nodes::list_filtered(
+        &ctx.db,
+        &filter,
+        db::nodes::SortKey::Id,
+        false,
+        i64::from(u32::MAX),
+        None,
+    )
+    .await?;
+    Ok(nodes
+        .into_iter()
+        .filter(|n| a.candidate_nodes.0.is_empty() || a.candidate_nodes.0.contains(&n.uuid))
+        .filter(|n| n.power_state.is_some())
+        .collect())
+}
+
+/// Finds and reserves a node for `a`; the allocation ends active, or in error with why.
+async fn allocate(ctx: &Ctx, a: Allocation, deadline: Option<Instant>) -> Result<Allocation> {
+    let mut nodes = candidates(ctx, &a).await?;
+    let rc = a.resource_class.as_deref().unwrap_or_default();
+    if nodes.is_empty() {
+        let why = if a.candidate_nodes.0.is_empty() {
+            format!("no available nodes match the resource class {rc}")
+        } else {
+            format!("none of the requested nodes are available and match the resource class {rc}")
+        };
+        return failed(ctx, &a, &why).await;
+    }
+    nodes.retain(|n| allocation::traits_match(&a.traits.0, &n.traits.0));
+    if nodes.is_empty() {
+        let why = format!(
+            "no suitable nodes have the requested traits {}",
+            a.traits.0.join(", ")
+        );
+        return failed(ctx, &a, &why).await;
+    }
+    nodes.shuffle(&mut rand::rng());
+    if let Some(i) = nodes
+        .iter()
+        .position(|n| a.name.is_some() && n.name == a.name)
+    {
+        let named = nodes.remove(i);
+        nodes.insert(0, named);
+    }
+    let mut locked = 0;
+    for node in nodes {
+        let uuid = node.uuid.clone();
+        let taken = change_node(ctx, &uuid, Some(node), deadline, |n| {
+            if unsuitable(n, &a) {
+                return Err(Error::InvalidState(format!(
+                    "node {} is no longer suitable",
+                    n.uuid
+                )));
+            }
+            Ok(Decision::Write(reservation(n, &a), Hold::Release))
+        })
+        .await;
+        match taken {
+            Ok(_) => {
+                tracing::info!(node.uuid = %uuid, "Node {uuid} has been reserved for allocation {}", a.uuid);
+                let changes = AllocationChanges {
+                    node_uuid: Some(Some(uuid)),
+                    state: Some(allocation::ACTIVE.to_owned()),
+                    last_error: Some(None),
+                    ..AllocationChanges::default()
+                };
+                return db::allocations::update(&ctx.db, &a, changes).await;
+            }
+            Err(Error::NodeLocked { .. }) => locked += 1,
+            // Taken by another allocation, changed, or gone meanwhile: the next one.
+            Err(
+                Error::InvalidState(_) | Error::NodeNotFound { .. } | Error::NodeAssociated { .. },
+            ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let why = if locked > 0 {
+        format!("could not reserve any of {locked} suitable nodes")
+    } else {
+        "all nodes were filtered out during reservation".to_owned()
+    };
+    failed(ctx, &a, &why).await
+}
+
+/// Ironic's AllocationFailed, recorded on the allocation.
+fn failure(a: &Allocation, why: &str) -> String {
+    format!("Failed to process allocation {}: {why}.", a.uuid)
+}
+
+async fn failed(ctx: &Ctx, a: &Allocation, why: &str) -> Result<Allocation> {
+    tracing::warn!("{}", failure(a, why));
+    let changes = AllocationChanges {
+        node_uuid: Some(None),
+        state: Some(allocation::ERROR.to_owned()),
+        last_error: Some(Some(failure(a, why))),
+        ..AllocationChanges::default()
+    };
+    db::allocations::update(&ctx.db, a, changes).await
+}
+
+/// An allocation for a node deployed without one (1.58): the node must be active, of the
+/// resource class, with the traits, among the candidates, and have no other instance. A refusal
+/// leaves the allocation in error and is the answer. Ironic answers a mismatch with a 500
+/// (AllocationFailed has no code); Ferrum with a 409, as the node's state or values conflict.
+async fn backfill(
+    ctx: &Ctx,
+    a: Allocation,
+    node: Node,
+    deadline: Option<Instant>,
+) -> Result<Allocation> {
+    let uuid = node.uuid.clone();
+    let taken = change_node(ctx, &uuid, Some(node), deadline, |n| {
+        let mut errors = Vec::new();
+        if n.provision_state != ProvisionState::Active {
+            errors.push(format!(
+                "Node must be in the \"active\" state, but the current state is \"{}\"",
+                n.provision_state
+            ));
+        }
+        if a.resource_class.is_some() && n.resource_class != a.resource_class {
+            errors.push(format!(
+                "Resource class {} does not match the requested resource class {}",
+                n.resource_class.as_deref().unwrap_or("None"),
+                a.resource_class.as_deref().unwrap_or_default()
+            ));
+        }
+        if !allocation::traits_match(&a.traits.0, &n.traits.0) {
+            errors.push(format!(
+                "List of traits {:?} does not match the requested traits {:?}",
+                n.traits.0, a.traits.0
+            ));
+        }
+        if !a.candidate_nodes.0.is_empty() && !a.candidate_nodes.0.contains(&n.uuid) {
+            errors.push(format!(
+                "Candidate nodes must be empty or contain the target node, but got {:?}",
+                a.candidate_nodes.0
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(Error::Conflict(failure(
+                &a,
+                &format!(
+                    "Cannot backfill an allocation for node {}: {}",
+                    n.uuid,
+                    errors.join("; ")
+                ),
+            )));
+        }
+        match (&n.instance_uuid, &n.allocation_uuid) {
+            (Some(instance), _) if *instance != a.uuid => Err(Error::NodeAssociated {
+                node: n.uuid.clone(),
+                instance: instance.clone(),
+            }),
+            (_, Some(other)) if *other != a.uuid => Err(Error::NodeAssociated {
+                node: n.uuid.clone(),
+                instance: other.clone(),
+            }),
+            _ => Ok(Decision::Write(reservation(n, &a), Hold::Release)),
+        }
+    })
+    .await;
+    match taken {
+        Ok(_) => {
+            let changes = AllocationChanges {
+                node_uuid: Some(Some(uuid)),
+                state: Some(allocation::ACTIVE.to_owned()),
+                ..AllocationChanges::default()
+            };
+            db::allocations::update(&ctx.db, &a, changes).await
+        }
+        Err(e) => {
+            failed(ctx, &a, &e.to_string()).await?;
+            Err(e)
+        }
+    }
+}
+
+/// Deletes an allocation, freeing its node first (its `instance_uuid` and `allocation_uuid`
+/// cleared), unless the node is active or mid-transition outside maintenance (Ironic's
+/// `verify_node_for_deallocation`). A node gone meanwhile took its allocation with it.
+pub async fn destroy(
+    ctx: &Ctx,
+    a: Allocation,
+    node: Option<Node>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    if let Some(node) = node {
+        let uuid = node.uuid.clone();
+        let freed = change_node(ctx, &uuid, Some(node), deadline, |n| {
+            if n.allocation_uuid.as_deref() != Some(a.uuid.as_str()) {
+                return Ok(Decision::Nothing);
+            }
+            check_deallocation(n, &a)?;
+            Ok(Decision::Write(free(), Hold::Release))
+        })
+        .await;
+        match freed {
+            Ok(_) | Err(Error::NodeNotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    db::allocations::delete(&ctx.db, &a.uuid).await?;
+    Ok(())
+}
+
+/// The changes that free a node of its allocation.
+pub fn free() -> NodeChanges {
+    NodeChanges {
+        instance_uuid: Some(None),
+        allocation_uuid: Some(None),
+        ..NodeChanges::default()
+    }
+}
+
+/// Ironic's `verify_node_for_deallocation`.
+pub fn check_deallocation(n: &Node, a: &Allocation) -> Result<()> {
+    if n.maintenance {
+        return Ok(());
+    }
+    if n.target_provision_state.is_some() && !n.provision_state.update_allowed() {
+        return Err(Error::InvalidState(format!(
+            "Cannot remove allocation {} for node {}, because the node is in state {} where updates are not allowed (and maintenance mode is off)",
+            a.uuid, n.uuid, n.provision_state
+        )));
+    }
+    if n.provision_state == ProvisionState::Active {
+        return Err(Error::InvalidState(format!(
+            "Cannot remove allocation {} for node {}, because the node is active (and maintenance mode is off)",
+            a.uuid, n.uuid
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! Queries on `allocations`. The API creates nothing here itself: a conductor inserts and
+//! processes an allocation (`conductor::allocations`); the API writes only a PATCH (name, extra),
+//! as Ironic's does. An active allocation's row names its node; the foreign key deletes it with
+//! its node.
+
+use diesel::{prelude::*, result::DatabaseErrorKind};
+use diesel_async::RunQueryDsl;
+
+use super::{Db, with_conn, with_conn_result};
+use crate::{
+    allocation::{self, Allocation, AllocationChanges},
+    error::{Error, Result},
+    schema::allocations as table,
+};
+
+/// The allocation named `ident`: its UUID, or its name.
+pub async fn get(db: &Db, ident: &str) -> Result<Allocation> {
+    let by_uuid = uuid::Uuid::try_parse(ident).is_ok();
+    let key = if by_uuid {
+        ident.to_ascii_lowercase()
+    } else {
+        ident.to_owned()
+    };
+    let found: Option<Allocation> = with_conn!(db, |conn| {
+        let q = table::table.select(Allocation::as_select()).into_boxed();
+        let q = if by_uuid {
+            q.filter(table::uuid.eq(key.clone()))
+        } else {
+            q.filter(table::name.eq(key.clone()))
+        };
+        q.first(conn).await.optional()?
+    });
+    found.ok_or_else(|| allocation::not_found(ident))
+}
+
+/// The allocation of the node `node_uuid`, if it has one.
+pub async fn of_node(db: &Db, node_uuid: &str) -> Result<Option<Allocation>> {
+    Ok(with_conn!(db, |conn| table::table
+        .filter(table::node_uuid.eq(node_uuid))
+        .select(Allocation::as_select())
+        .first(conn)
+        .await
+        .optional()?))
+}
+
+/// What an allocation listing is narrowed to.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub node_uuid: Option<String>,
+    pub resource_class: Option<String>,
+    pub state: Option<String>,
+    pub owner: Option<String>,
+}
+
+/// What an allocation listing can be sorted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Id,
+    Uuid,
+    Name,
+    State,
+    ResourceClass,
+    CreatedAt,
+    UpdatedAt,
+}
+
+impl SortKey {
+    /// Ironic sorts by any column but the JSON ones (extra, traits, candidate_nodes).
+    pub const NAMES: &[&str] = &[
+        "id",
+        "uuid",
+        "name",
+        "state",
+        "resource_class",
+        "created_at",
+        "updated_at",
+    ];
+
+    pub fn parse(key: &str) -> Option<SortKey> {
+        Some(match key {
+            "id" => SortKey::Id,
+            "uuid" => SortKey::Uuid,
+            "name" => SortKey::Name,
+            "state" => SortKey::State,
+            "resource_class" => SortKey::ResourceClass,
+            "created_at" => SortKey::CreatedAt,
+            "updated_at" => SortKey::UpdatedAt,
+            _ => return None,
+        })
+    }
+}
+
+/// One page of allocations matching `filter`, ordered by `sort` (then id), after `marker`.
+pub async fn list(
+    db: &Db,
+    filter: &Filter,
+    sort: SortKey,
+    descending: bool,
+    limit: i64,
+    marker: Option<&str>,
+) -> Result<Vec<Allocation>> {
+    let marker = match marker {
+        Some(m) => Some(get(db, m).await?),
+        None => None,
+    };
+    let m = marker.as_ref();
+    Ok(with_conn!(db, |conn| {
+        let mut q = table::table.select(Allocation::as_select()).into_boxed();
+        if let Some(v) = &filter.node_uuid {
+            q = q.filter(table::node_uuid.eq(v.clone()));
+        }
+        if let Some(v) = &filter.resource_class {
+            q = q.filter(table::resource_class.eq(v.clone()));
+        }
+        if let Some(v) = &filter.state {
+            q = q.filter(table::state.eq(v.clone()));
+        }
+        if let Some(v) = &filter.owner {
+            q = q.filter(table::owner.eq(v.clone()));
+        }
+        let q = match sort {
+            SortKey::Id => super::order_by_id!(q, table::id, descending, m.map(|m| m.id)),
+            SortKey::Uuid => super::order_after!(
+                q,
+                table::uuid,
+                table::id,
+                descending,
+                m.map(|m| (m.uuid.clone(), m.id))
+            ),
+            SortKey::Name => super::order_after_nullable!(
+                q,
+                table::name,
+                table::id,
+                descending,
+                m.map(|m| (m.name.clone(), m.id))
+            ),
+            SortKey::State => super::order_after!(
+                q,
+                table::state,
+                table::id,
+                descending,
+                m.map(|m| (m.state.clone(), m.id))
+            ),
+            SortKey::ResourceClass => super::order_after_nullable!(
+                q,
+                table::resource_class,
+                table::id,
+                descending,
+                m.map(|m| (m.resource_class.clone(), m.id))
+            ),
+            SortKey::CreatedAt => super::order_after!(
+                q,
+                table::created_at,
+                table::id,
+                descending,
+                m.map(|m| (m.created_at, m.id))
+            ),
+            SortKey::UpdatedAt => super::order_after_nullable!(
+                q,
+                table::updated_at,
+                table::id,
+                descending,
+                m.map(|m| (m.updated_at, m.id))
+            ),
+        };
+        q.limit(limit).load(conn).await?
+    }))
+}
+
+/// A duplicate UUID or name is Ironic's AllocationAlreadyExists / AllocationDuplicateName (409).
+fn duplicate(allocation: &Allocation, e: diesel::result::Error) -> Error {
+    match e {
+        diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
+            if info.message().contains("name") {
+                Error::Conflict(format!(
+                    "An allocation with name {} already exists.",
+                    allocation.name.as_deref().unwrap_or_default()
+                ))
+            } else {
+                Error::Conflict(format!(
+                    "An allocation with UUID {} already exists.",
+                    allocation.uuid
+                ))
+            }
+        }
+        other => other.into(),
+    }
+}
+
+/// Inserts an allocation and reads it back.
+pub async fn insert(db: &Db, allocation: &Allocation) -> Result<Allocation> {
+    with_conn_result!(db, |conn| diesel::insert_into(table::table)
+        .values(allocation)
+        .execute(conn)
+        .await?)
+    .map_err(|e| duplicate(allocation, e))?;
+    get(db, &allocation.uuid).await
+}
+
+/// Writes `changes` to the allocation and reads it back (404 if it went meanwhile).
+pub async fn update(
+    db: &Db,
+    allocation: &Allocation,
+    changes: AllocationChanges,
+) -> Result<Allocation> {
+    if !changes.is_empty() {
+        let changes = AllocationChanges {
+            updated_at: Some(Some(crate::node::now())),
+            ..changes
+        };
+        with_conn_result!(db, |conn| diesel::update(table::table.find(allocation.id))
+            .set(&changes)
+            .execute(conn)
+            .await?)
+        .map_err(|e| duplicate(allocation, e))?;
+    }
+    get(db, &allocation.uuid).await
+}
+
+/// Deletes the allocation `uuid`; false when it was gone already.
+pub async fn delete(db: &Db, uuid: &str) -> Result<bool> {
+    let deleted = with_conn!(db, |conn| diesel::delete(
+        table::table.filter(table::uuid.eq(uuid))
+    )
+    .execute(conn)
+    .await?);
+    Ok(deleted == 1)
+}

@@ -1,0 +1,277 @@
+//! Allocations (API 1.52, 1.57, 1.58, 1.60) on both stacks: a conductor picks a node by resource
+//! class, traits, candidates and owner and reserves it; no match is an error with why; two
+//! allocations racing for one node never both get it; deleting an allocation frees its node and
+//! deleting the node deletes its allocation; backfill, PATCH, version gates and error codes.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+
+const V: &str = "1.60";
+
+async fn allocate(api: &Api, body: Value) -> Reply {
+    api.request_at(V, Method::POST, "/v1/allocations", Some(body))
+        .await
+}
+
+async fn at(api: &Api, method: Method, path: &str, body: Option<Value>) -> Reply {
+    api.request_at(V, method, path, body).await
+}
+
+on_both_stacks! {
+/// A node is picked by resource class, traits and candidates; the allocation shows it, the node
+/// shows the allocation, and deleting the allocation frees the node. No match is an error state
+/// with why; listings filter by node, resource class and state.
+async fn allocate_by_class_traits_and_candidates(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let gold_a = api.available_node(json!({"name": "gold-a", "resource_class": "gold"})).await;
+    let gold = api.available_node(json!({"name": "gold", "resource_class": "gold"})).await;
+    let silver = api.available_node(json!({"name": "silver", "resource_class": "silver"})).await;
+    let r = api.request(Method::PUT, "/v1/nodes/gold-a/traits/CUSTOM_A", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+
+    let r = allocate(api, json!({"name": "a1", "resource_class": "gold", "traits": ["CUSTOM_A"], "extra": {"k": 1}})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["state"], "active", "{}", r.body);
+    assert_eq!(r.body["node_uuid"], gold_a["uuid"]);
+    assert_eq!(r.body["extra"], json!({"k": 1}));
+    let a1 = r.body["uuid"].as_str().unwrap().to_owned();
+    let node = at(api, Method::GET, "/v1/nodes/gold-a", None).await.body;
+    assert_eq!(node["allocation_uuid"], a1.as_str());
+    assert_eq!(node["instance_uuid"], a1.as_str());
+    assert_eq!(node["instance_info"]["traits"], json!(["CUSTOM_A"]));
+    assert!(api.node("gold-a").await.get("allocation_uuid").is_none(), "not before 1.52");
+    let r = at(api, Method::GET, "/v1/nodes/gold-a/allocation", None).await;
+    assert_eq!(r.body["uuid"], a1.as_str(), "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations/a1", None).await;
+    assert_eq!(r.body["uuid"], a1.as_str(), "{}", r.body);
+
+    // Candidates by name: only silver, which is not gold: an error with why.
+    let r = allocate(api, json!({"resource_class": "gold", "candidate_nodes": ["silver"]})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["state"], "error");
+    assert_eq!(r.body["candidate_nodes"], json!([silver["uuid"]]));
+    assert!(r.body["last_error"].as_str().unwrap().contains("none of the requested nodes"), "{}", r.body);
+    let r = allocate(api, json!({"resource_class": "gold", "traits": ["CUSTOM_B"]})).await;
+    assert_eq!(r.body["state"], "error");
+    assert!(r.body["last_error"].as_str().unwrap().contains("CUSTOM_B"), "{}", r.body);
+    // The one gold node left, by candidates given as a UUID.
+    let r = allocate(api, json!({"resource_class": "gold", "candidate_nodes": [gold["uuid"]]})).await;
+    assert_eq!(r.body["state"], "active", "{}", r.body);
+    assert_eq!(r.body["node_uuid"], gold["uuid"]);
+    let r = allocate(api, json!({"resource_class": "gold"})).await;
+    assert_eq!(r.body["state"], "error", "no gold node is free: {}", r.body);
+    assert!(r.body["last_error"].as_str().unwrap().contains("no available nodes match the resource class gold"), "{}", r.body);
+
+    let r = at(api, Method::GET, "/v1/allocations?state=error", None).await;
+    assert_eq!(r.body["allocations"].as_array().unwrap().len(), 3, "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations?node=gold-a&fields=uuid,state", None).await;
+    assert_eq!(r.body["allocations"], json!([{"uuid": a1, "state": "active", "links": r.body["allocations"][0]["links"]}]), "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations?resource_class=gold&limit=2", None).await;
+    assert_eq!(r.body["allocations"].as_array().unwrap().len(), 2, "{}", r.body);
+    assert!(r.body["next"].as_str().unwrap().contains("resource_class=gold"), "{}", r.body);
+    // Sorted by state, descending, a page at a time: error before active, the marker carried.
+    let r = at(api, Method::GET, "/v1/allocations?sort_key=state&sort_dir=desc&limit=3", None).await;
+    let page: Vec<_> = r.body["allocations"].as_array().unwrap().iter().map(|a| a["state"].clone()).collect();
+    assert_eq!(page, vec![json!("error"); 3], "{}", r.body);
+    let next = r.body["next"].as_str().unwrap();
+    let r = at(api, Method::GET, &next[next.find("/v1/").unwrap()..], None).await;
+    let page: Vec<_> = r.body["allocations"].as_array().unwrap().iter().map(|a| a["state"].clone()).collect();
+    assert_eq!(page, vec![json!("active"); 2], "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations?sort_key=traits", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations?state=bogus", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+
+    // Deleting frees the node, which can be allocated again.
+    let r = at(api, Method::DELETE, "/v1/allocations/a1", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let node = at(api, Method::GET, "/v1/nodes/gold-a", None).await.body;
+    assert_eq!(node["allocation_uuid"], Value::Null);
+    assert_eq!(node["instance_uuid"], Value::Null);
+    let r = at(api, Method::GET, "/v1/allocations/a1", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    let r = at(api, Method::GET, "/v1/nodes/gold-a/allocation", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    let r = allocate(api, json!({"name": "a2", "resource_class": "gold"})).await;
+    assert_eq!(r.body["node_uuid"], gold_a["uuid"], "{}", r.body);
+    // Removing the node's instance removes its allocation (Ironic's update_node).
+    let r = api.request_at(V, Method::PATCH, "/v1/nodes/gold-a", Some(json!([{"op": "remove", "path": "/instance_uuid"}]))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["allocation_uuid"], Value::Null);
+    let r = at(api, Method::GET, "/v1/allocations/a2", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    // Through the node's route.
+    let r = allocate(api, json!({"resource_class": "gold"})).await;
+    assert_eq!(r.body["node_uuid"], gold_a["uuid"], "{}", r.body);
+    let r = at(api, Method::DELETE, "/v1/nodes/gold-a/allocation", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    assert_eq!(at(api, Method::GET, "/v1/nodes/gold-a", None).await.body["instance_uuid"], Value::Null);
+    // Deployed on an allocation, then torn down: the allocation ends with the instance.
+    let r = allocate(api, json!({"name": "a3", "resource_class": "gold"})).await;
+    assert_eq!(r.body["state"], "active", "{}", r.body);
+    let deployed = r.body["node_uuid"].as_str().unwrap().to_owned();
+    api.accepted(&deployed, "active").await;
+    api.wait_for(&deployed, "active").await;
+    api.accepted(&deployed, "deleted").await;
+    let node = api.wait_for(&deployed, "available").await;
+    assert_eq!(node["instance_uuid"], Value::Null);
+    let r = at(api, Method::GET, "/v1/allocations/a3", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// Two allocations race for one candidate node: one gets it, the other ends in error.
+async fn racing_allocations_never_share_a_node(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api.available_node(json!({"name": "only", "resource_class": "rc"})).await;
+    let spare = api.available_node(json!({"name": "spare", "resource_class": "rc"})).await;
+    for round in 0..3 {
+        let body = json!({"resource_class": "rc", "candidate_nodes": ["only"]});
+        let (a, b) = tokio::join!(allocate(api, body.clone()), allocate(api, body));
+        let states = [a.body["state"].clone(), b.body["state"].clone()];
+        assert!(states.contains(&json!("active")) && states.contains(&json!("error")), "round {round}: {} / {}", a.body, b.body);
+        let winner = if a.body["state"] == "active" { &a } else { &b };
+        assert_eq!(winner.body["node_uuid"], node["uuid"]);
+        let r = at(api, Method::DELETE, &format!("/v1/allocations/{}", winner.body["uuid"].as_str().unwrap()), None).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    }
+    // Without candidates, the loser takes the other node.
+    let body = json!({"resource_class": "rc"});
+    let (a, b) = tokio::join!(allocate(api, body.clone()), allocate(api, body));
+    assert_eq!((a.body["state"].as_str(), b.body["state"].as_str()), (Some("active"), Some("active")), "{} / {}", a.body, b.body);
+    let mut got = [a.body["node_uuid"].clone(), b.body["node_uuid"].clone()];
+    got.sort_by_key(|v| v.to_string());
+    let mut want = [node["uuid"].clone(), spare["uuid"].clone()];
+    want.sort_by_key(|v| v.to_string());
+    assert_eq!(got, want);
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// Backfill (1.58) for a deployed node, its checks, deletion refused while the node is active
+/// and allowed in maintenance, the node's deletion taking its allocation, and owner (1.60).
+async fn backfill_owner_and_node_delete(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "deployed", "resource_class": "rc"})).await;
+    api.accepted("deployed", "active").await;
+    api.wait_for("deployed", "active").await;
+    let r = api.request_at("1.57", Method::POST, "/v1/allocations", Some(json!({"node": "deployed"}))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = allocate(api, json!({"node": "nope"})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = allocate(api, json!({"node": "deployed", "resource_class": "other"})).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert!(r.fault().contains("Resource class"), "{}", r.fault());
+    let r = allocate(api, json!({"name": "bf", "node": "deployed"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["state"], "active");
+    assert_eq!(r.body["resource_class"], "rc", "taken from the node");
+    let bf = r.body["uuid"].as_str().unwrap().to_owned();
+    let node = at(api, Method::GET, "/v1/nodes/deployed", None).await.body;
+    assert_eq!(node["allocation_uuid"], bf.as_str());
+    assert_eq!(node["instance_uuid"], bf.as_str());
+    // Not while active; in maintenance, yes; a node's deletion takes its allocation.
+    let r = at(api, Method::DELETE, "/v1/allocations/bf", None).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert!(r.fault().contains("active"), "{}", r.fault());
+    let r = api.request(Method::PUT, "/v1/nodes/deployed/maintenance", Some(json!({"reason": "x"}))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let r = api.request(Method::DELETE, "/v1/nodes/deployed", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations/bf", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "gone with its node: {}", r.body);
+
+    // A backfill of a node that is not deployed fails and leaves the allocation in error.
+    api.available_node(json!({"name": "free", "resource_class": "rc"})).await;
+    let r = allocate(api, json!({"name": "bf2", "node": "free"})).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations/bf2", None).await;
+    assert_eq!(r.body["state"], "error", "{}", r.body);
+
+    // Owner: only the owner's nodes are candidates; before 1.60 the field is refused.
+    let r = at(api, Method::PATCH, "/v1/nodes/free", Some(json!([{"op": "add", "path": "/owner", "value": "p1"}]))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = api.request_at("1.59", Method::POST, "/v1/allocations", Some(json!({"resource_class": "rc", "owner": "p1"}))).await;
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
+    let r = allocate(api, json!({"resource_class": "rc", "owner": "p2"})).await;
+    assert_eq!(r.body["state"], "error", "{}", r.body);
+    let r = allocate(api, json!({"resource_class": "rc", "owner": "p1"})).await;
+    assert_eq!(r.body["state"], "active", "{}", r.body);
+    assert_eq!(r.body["owner"], "p1");
+    let r = at(api, Method::GET, "/v1/allocations?owner=p1", None).await;
+    assert_eq!(r.body["allocations"].as_array().unwrap().len(), 1, "{}", r.body);
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// PATCH (1.57) of name and extra only; version gates and error codes.
+async fn patch_versions_and_errors(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let r = allocate(api, json!({"name": "p", "resource_class": "none"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = allocate(api, json!({"name": "p", "resource_class": "none"})).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "duplicate name: {}", r.body);
+    for bad in [
+        json!({"traits": ["lower"], "resource_class": "x"}),
+        json!({"name": "not a name", "resource_class": "x"}),
+        json!({"candidate_nodes": ["missing"], "resource_class": "x"}),
+        json!({"traits": []}),
+        json!({"resource_class": "x", "state": "active"}),
+    ] {
+        let r = allocate(api, bad.clone()).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+    }
+    for (method, path) in [(Method::GET, "/v1/allocations"), (Method::GET, "/v1/allocations/p"), (Method::DELETE, "/v1/allocations/p")] {
+        let r = api.request_at("1.51", method, path, None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path} before 1.52: {}", r.body);
+    }
+    let r = api.request_at("1.51", Method::GET, "/v1", None).await;
+    assert!(r.body.get("allocations").is_none(), "{}", r.body);
+    let r = api.request_at("1.52", Method::GET, "/v1", None).await;
+    assert!(r.body["allocations"].is_array(), "{}", r.body);
+    let r = api.request_at("1.52", Method::GET, "/v1/allocations/p", None).await;
+    assert!(r.body.get("owner").is_none(), "owner is 1.60: {}", r.body);
+    let r = at(api, Method::GET, "/v1/allocations/unknown", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+
+    let ops = json!([{"op": "replace", "path": "/name", "value": "q"}, {"op": "add", "path": "/extra/k", "value": "v"}]);
+    let r = api.request_at("1.56", Method::PATCH, "/v1/allocations/p", Some(ops.clone())).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{}", r.body);
+    let r = api.request_at("1.57", Method::PATCH, "/v1/allocations/p", Some(ops)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["name"], "q");
+    assert_eq!(r.body["extra"], json!({"k": "v"}));
+    let r = at(api, Method::PATCH, "/v1/allocations/q", Some(json!([{"op": "replace", "path": "/resource_class", "value": "y"}]))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let r = allocate(api, json!({"name": "other", "resource_class": "none"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = at(api, Method::PATCH, "/v1/allocations/other", Some(json!([{"op": "replace", "path": "/name", "value": "q"}]))).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    let r = at(api, Method::DELETE, "/v1/allocations/q", None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "an allocation without a node: {}", r.body);
+    let r = at(api, Method::GET, "/v1/nodes/unknown/allocation", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+}
+}
