@@ -32,11 +32,37 @@ pub async fn create(
     node: Option<Node>,
     deadline: Option<Instant>,
 ) -> Result<Allocation> {
-    let stored = db::allocations::insert(&ctx.db, &allocation).await?;
+    let stored = match db::allocations::insert(&ctx.db, &allocation).await {
+        Ok(stored) => stored,
+        // A retry of this very request (its first conductor went away, see `api::nodes::call`):
+        // the row it made is carried on from, or is the answer once processed.
+        Err(e @ Error::Conflict(_)) => {
+            match db::allocations::get(&ctx.db, &allocation.uuid).await {
+                Ok(existing) if same_request(&existing, &allocation) => {
+                    if existing.state != allocation::ALLOCATING {
+                        return Ok(existing);
+                    }
+                    existing
+                }
+                _ => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
     match node {
         Some(node) => backfill(ctx, stored, node, deadline).await,
         None => allocate(ctx, stored, deadline).await,
     }
+}
+
+/// Whether `stored` is the row `asked` made: the API stamps `created_at` once per request.
+fn same_request(stored: &Allocation, asked: &Allocation) -> bool {
+    stored.created_at == asked.created_at
+        && stored.name == asked.name
+        && stored.resource_class == asked.resource_class
+        && stored.traits == asked.traits
+        && stored.candidate_nodes == asked.candidate_nodes
+        && stored.owner == asked.owner
 }
 
 /// Why a candidate is no longer suitable, checked on the row as read just before it is taken.
