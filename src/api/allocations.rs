@@ -5,7 +5,7 @@
 //! itself, as Ironic's does.
 
 use axum::{Json, extract::State, http::StatusCode, response::Response};
-use rand::seq::IndexedRandom;
+use rand::seq::SliceRandom;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -176,14 +176,27 @@ async fn call(state: &ApiState, request_id: &RequestId, req: RpcRequest) -> Resu
     if has_node {
         return nodes::call(state, request_id, req).await;
     }
-    let alive = db::conductors::list_alive(&state.db, state.router.heartbeat_timeout()).await?;
-    let host = alive
-        .choose(&mut rand::rng())
-        .map(|c| c.hostname.clone())
-        .ok_or_else(|| {
-            Error::TemporaryFailure("No conductor service is online; please retry.".to_owned())
-        })?;
-    state.rpc.call(&host, &request_id.0, req).await
+    let mut alive: Vec<String> =
+        db::conductors::list_alive(&state.db, state.router.heartbeat_timeout())
+            .await?
+            .into_iter()
+            .map(|c| c.hostname)
+            .collect();
+    alive.shuffle(&mut rand::rng());
+    let Some(first) = alive.first() else {
+        return Err(Error::TemporaryFailure(
+            "No conductor service is online; please retry.".to_owned(),
+        ));
+    };
+    let reply = state.rpc.call(first, &request_id.0, req.clone()).await;
+    // A conductor gone before it answered: once more on another (the conductor takes a retried
+    // create as the same request).
+    match (&reply, alive.get(1)) {
+        (Err(Error::ConductorUnreachable { .. } | Error::ConductorLost { .. }), Some(next)) => {
+            state.rpc.call(next, &request_id.0, req).await
+        }
+        _ => reply,
+    }
 }
 
 /// POST /v1/allocations.

@@ -32,11 +32,37 @@ pub async fn create(
     node: Option<Node>,
     deadline: Option<Instant>,
 ) -> Result<Allocation> {
-    let stored = db::allocations::insert(&ctx.db, &allocation).await?;
+    let stored = match db::allocations::insert(&ctx.db, &allocation).await {
+        Ok(stored) => stored,
+        // A retry of this very request (its first conductor went away, see `api::nodes::call`):
+        // the row it made is carried on from, or is the answer once processed.
+        Err(e @ Error::Conflict(_)) => {
+            match db::allocations::get(&ctx.db, &allocation.uuid).await {
+                Ok(existing) if same_request(&existing, &allocation) => {
+                    if existing.state != allocation::ALLOCATING {
+                        return Ok(existing);
+                    }
+                    existing
+                }
+                _ => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
     match node {
         Some(node) => backfill(ctx, stored, node, deadline).await,
         None => allocate(ctx, stored, deadline).await,
     }
+}
+
+/// Whether `stored` is the row `asked` made: the API stamps `created_at` once per request.
+fn same_request(stored: &Allocation, asked: &Allocation) -> bool {
+    stored.created_at == asked.created_at
+        && stored.name == asked.name
+        && stored.resource_class == asked.resource_class
+        && stored.traits == asked.traits
+        && stored.candidate_nodes == asked.candidate_nodes
+        && stored.owner == asked.owner
 }
 
 /// Why a candidate is no longer suitable, checked on the row as read just before it is taken.
@@ -307,4 +333,77 @@ pub fn check_deallocation(n: &Node, a: &Allocation) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{node::Json, node::PowerState};
+
+    fn candidate() -> Node {
+        Node {
+            uuid: "n1".to_owned(),
+            provision_state: ProvisionState::Available,
+            power_state: Some(PowerState::Off),
+            resource_class: Some("gold".to_owned()),
+            traits: Json(vec!["CUSTOM_A".to_owned()]),
+            owner: Some("p1".to_owned()),
+            ..Node::default()
+        }
+    }
+
+    fn request() -> Allocation {
+        Allocation {
+            uuid: "a1".to_owned(),
+            resource_class: Some("gold".to_owned()),
+            traits: Json(vec!["CUSTOM_A".to_owned()]),
+            ..Allocation::default()
+        }
+    }
+
+    #[test]
+    fn a_candidate_is_checked_again_on_every_rule() {
+        assert!(!unsuitable(&candidate(), &request()));
+        let changed: [fn(&mut Node, &mut Allocation); 9] = [
+            |n, _| n.maintenance = true,
+            |n, _| n.instance_uuid = Some("i".to_owned()),
+            |n, _| n.allocation_uuid = Some("other".to_owned()),
+            |n, _| n.provision_state = ProvisionState::Active,
+            |n, _| n.power_state = None,
+            |_, a| a.resource_class = Some("silver".to_owned()),
+            |_, a| a.candidate_nodes = Json(vec!["n2".to_owned()]),
+            |_, a| a.owner = Some("p2".to_owned()),
+            |_, a| a.traits = Json(vec!["CUSTOM_B".to_owned()]),
+        ];
+        for (i, change) in changed.iter().enumerate() {
+            let (mut n, mut a) = (candidate(), request());
+            change(&mut n, &mut a);
+            assert!(unsuitable(&n, &a), "rule {i}");
+        }
+        let mut a = request();
+        a.candidate_nodes = Json(vec!["n1".to_owned()]);
+        a.owner = Some("p1".to_owned());
+        assert!(!unsuitable(&candidate(), &a));
+    }
+
+    #[test]
+    fn deallocation_is_refused_for_active_or_busy_nodes_outside_maintenance() {
+        let a = request();
+        let mut n = candidate();
+        assert!(check_deallocation(&n, &a).is_ok());
+        n.provision_state = ProvisionState::Active;
+        assert!(matches!(
+            check_deallocation(&n, &a),
+            Err(Error::InvalidState(_))
+        ));
+        n.maintenance = true;
+        assert!(check_deallocation(&n, &a).is_ok());
+        n.maintenance = false;
+        n.provision_state = ProvisionState::Deploying;
+        n.target_provision_state = Some(ProvisionState::Active);
+        assert!(matches!(
+            check_deallocation(&n, &a),
+            Err(Error::InvalidState(_))
+        ));
+    }
 }

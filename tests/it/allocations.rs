@@ -275,3 +275,34 @@ async fn patch_versions_and_errors(stack) {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
 }
+
+/// A create sent again (its first conductor went away before it answered) is the same request:
+/// the conductor answers with the allocation it made, not a 409; another request reusing the
+/// UUID is a 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_create_is_the_same_allocation() {
+    use ferrum::{allocation, conductor::allocations, error::Error};
+
+    let app = crate::util::TestApp::start().await;
+    let node = app.available_node(json!({"resource_class": "rc"})).await;
+    let body = json!({"resource_class": "rc"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let asked = allocation::from_create(body.clone()).unwrap();
+    let first = allocations::create(app.conductor(), asked.clone(), None, None)
+        .await
+        .unwrap();
+    assert_eq!(first.state, "active");
+    assert_eq!(first.node_uuid.as_deref(), node["uuid"].as_str());
+    let again = allocations::create(app.conductor(), asked.clone(), None, None)
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    let mut other = allocation::from_create(body).unwrap();
+    other.uuid = asked.uuid.clone();
+    let err = allocations::create(app.conductor(), other, None, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+}
