@@ -74,7 +74,7 @@ fn unsuitable(node: &Node, a: &Allocation) -> bool {
         || node.power_state.is_none()
         || node.resource_class != a.resource_class
         || (!a.candidate_nodes.0.is_empty() && !a.candidate_nodes.0.contains(&node.uuid))
-        || (a.owner.is_some() && node.owner != a.owner)
+        || (a.owner.is_some() && node.owner != a.owner && node.lessee != a.owner)
         || !allocation::traits_match(&a.traits.0, &node.traits.0)
 }
 
@@ -92,93 +92,138 @@ fn reservation(node: &Node, a: &Allocation) -> NodeChanges {
     }
 }
 
-async fn candidates(ctx: &Ctx, a: &Allocation) -> Result<Vec<Node>> {
-    let filter = NodeFilter {
+/// How many candidates are read at a time: an allocation reads pages of available nodes of its
+/// class until one is reserved, so its cost does not grow with the number of such nodes (Ironic
+/// reads them all).
+const PAGE: usize = 100;
+
+/// The filter of the nodes an allocation may take (Ironic's `_candidate_nodes`); traits are
+/// matched on the rows read. A retired node is never available, so it is not filtered on.
+fn candidate_filter(a: &Allocation) -> NodeFilter {
+    NodeFilter {
         provision_state: Some(ProvisionState::Available),
         maintenance: Some(false),
         associated: Some(false),
         resource_class: a.resource_class.clone(),
-        owner: a.owner.clone(),
+        project: a.owner.clone(),
+        uuid_in: (!a.candidate_nodes.0.is_empty()).then(|| a.candidate_nodes.0.clone()),
         ..NodeFilter::default()
-    };
-    let nodes = db::nodes::list_filtered(
-        &ctx.db,
-        &filter,
-        db::nodes::SortKey::Id,
-        false,
-        i64::from(u32::MAX),
-        None,
-    )
-    .await?;
-    Ok(nodes
-        .into_iter()
-        .filter(|n| a.candidate_nodes.0.is_empty() || a.candidate_nodes.0.contains(&n.uuid))
-        .filter(|n| n.power_state.is_some())
-        .collect())
+    }
 }
 
-/// Finds and reserves a node for `a`; the allocation ends active, or in error with why.
+/// What the scan for a node saw, for the reason an allocation failed.
+#[derive(Default)]
+struct Scan {
+    of_class: usize,
+    with_traits: usize,
+    locked: usize,
+}
+
+/// Tries to reserve `node` for `a`: true when it is taken; false when it was taken by another
+/// allocation, changed or gone meanwhile (or is locked, counted in `scan`).
+async fn try_reserve(
+    ctx: &Ctx,
+    a: &Allocation,
+    node: Node,
+    deadline: Option<Instant>,
+    scan: &mut Scan,
+) -> Result<bool> {
+    let uuid = node.uuid.clone();
+    let taken = change_node(ctx, &uuid, Some(node), deadline, |n| {
+        if unsuitable(n, a) {
+            return Err(Error::InvalidState(format!(
+                "node {} is no longer suitable",
+                n.uuid
+            )));
+        }
+        Ok(Decision::Write(reservation(n, a), Hold::Release))
+    })
+    .await;
+    match taken {
+        Ok(_) => Ok(true),
+        Err(Error::NodeLocked { .. }) => {
+            scan.locked += 1;
+            Ok(false)
+        }
+        Err(Error::InvalidState(_) | Error::NodeNotFound { .. } | Error::NodeAssociated { .. }) => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Finds and reserves a node for `a`; the allocation ends active, or in error with why. A node
+/// named as the allocation is tried first (as in Ironic); then pages of candidates by id, each
+/// shuffled, so that allocations running at once seldom race for the same node.
 async fn allocate(ctx: &Ctx, a: Allocation, deadline: Option<Instant>) -> Result<Allocation> {
-    let mut nodes = candidates(ctx, &a).await?;
-    let rc = a.resource_class.as_deref().unwrap_or_default();
-    if nodes.is_empty() {
-        let why = if a.candidate_nodes.0.is_empty() {
-            format!("no available nodes match the resource class {rc}")
-        } else {
-            format!("none of the requested nodes are available and match the resource class {rc}")
-        };
-        return failed(ctx, &a, &why).await;
-    }
-    nodes.retain(|n| allocation::traits_match(&a.traits.0, &n.traits.0));
-    if nodes.is_empty() {
-        let why = format!(
-            "no suitable nodes have the requested traits {}",
-            a.traits.0.join(", ")
-        );
-        return failed(ctx, &a, &why).await;
-    }
-    nodes.shuffle(&mut rand::rng());
-    if let Some(i) = nodes
-        .iter()
-        .position(|n| a.name.is_some() && n.name == a.name)
-    {
-        let named = nodes.remove(i);
-        nodes.insert(0, named);
-    }
-    let mut locked = 0;
-    for node in nodes {
-        let uuid = node.uuid.clone();
-        let taken = change_node(ctx, &uuid, Some(node), deadline, |n| {
-            if unsuitable(n, &a) {
-                return Err(Error::InvalidState(format!(
-                    "node {} is no longer suitable",
-                    n.uuid
-                )));
+    let mut filter = candidate_filter(&a);
+    let mut scan = Scan::default();
+    let mut reserved = None;
+    if let Some(name) = &a.name {
+        match db::nodes::get(&ctx.db, db::nodes::NodeIdent::Name(name)).await {
+            Ok(node) if !unsuitable(&node, &a) => {
+                let uuid = node.uuid.clone();
+                if try_reserve(ctx, &a, node, deadline, &mut scan).await? {
+                    reserved = Some(uuid);
+                }
             }
-            Ok(Decision::Write(reservation(n, &a), Hold::Release))
-        })
-        .await;
-        match taken {
-            Ok(_) => {
-                tracing::info!(node.uuid = %uuid, "Node {uuid} has been reserved for allocation {}", a.uuid);
-                let changes = AllocationChanges {
-                    node_uuid: Some(Some(uuid)),
-                    state: Some(allocation::ACTIVE.to_owned()),
-                    last_error: Some(None),
-                    ..AllocationChanges::default()
-                };
-                return db::allocations::update(&ctx.db, &a, changes).await;
-            }
-            Err(Error::NodeLocked { .. }) => locked += 1,
-            // Taken by another allocation, changed, or gone meanwhile: the next one.
-            Err(
-                Error::InvalidState(_) | Error::NodeNotFound { .. } | Error::NodeAssociated { .. },
-            ) => {}
+            Ok(_) | Err(Error::NodeNotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
-    let why = if locked > 0 {
-        format!("could not reserve any of {locked} suitable nodes")
+    while reserved.is_none() {
+        let page = db::nodes::list_filtered(
+            &ctx.db,
+            &filter,
+            db::nodes::SortKey::Id,
+            false,
+            PAGE as i64,
+            None,
+        )
+        .await?;
+        let last_page = page.len() < PAGE;
+        filter.after_id = page.last().map(|n| n.id);
+        let mut nodes: Vec<Node> = page
+            .into_iter()
+            .filter(|n| n.power_state.is_some())
+            .collect();
+        scan.of_class += nodes.len();
+        nodes.retain(|n| allocation::traits_match(&a.traits.0, &n.traits.0));
+        scan.with_traits += nodes.len();
+        nodes.shuffle(&mut rand::rng());
+        for node in nodes {
+            let uuid = node.uuid.clone();
+            if try_reserve(ctx, &a, node, deadline, &mut scan).await? {
+                reserved = Some(uuid);
+                break;
+            }
+        }
+        if last_page {
+            break;
+        }
+    }
+    if let Some(uuid) = reserved {
+        tracing::info!(node.uuid = %uuid, "Node {uuid} has been reserved for allocation {}", a.uuid);
+        let changes = AllocationChanges {
+            node_uuid: Some(Some(uuid)),
+            state: Some(allocation::ACTIVE.to_owned()),
+            last_error: Some(None),
+            ..AllocationChanges::default()
+        };
+        return db::allocations::update(&ctx.db, &a, changes).await;
+    }
+    let rc = a.resource_class.as_deref().unwrap_or_default();
+    let why = if scan.of_class == 0 && a.candidate_nodes.0.is_empty() {
+        format!("no available nodes match the resource class {rc}")
+    } else if scan.of_class == 0 {
+        format!("none of the requested nodes are available and match the resource class {rc}")
+    } else if scan.with_traits == 0 {
+        format!(
+            "no suitable nodes have the requested traits {}",
+            a.traits.0.join(", ")
+        )
+    } else if scan.locked > 0 {
+        format!("could not reserve any of {} suitable nodes", scan.locked)
     } else {
         "all nodes were filtered out during reservation".to_owned()
     };
@@ -384,6 +429,11 @@ mod tests {
         a.candidate_nodes = Json(vec!["n1".to_owned()]);
         a.owner = Some("p1".to_owned());
         assert!(!unsuitable(&candidate(), &a));
+        // The owner's project may also be the node's lessee (Ironic's `project` filter).
+        let mut leased = candidate();
+        leased.owner = Some("p0".to_owned());
+        leased.lessee = Some("p1".to_owned());
+        assert!(!unsuitable(&leased, &a));
     }
 
     #[test]

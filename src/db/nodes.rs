@@ -78,6 +78,12 @@ pub struct NodeFilter {
     pub description_contains: Option<String>,
     pub retired: Option<bool>,
     pub lessee: Option<String>,
+    /// Nodes the project owns or leases (Ironic's `project` filter).
+    pub project: Option<String>,
+    /// Nodes among these UUIDs.
+    pub uuid_in: Option<Vec<String>>,
+    /// Nodes after this internal id: a page of a scan by id that needs no marker row.
+    pub after_id: Option<i32>,
     pub chassis_uuid: Option<String>,
 }
 
@@ -194,6 +200,15 @@ pub async fn list_filtered(
         }
         if let Some(v) = &filter.lessee {
             q = q.filter(nodes::lessee.eq(v));
+        }
+        if let Some(v) = &filter.project {
+            q = q.filter(nodes::owner.eq(v).or(nodes::lessee.eq(v)));
+        }
+        if let Some(v) = &filter.uuid_in {
+            q = q.filter(nodes::uuid.eq_any(v));
+        }
+        if let Some(v) = filter.after_id {
+            q = q.filter(nodes::id.gt(v));
         }
         if let Some(v) = &filter.description_contains {
             q = q.filter(nodes::description.like(like_containing(v)).escape('\\'));
