@@ -12,6 +12,7 @@
 pub mod chassis;
 pub mod children;
 pub mod conductors;
+pub mod deploy_templates;
 mod errors;
 pub mod models;
 pub mod nodes;

@@ -162,29 +162,66 @@ fn apply_one<R: Resource>(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<
             Value::Object(m) => m
                 .get_mut(seg)
                 .ok_or_else(|| format!("can't find '{seg}' in the path"))?,
+            // A list's member by index (a deploy template's `/steps/0/priority`).
+            Value::Array(items) => {
+                let i = array_index(seg, items.len(), false)?;
+                &mut items[i]
+            }
             _ => return Err(format!("'{seg}' is not inside an object")),
         };
     }
-    let Value::Object(container) = target else {
-        return Err(format!("cannot patch inside a non-object at {}", op.path));
-    };
-    match op.op {
-        Op::Add => {
-            container.insert(last.clone(), op.value.clone().unwrap_or(Value::Null));
-        }
-        Op::Replace => {
-            let slot = container
-                .get_mut(last)
-                .ok_or_else(|| format!("can't replace non-existent object '{last}'"))?;
-            *slot = op.value.clone().unwrap_or(Value::Null);
-        }
-        Op::Remove => {
-            container
-                .remove(last)
-                .ok_or_else(|| format!("can't remove non-existent object '{last}'"))?;
-        }
+    let value = || op.value.clone().unwrap_or(Value::Null);
+    match target {
+        Value::Object(container) => match op.op {
+            Op::Add => {
+                container.insert(last.clone(), value());
+            }
+            Op::Replace => {
+                let slot = container
+                    .get_mut(last)
+                    .ok_or_else(|| format!("can't replace non-existent object '{last}'"))?;
+                *slot = value();
+            }
+            Op::Remove => {
+                container
+                    .remove(last)
+                    .ok_or_else(|| format!("can't remove non-existent object '{last}'"))?;
+            }
+        },
+        // RFC 6902 on a list: add inserts at an index (`-` appends), replace and remove need a
+        // member that exists.
+        Value::Array(items) => match op.op {
+            Op::Add => {
+                let i = array_index(last, items.len(), true)?;
+                items.insert(i, value());
+            }
+            Op::Replace => {
+                let i = array_index(last, items.len(), false)?;
+                items[i] = value();
+            }
+            Op::Remove => {
+                let i = array_index(last, items.len(), false)?;
+                items.remove(i);
+            }
+        },
+        _ => return Err(format!("cannot patch inside a non-object at {}", op.path)),
     }
     Ok(())
+}
+
+/// The list index `seg` names in a list of `len` members; `insert` allows `len` and `-` (the end).
+fn array_index(seg: &str, len: usize, insert: bool) -> Result<usize, String> {
+    let i = match seg {
+        "-" if insert => len,
+        _ => seg
+            .parse::<usize>()
+            .map_err(|_| format!("'{seg}' is not a valid list index"))?,
+    };
+    if i < len || (insert && i == len) {
+        Ok(i)
+    } else {
+        Err(format!("list index {i} is out of range"))
+    }
 }
 
 /// Whether `patch` sets the interface of `kind` back to the driver's default: its last operation
