@@ -9,6 +9,7 @@ pub mod allocations;
 pub mod bios;
 pub mod chassis;
 pub mod conductors;
+pub mod deploy_templates;
 pub mod drivers;
 pub mod error_body;
 pub mod events;
@@ -187,12 +188,26 @@ pub fn router(state: ApiState) -> Router {
         "/{ident}/allocation",
         get(allocations::show).delete(allocations::delete),
     );
+    // Deploy templates (API 1.55).
+    let deploy_templates = Router::new()
+        .route(
+            "/",
+            get(deploy_templates::list).post(deploy_templates::create),
+        )
+        .route("/detail", get(deploy_templates::list))
+        .route(
+            "/{ident}",
+            get(deploy_templates::show)
+                .patch(deploy_templates::update)
+                .delete(deploy_templates::delete),
+        );
     let routes = Router::new()
         .route("/", get(root))
         .nest("/v1/allocations", allocations)
         .route("/v1", get(v1))
         .nest("/v1/nodes", nodes)
         .nest("/v1/chassis", chassis)
+        .nest("/v1/deploy_templates", deploy_templates)
         .nest("/v1/ports", ports)
         .nest("/v1/portgroups", portgroups)
         .route("/v1/volume", get(volume::root))
@@ -403,6 +418,7 @@ async fn v1(
         ("conductors", 49),
         ("events", 54),
         ("allocations", 52),
+        ("deploy_templates", 55),
     ] {
         if version.at_least(since) {
             doc[name] = res(name);

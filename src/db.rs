@@ -13,6 +13,7 @@ pub mod allocations;
 pub mod chassis;
 pub mod children;
 pub mod conductors;
+pub mod deploy_templates;
 mod errors;
 pub mod models;
 pub mod nodes;

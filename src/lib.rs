@@ -9,6 +9,7 @@ pub mod chassis;
 pub mod conductor;
 pub mod config;
 pub mod db;
+pub mod deploy_template;
 pub mod drivers;
 pub mod error;
 pub mod node;

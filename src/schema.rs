@@ -167,3 +167,15 @@ diesel::table! {
         updated_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    deploy_templates (id) {
+        id -> Integer,
+        uuid -> Text,
+        name -> Text,
+        steps -> Text,
+        extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}

@@ -422,6 +422,46 @@ def lifecycle_suite():
     cli("node", "delete", "life-1")
 
 
+def allocation_suite():
+    """Allocations through the CLI and the SDK, as Metal3 and Nova's standalone users make them:
+    a node of the class with the trait is reserved, the allocation shown, listed and deleted."""
+    for name, trait in (("alloc-1", "CUSTOM_GPU"), ("alloc-2", "CUSTOM_CPU")):
+        cli("node", "create", "--driver", "fake-hardware", "--name", name,
+            "--resource-class", "baremetal-gold")
+        cli("node", "add", "trait", name, trait)
+        cli("node", "manage", name, "--wait", "30")
+        cli("node", "provide", name, "--wait", "30")
+    a = cli("allocation", "create", "--resource-class", "baremetal-gold", "--trait", "CUSTOM_GPU",
+            "--name", "alloc-a", "--wait", "30", "-f", "json")
+    node = show("alloc-1")
+    expect((a["state"], a["node_uuid"]), ("active", node["uuid"]), "allocation create --wait")
+    expect((node["allocation_uuid"], node["instance_uuid"]), (a["uuid"], a["uuid"]),
+           "the node is reserved for the allocation")
+    listed = cli("allocation", "list", "--node", "alloc-1", "--fields", "uuid", "-f", "json")
+    expect(listed, [{"uuid": a["uuid"]}], "allocation list --node")
+    cli("allocation", "set", "alloc-a", "--extra", "for=ci")
+    expect(cli("allocation", "show", "alloc-a", "-f", "json")["extra"], {"for": "ci"},
+           "allocation set")
+    err = cli("allocation", "create", "--resource-class", "baremetal-gold", "--trait",
+              "CUSTOM_GPU", "--wait", "30", ok=False)
+    expect("no suitable nodes have the requested traits" in err or "no available nodes" in err,
+           True, f"nothing left to allocate: {err}")
+    cli("allocation", "delete", "alloc-a")
+    expect(show("alloc-1")["instance_uuid"], None, "allocation delete frees the node")
+
+    import openstack
+    conn = openstack.connection.Connection(
+        auth_type="none", baremetal_endpoint_override=ENDPOINT + "/", baremetal_api_version="1")
+    bm = conn.baremetal
+    a = bm.create_allocation(resource_class="baremetal-gold", traits=["CUSTOM_CPU"])
+    a = bm.wait_for_allocation(a, timeout=30)
+    expect((a.state, a.node_id), ("active", show("alloc-2")["uuid"]), "sdk allocation")
+    bm.delete_allocation(a)
+    for x in bm.allocations():
+        bm.delete_allocation(x)
+    cli("node", "delete", "alloc-1", "alloc-2")
+
+
 def sdk_suite():
     import openstack
 
@@ -493,5 +533,6 @@ if __name__ == "__main__":
     network_suite()
     volume_suite()
     lifecycle_suite()
+    allocation_suite()
     sdk_suite()
     print("clients: all steps passed")

@@ -16,6 +16,7 @@ mod api;
 mod clients;
 mod db;
 mod deploy;
+mod deploy_templates;
 mod drivers;
 mod embedded;
 mod failures;
