@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use self::transport::{Transport, TransportError};
 use crate::{
-    drivers::{BootDevice, BootDeviceSetting},
+    drivers::{BootDevice, BootDeviceSetting, IndicatorState, Indicators},
     error::Error,
     node::{JsonObject, Node, PowerTarget, Verb},
     patch::PatchOp,
@@ -180,6 +180,23 @@ pub enum RpcRequest {
         node: Box<Node>,
         change: VolumeChange,
     },
+    /// GET /v1/nodes/{id}/management/indicators (1.63).
+    GetSupportedIndicators {
+        node: Box<Node>,
+    },
+    /// GET /v1/nodes/{id}/management/indicators/{indicator}@{component} (1.63).
+    GetIndicatorState {
+        node: Box<Node>,
+        component: String,
+        indicator: String,
+    },
+    /// PUT /v1/nodes/{id}/management/indicators/{indicator}@{component} (1.63).
+    SetIndicatorState {
+        node: Box<Node>,
+        component: String,
+        indicator: String,
+        state: IndicatorState,
+    },
 }
 
 /// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
@@ -275,6 +292,9 @@ impl RpcRequest {
             }
             RpcRequest::Heartbeat { .. } => "heartbeat",
             RpcRequest::GetNodeWithToken { .. } => "get_node_with_token",
+            RpcRequest::GetSupportedIndicators { .. } => "get_supported_indicators",
+            RpcRequest::GetIndicatorState { .. } => "get_indicator_state",
+            RpcRequest::SetIndicatorState { .. } => "set_indicator_state",
         }
     }
 
@@ -338,7 +358,10 @@ impl RpcRequest {
             | RpcRequest::VendorPassthru { node, .. }
             | RpcRequest::GetNodeVendorPassthruMethods { node }
             | RpcRequest::Heartbeat { node, .. }
-            | RpcRequest::GetNodeWithToken { node } => Route::of(node),
+            | RpcRequest::GetNodeWithToken { node }
+            | RpcRequest::GetSupportedIndicators { node }
+            | RpcRequest::GetIndicatorState { node, .. }
+            | RpcRequest::SetIndicatorState { node, .. } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }
             | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
                 uuid: "",
@@ -423,6 +446,8 @@ pub enum RpcReply {
     },
     /// `{<method>: <metadata>}` (see `drivers::VendorMethod::metadata`).
     VendorMethods(JsonObject),
+    Indicators(Indicators),
+    IndicatorState(IndicatorState),
 }
 
 impl RpcReply {

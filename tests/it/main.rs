@@ -19,6 +19,7 @@ mod drivers;
 mod embedded;
 mod failures;
 mod faults;
+mod indicators;
 mod inprocess;
 mod limits;
 mod locking;
