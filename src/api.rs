@@ -111,6 +111,15 @@ pub fn router(state: ApiState) -> Router {
             "/{ident}/management/inject_nmi",
             axum::routing::put(nodes::management::inject_nmi),
         )
+        // Indicators (API 1.63): the node's LEDs, listed, read and set.
+        .route(
+            "/{ident}/management/indicators",
+            get(nodes::indicators::list),
+        )
+        .route(
+            "/{ident}/management/indicators/{indicator}",
+            get(nodes::indicators::get_state).put(nodes::indicators::set_state),
+        )
         .route("/{ident}/vendor_passthru", passthru(vendor::node_passthru))
         .route(
             "/{ident}/vendor_passthru/methods",

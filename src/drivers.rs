@@ -102,6 +102,72 @@ pub trait ManagementInterface: Send + Sync + 'static {
     async fn get_boot_device(&self, node: &Node) -> Result<BootDeviceSetting, DriverError>;
     /// Injects a non-maskable interrupt into the running machine, at once.
     async fn inject_nmi(&self, node: &Node) -> Result<(), DriverError>;
+    /// The hardware's indicators (LEDs), by component (API 1.63).
+    async fn supported_indicators(&self, node: &Node) -> Result<Indicators, DriverError>;
+    /// The state of `indicator` on `component`; a bad name is InvalidParameterValue.
+    async fn get_indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        indicator: &str,
+    ) -> Result<IndicatorState, DriverError>;
+    /// Sets `indicator` on `component` to `state`. Like `set_boot_device`, what it returns are
+    /// `driver_internal_info` keys for the conductor to record under its lock.
+    async fn set_indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        indicator: &str,
+        state: IndicatorState,
+    ) -> Result<JsonObject, DriverError>;
+}
+
+/// One indicator as the hardware describes it: whether it can be set, and the states it takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndicatorInfo {
+    pub readonly: bool,
+    pub states: Vec<IndicatorState>,
+}
+
+/// Indicators by component name (`ironic/common/components.py`), then by indicator name.
+pub type Indicators = BTreeMap<String, BTreeMap<String, IndicatorInfo>>;
+
+/// An indicator's state, as Ironic names them (`ironic/common/indicator_states.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndicatorState {
+    Off,
+    On,
+    Blinking,
+    Unknown,
+}
+
+impl IndicatorState {
+    pub const ALL: [IndicatorState; 4] = [
+        IndicatorState::Off,
+        IndicatorState::On,
+        IndicatorState::Blinking,
+        IndicatorState::Unknown,
+    ];
+
+    pub fn api_name(self) -> &'static str {
+        match self {
+            IndicatorState::Off => "off",
+            IndicatorState::On => "on",
+            IndicatorState::Blinking => "blinking",
+            IndicatorState::Unknown => "unknown",
+        }
+    }
+
+    /// A state by its API name; anything else is the client's 400.
+    pub fn parse(name: &str) -> Result<IndicatorState, Error> {
+        IndicatorState::ALL
+            .into_iter()
+            .find(|s| s.api_name() == name)
+            .ok_or_else(|| {
+                Error::InvalidParameterValue(format!("Invalid indicator state {name} specified."))
+            })
+    }
 }
 
 /// A boot device, as Ironic names them (`ironic/common/boot_devices.py`).

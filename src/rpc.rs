@@ -17,7 +17,7 @@ use serde_json::Value;
 use self::transport::{Transport, TransportError};
 use crate::{
     allocation::Allocation,
-    drivers::{BootDevice, BootDeviceSetting},
+    drivers::{BootDevice, BootDeviceSetting, IndicatorState, Indicators},
     error::Error,
     node::{JsonObject, Node, PowerTarget, Verb},
     patch::PatchOp,
@@ -192,6 +192,23 @@ pub enum RpcRequest {
         allocation: Box<Allocation>,
         node: Option<Box<Node>>,
     },
+    /// GET /v1/nodes/{id}/management/indicators (1.63).
+    GetSupportedIndicators {
+        node: Box<Node>,
+    },
+    /// GET /v1/nodes/{id}/management/indicators/{indicator}@{component} (1.63).
+    GetIndicatorState {
+        node: Box<Node>,
+        component: String,
+        indicator: String,
+    },
+    /// PUT /v1/nodes/{id}/management/indicators/{indicator}@{component} (1.63).
+    SetIndicatorState {
+        node: Box<Node>,
+        component: String,
+        indicator: String,
+        state: IndicatorState,
+    },
 }
 
 /// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
@@ -289,6 +306,9 @@ impl RpcRequest {
             RpcRequest::GetNodeWithToken { .. } => "get_node_with_token",
             RpcRequest::CreateAllocation { .. } => "create_allocation",
             RpcRequest::DestroyAllocation { .. } => "destroy_allocation",
+            RpcRequest::GetSupportedIndicators { .. } => "get_supported_indicators",
+            RpcRequest::GetIndicatorState { .. } => "get_indicator_state",
+            RpcRequest::SetIndicatorState { .. } => "set_indicator_state",
         }
     }
 
@@ -352,7 +372,10 @@ impl RpcRequest {
             | RpcRequest::VendorPassthru { node, .. }
             | RpcRequest::GetNodeVendorPassthruMethods { node }
             | RpcRequest::Heartbeat { node, .. }
-            | RpcRequest::GetNodeWithToken { node } => Route::of(node),
+            | RpcRequest::GetNodeWithToken { node }
+            | RpcRequest::GetSupportedIndicators { node }
+            | RpcRequest::GetIndicatorState { node, .. }
+            | RpcRequest::SetIndicatorState { node, .. } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }
             | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
                 uuid: "",
@@ -449,6 +472,8 @@ pub enum RpcReply {
     /// `{<method>: <metadata>}` (see `drivers::VendorMethod::metadata`).
     VendorMethods(JsonObject),
     Allocation(Box<Allocation>),
+    Indicators(Indicators),
+    IndicatorState(IndicatorState),
 }
 
 impl RpcReply {

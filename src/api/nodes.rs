@@ -7,6 +7,7 @@
 pub mod console;
 pub mod create;
 pub mod delete;
+pub mod indicators;
 pub mod list;
 pub mod maintenance;
 pub mod management;

@@ -223,5 +223,25 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
                 .await
                 .map(|()| RpcReply::Done)
         }
+        RpcRequest::GetSupportedIndicators { node } => {
+            management::get_supported_indicators(&ctx, *node)
+                .await
+                .map(RpcReply::Indicators)
+        }
+        RpcRequest::GetIndicatorState {
+            node,
+            component,
+            indicator,
+        } => management::get_indicator_state(&ctx, *node, &component, &indicator)
+            .await
+            .map(RpcReply::IndicatorState),
+        RpcRequest::SetIndicatorState {
+            node,
+            component,
+            indicator,
+            state,
+        } => management::set_indicator_state(&ctx, *node, &component, &indicator, state, deadline)
+            .await
+            .map(|()| RpcReply::Done),
     }
 }

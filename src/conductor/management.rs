@@ -12,7 +12,7 @@ use super::{
     worker::hw_now,
 };
 use crate::{
-    drivers::{BootDevice, BootDeviceSetting, ManagementInterface},
+    drivers::{BootDevice, BootDeviceSetting, IndicatorState, Indicators, ManagementInterface},
     error::Result,
     node::{Json, Node, NodeChanges},
 };
@@ -61,24 +61,75 @@ pub async fn set_boot_device(
             management.set_boot_device(&task.node, device, persistent),
         )
         .await?;
-        if record.is_empty() {
-            return Ok(());
-        }
-        let mut info = task.node.driver_internal_info.0.clone();
-        info.extend(record);
-        let changes = NodeChanges {
-            driver_internal_info: Some(Json(info)),
-            ..NodeChanges::default()
-        };
-        task.write(changes.release()).await
+        record_and_release(task, record).await
     })
     .await
+}
+
+/// Records on the node the `driver_internal_info` keys a driver asked to keep, releasing the
+/// lock in the same statement (nothing to write: the lock scope releases it).
+async fn record_and_release(task: &mut Task, record: crate::node::JsonObject) -> Result<()> {
+    if record.is_empty() {
+        return Ok(());
+    }
+    let mut info = task.node.driver_internal_info.0.clone();
+    info.extend(record);
+    let changes = NodeChanges {
+        driver_internal_info: Some(Json(info)),
+        ..NodeChanges::default()
+    };
+    task.write(changes.release()).await
 }
 
 pub async fn inject_nmi(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
     with_lock(ctx, &node.uuid, deadline, async |task| {
         let management = management(task)?;
         hw_now(task, management.inject_nmi(&task.node)).await
+    })
+    .await
+}
+
+/// The indicators (1.63), under the shared lock as Ironic (it takes nothing).
+pub async fn get_supported_indicators(ctx: &Ctx, node: Node) -> Result<Indicators> {
+    let task = Task::shared(ctx, node);
+    let management = management(&task)?;
+    hw_now(&task, management.supported_indicators(&task.node)).await
+}
+
+/// An indicator's state, under the shared lock: reading an LED takes no BMC session of its own
+/// in the drivers Ferrum has.
+pub async fn get_indicator_state(
+    ctx: &Ctx,
+    node: Node,
+    component: &str,
+    indicator: &str,
+) -> Result<IndicatorState> {
+    let task = Task::shared(ctx, node);
+    let management = management(&task)?;
+    hw_now(
+        &task,
+        management.get_indicator_state(&task.node, component, indicator),
+    )
+    .await
+}
+
+/// Sets an indicator under the exclusive lock, recording what the driver asks to keep.
+pub async fn set_indicator_state(
+    ctx: &Ctx,
+    node: Node,
+    component: &str,
+    indicator: &str,
+    state: IndicatorState,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        let management = management(task)?;
+        let record = hw_now(
+            task,
+            management.set_indicator_state(&task.node, component, indicator, state),
+        )
+        .await?;
+        record_and_release(task, record).await
     })
     .await
 }

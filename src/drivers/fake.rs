@@ -23,8 +23,8 @@ use tracing::info;
 
 use super::{
     BootDevice, BootDeviceSetting, DeployInterface, DeployOutcome, DriverError, HardwareType,
-    ManagementInterface, NoVendor, PowerInterface, Properties, VendorInterface, VendorMethod,
-    direct::DirectDeploy, no_handler,
+    IndicatorInfo, IndicatorState, Indicators, ManagementInterface, NoVendor, PowerInterface,
+    Properties, VendorInterface, VendorMethod, direct::DirectDeploy, no_handler,
 };
 use crate::node::{InterfaceKind, JsonObject, Node, PowerState};
 
@@ -170,6 +170,106 @@ impl ManagementInterface for FakeManagement {
         info!(node.uuid = %uuid, "fake NMI injected into node {uuid}");
         Ok(())
     }
+
+    async fn supported_indicators(&self, _node: &Node) -> Result<Indicators, DriverError> {
+        Ok(fake_indicators())
+    }
+
+    /// Ironic's fake always reads `on`; this one reads back what the indicator was last set
+    /// to (`on` before that), kept on the node like the boot device.
+    async fn get_indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        indicator: &str,
+    ) -> Result<IndicatorState, DriverError> {
+        fake_indicator(component, indicator)?;
+        let state = node
+            .driver_internal_info
+            .get(INDICATORS_KEY)
+            .and_then(|set| set.get(format!("{indicator}@{component}")))
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or(IndicatorState::On);
+        Ok(state)
+    }
+
+    async fn set_indicator_state(
+        &self,
+        node: &Node,
+        component: &str,
+        indicator: &str,
+        state: IndicatorState,
+    ) -> Result<JsonObject, DriverError> {
+        let info = fake_indicator(component, indicator)?;
+        if info.readonly {
+            return Err(DriverError::InvalidParameterValue(format!(
+                "Indicator {indicator} on component {component} is read-only."
+            )));
+        }
+        if !info.states.contains(&state) {
+            return Err(DriverError::InvalidParameterValue(format!(
+                "Invalid state {} for indicator {indicator} on component {component}.",
+                state.api_name()
+            )));
+        }
+        let mut set = node
+            .driver_internal_info
+            .get(INDICATORS_KEY)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        set.insert(format!("{indicator}@{component}"), state.api_name().into());
+        let mut record = JsonObject::new();
+        record.insert(INDICATORS_KEY.into(), Value::Object(set));
+        Ok(record)
+    }
+}
+
+/// Where the fake management interface keeps the indicator states it was set to:
+/// `{"<indicator>@<component>": "<state>"}` in `driver_internal_info`.
+const INDICATORS_KEY: &str = "fake_indicators";
+
+/// Ironic's fake indicators: a read-only `led-0` on the chassis and a settable `led` on the
+/// system.
+fn fake_indicators() -> Indicators {
+    let one = |name: &str, readonly, states: &[IndicatorState]| {
+        let info = IndicatorInfo {
+            readonly,
+            states: states.to_vec(),
+        };
+        std::iter::once((name.to_owned(), info)).collect()
+    };
+    Indicators::from([
+        (
+            "chassis".to_owned(),
+            one("led-0", true, &[IndicatorState::Off, IndicatorState::On]),
+        ),
+        (
+            "system".to_owned(),
+            one(
+                "led",
+                false,
+                &[
+                    IndicatorState::Blinking,
+                    IndicatorState::Off,
+                    IndicatorState::On,
+                ],
+            ),
+        ),
+    ])
+}
+
+/// The fake indicator `indicator` on `component`, or Ironic's messages for a bad name.
+fn fake_indicator(component: &str, indicator: &str) -> Result<IndicatorInfo, DriverError> {
+    let mut all = fake_indicators();
+    let Some(mut on_component) = all.remove(component) else {
+        return Err(DriverError::InvalidParameterValue(format!(
+            "Invalid component {component} specified."
+        )));
+    };
+    on_component.remove(indicator).ok_or_else(|| {
+        DriverError::InvalidParameterValue(format!("Invalid indicator {indicator} specified."))
+    })
 }
 
 /// The fake vendor interface (Ironic's `fake`, `FakeVendorB`): each method checks `bar` and

@@ -21,6 +21,7 @@ mod drivers;
 mod embedded;
 mod failures;
 mod faults;
+mod indicators;
 mod inprocess;
 mod limits;
 mod locking;
