@@ -241,6 +241,123 @@ pub fn from_create(body: JsonObject) -> Result<DeployTemplate> {
     Ok(template)
 }
 
+/// The traits of the instance being deployed (`instance_info.traits`), whose names pick the
+/// deploy templates a deploy applies; none when absent or not a list of strings.
+pub fn instance_traits(instance_info: &JsonObject) -> Vec<String> {
+    match instance_info.get("traits") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The deploy steps a deploy runs, in order: the driver's (`offered`), with the steps of the
+/// `templates` whose names are among `traits` applied over them (a template's step replaces the
+/// driver's of the same interface and name; priority 0 disables it), without the disabled ones,
+/// highest priority first (Ironic's `_get_all_deployment_steps` and `_validate_user_step` in
+/// `conductor/steps.py`). A step the driver does not offer, an argument it does not take or a
+/// required one missing, the core step moved, or two matching templates naming the same step
+/// fail the deploy request (400), listing every problem. Ironic also accepts the conductor's
+/// own `power_on`, `power_off`, `reboot`, `hold` and `wait` steps; Ferrum does not run those yet
+/// and says so rather than skipping them.
+pub fn steps_for_deploy(
+    traits: &[String],
+    templates: &[DeployTemplate],
+    offered: &[crate::drivers::DriverStep],
+) -> Result<Vec<DeployStep>> {
+    let matching: Vec<&DeployTemplate> = templates
+        .iter()
+        .filter(|t| traits.contains(&t.name))
+        .collect();
+    let mut steps: Vec<DeployStep> = offered
+        .iter()
+        .map(|d| DeployStep {
+            interface: d.interface.to_owned(),
+            step: d.step.to_owned(),
+            args: JsonObject::new(),
+            priority: d.priority,
+        })
+        .collect();
+    let mut errors = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for user in matching.iter().flat_map(|t| t.steps.0.iter()) {
+        let id = (user.interface.as_str(), user.step.as_str());
+        if seen.contains(&id) {
+            errors.push(format!(
+                "duplicate deploy steps for {}.{}: the deploy templates matching the instance's traits cannot name the same step",
+                user.interface, user.step
+            ));
+            continue;
+        }
+        seen.push(id);
+        let Some(driver) = offered
+            .iter()
+            .find(|d| d.interface == user.interface && d.step == user.step)
+        else {
+            errors.push(format!(
+                "node does not support this deploy step: {}.{}",
+                user.interface, user.step
+            ));
+            continue;
+        };
+        let unexpected: Vec<&str> = user
+            .args
+            .keys()
+            .map(String::as_str)
+            .filter(|a| !driver.args.iter().any(|(name, _)| name == a))
+            .collect();
+        if !unexpected.is_empty() {
+            errors.push(format!(
+                "deploy step {}.{} has these unexpected arguments: {}",
+                user.interface,
+                user.step,
+                unexpected.join(", ")
+            ));
+        }
+        if user.priority > 0 {
+            let missing: Vec<&str> = driver
+                .args
+                .iter()
+                .filter(|(name, required)| *required && !user.args.contains_key(*name))
+                .map(|(name, _)| *name)
+                .collect();
+            if !missing.is_empty() {
+                errors.push(format!(
+                    "deploy step {}.{} is missing these required arguments: {}",
+                    user.interface,
+                    user.step,
+                    missing.join(", ")
+                ));
+            }
+            if driver.is_core() {
+                errors.push(format!(
+                    "deploy step {} on interface {} is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0",
+                    user.step, user.interface
+                ));
+            }
+        }
+        if let Some(step) = steps
+            .iter_mut()
+            .find(|s| s.interface == user.interface && s.step == user.step)
+        {
+            *step = user.clone();
+        }
+    }
+    if !errors.is_empty() {
+        let names: Vec<&str> = matching.iter().map(|t| t.name.as_str()).collect();
+        return Err(Error::InvalidParameterValue(format!(
+            "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: {}. Errors: {}",
+            names.join(", "),
+            errors.join("; ")
+        )));
+    }
+    steps.retain(|s| s.priority > 0);
+    steps.sort_by_key(|s| (std::cmp::Reverse(s.priority), s.interface_rank()));
+    Ok(steps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +388,89 @@ mod tests {
         let s = json!({"interface": "bios", "step": "s", "args": {}, "priority": 1});
         let dup = read_steps(json!([s, s])).unwrap_err().to_string();
         assert!(dup.contains("Duplicate deploy steps"), "{dup}");
+    }
+
+    fn template(name: &str, steps: Value) -> DeployTemplate {
+        DeployTemplate {
+            name: name.to_owned(),
+            steps: Json(serde_json::from_value(steps).unwrap()),
+            ..DeployTemplate::default()
+        }
+    }
+
+    #[test]
+    fn templates_of_the_instance_traits_apply_over_the_driver_steps() {
+        use crate::drivers::DriverStep;
+        const BIOS: DriverStep = DriverStep {
+            interface: "bios",
+            step: "apply_configuration",
+            priority: 0,
+            args: &[("settings", true)],
+        };
+        let offered = [DriverStep::CORE, BIOS];
+        let traits = vec!["CUSTOM_BIOS".to_owned()];
+        let bios = json!([{"interface": "bios", "step": "apply_configuration",
+                           "args": {"settings": []}, "priority": 150}]);
+        let templates = [
+            template("CUSTOM_BIOS", bios),
+            template("CUSTOM_OTHER", json!([])),
+        ];
+        let steps = steps_for_deploy(&traits, &templates, &offered).unwrap();
+        let names: Vec<_> = steps
+            .iter()
+            .map(|s| (s.step.as_str(), s.priority))
+            .collect();
+        assert_eq!(names, [("apply_configuration", 150), ("deploy", 100)]);
+        // Without the trait, the template does not apply; priority 0 drops the offered step.
+        let steps = steps_for_deploy(&[], &templates, &offered).unwrap();
+        assert_eq!(steps.len(), 1);
+        let off = [template(
+            "CUSTOM_BIOS",
+            json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]),
+        )];
+        assert!(
+            steps_for_deploy(&traits, &off, &offered)
+                .unwrap()
+                .is_empty()
+        );
+
+        for (steps, expected) in [
+            (
+                json!([{"interface": "raid", "step": "create", "args": {}, "priority": 10}]),
+                "node does not support this deploy step: raid.create",
+            ),
+            (
+                json!([{"interface": "deploy", "step": "deploy", "args": {"x": 1}, "priority": 0}]),
+                "has these unexpected arguments: x",
+            ),
+            (
+                json!([{"interface": "bios", "step": "apply_configuration", "args": {}, "priority": 5}]),
+                "is missing these required arguments: settings",
+            ),
+            (
+                json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 90}]),
+                "is a core step and cannot be overridden",
+            ),
+        ] {
+            let t = [template("CUSTOM_BIOS", steps)];
+            let e = steps_for_deploy(&traits, &t, &offered)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{expected:?} not in {e}");
+            assert!(e.contains("Matching deploy templates: CUSTOM_BIOS"), "{e}");
+        }
+        let twice = json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]);
+        let t = [
+            template("CUSTOM_A", twice.clone()),
+            template("CUSTOM_B", twice),
+        ];
+        let traits = vec!["CUSTOM_A".to_owned(), "CUSTOM_B".to_owned()];
+        let e = steps_for_deploy(&traits, &t, &offered)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("duplicate deploy steps for deploy.deploy"),
+            "{e}"
+        );
     }
 }

@@ -58,6 +58,31 @@ impl DriverError {
     }
 }
 
+/// A deploy step a driver offers: its interface and name, its default priority (0: run only
+/// when a deploy template asks for it), and its arguments (name, whether required).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverStep {
+    pub interface: &'static str,
+    pub step: &'static str,
+    pub priority: u32,
+    pub args: &'static [(&'static str, bool)],
+}
+
+impl DriverStep {
+    /// `deploy.deploy`, the core step every deploy interface has: it writes the instance. A
+    /// template may disable it (priority 0) but not move it (Ironic's `_validate_user_step`).
+    pub const CORE: DriverStep = DriverStep {
+        interface: "deploy",
+        step: "deploy",
+        priority: 100,
+        args: &[],
+    };
+
+    pub fn is_core(&self) -> bool {
+        self.interface == "deploy" && self.step == "deploy"
+    }
+}
+
 /// The outcome of a deploy: done, or waiting for an agent to call back (`wait call-back`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeployOutcome {
@@ -346,6 +371,11 @@ pub trait DeployInterface: Send + Sync + 'static {
     /// Prepares the environment; a failure is "Failed to prepare to deploy: ...".
     async fn prepare(&self, node: &Node) -> Result<(), DriverError>;
     async fn deploy(&self, node: &Node) -> Result<DeployOutcome, DriverError>;
+    /// The deploy steps it offers (Ironic's `get_deploy_steps`): by default the core step,
+    /// `deploy.deploy` at priority 100, which is [`DeployInterface::deploy`].
+    fn deploy_steps(&self) -> Vec<DriverStep> {
+        vec![DriverStep::CORE]
+    }
     async fn tear_down(&self, node: &Node) -> Result<(), DriverError>;
     /// Undoes `prepare` after a failure; best effort.
     async fn clean_up(&self, node: &Node) -> Result<(), DriverError>;

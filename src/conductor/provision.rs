@@ -19,7 +19,9 @@ use super::{
     worker::{Failure, Flow, Worker, hw},
 };
 use crate::{
-    drivers::{DeployOutcome, Driver, require_interface},
+    db,
+    deploy_template::{self, DeployStep},
+    drivers::{DeployOutcome, Driver, DriverStep, require_interface},
     error::{Error, Result},
     node::{self, InterfaceKind, Json, Node, NodeChanges, PowerState, Verb, without_agent_boot},
     states::{Event, ProvisionState},
@@ -198,6 +200,13 @@ pub async fn do_node_deploy(
     } else {
         ("active", Event::Deploy)
     };
+    // The deploy templates the instance's traits name: one query, and none without traits.
+    let traits = deploy_template::instance_traits(&node.instance_info);
+    let templates = if traits.is_empty() {
+        Vec::new()
+    } else {
+        db::deploy_templates::by_names(&ctx.db, &traits).await?
+    };
     start(ctx, node, deadline, verb, event, |node, driver| {
         if rebuild && node.protected {
             return Err(Error::NodeProtected {
@@ -215,10 +224,20 @@ pub async fn do_node_deploy(
                     node.uuid
                 ))
             })?;
+        // The steps are decided when the deploy is asked for: a bad one is the caller's 400.
+        let steps = deploy_template::steps_for_deploy(
+            &deploy_template::instance_traits(&node.instance_info),
+            &templates,
+            &driver.deploy.deploy_steps(),
+        )?;
         // The ramdisk booted for this deploy has a new agent, URL and token.
+        let mut info = without_agent_boot(&node.driver_internal_info);
+        info.insert(DEPLOY_STEPS.to_owned(), serde_json::json!(steps));
         let mut extra = NodeChanges {
-            deploy_step: Some(Json(deploy_step())),
-            driver_internal_info: Some(Json(without_agent_boot(&node.driver_internal_info))),
+            deploy_step: Some(Json(
+                steps.first().map(DeployStep::to_object).unwrap_or_default(),
+            )),
+            driver_internal_info: Some(Json(info)),
             ..NodeChanges::default()
         };
         if let Some(configdrive) = &configdrive {
@@ -231,15 +250,25 @@ pub async fn do_node_deploy(
     .await
 }
 
-/// The step the fake deploy runs, as `deploy_step` shows it while the node deploys.
-fn deploy_step() -> serde_json::Map<String, Value> {
-    let step = serde_json::json!({
-        "interface": "deploy",
-        "step": "deploy",
-        "priority": 100,
-        "args": {},
-    });
-    step.as_object().cloned().unwrap_or_default()
+/// Where a deploy keeps the steps it runs, in order, while it runs (Ironic's
+/// `driver_internal_info.deploy_steps`, removed when the deploy ends).
+const DEPLOY_STEPS: &str = "deploy_steps";
+
+/// The steps the deploy decided on when it was asked for.
+fn decided_steps(node: &Node) -> Vec<DeployStep> {
+    node.driver_internal_info
+        .get(DEPLOY_STEPS)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_else(|| vec![core_step()])
+}
+
+fn core_step() -> DeployStep {
+    DeployStep {
+        interface: DriverStep::CORE.interface.to_owned(),
+        step: DriverStep::CORE.step.to_owned(),
+        args: Default::default(),
+        priority: DriverStep::CORE.priority,
+    }
 }
 
 pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<()> {
@@ -436,14 +465,25 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
     hw(task, driver.deploy.prepare(&task.node))
         .await?
         .map_err(|e| format!("Failed to prepare to deploy: {e}"))?;
-    let outcome = match hw(task, driver.deploy.deploy(&task.node)).await? {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            // Best effort, as in Ironic: the deploy failure is what the operator needs to see.
-            let _ = hw(task, driver.deploy.clean_up(&task.node)).await;
-            return Err(format!("Deploy step deploy.deploy failed: {e}."));
+    // The steps decided when the deploy was asked for, in order. The drivers offer only the
+    // core step today; a template may have disabled it (then nothing is written).
+    let mut outcome = DeployOutcome::Done;
+    for step in decided_steps(&task.node) {
+        if !(step.interface == DriverStep::CORE.interface && step.step == DriverStep::CORE.step) {
+            return Err(format!(
+                "Deploy step {}.{} is offered but Ferrum cannot run it.",
+                step.interface, step.step
+            ));
         }
-    };
+        outcome = match hw(task, driver.deploy.deploy(&task.node)).await? {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // Best effort, as in Ironic: the deploy failure is what the operator needs to see.
+                let _ = hw(task, driver.deploy.clean_up(&task.node)).await;
+                return Err(format!("Deploy step deploy.deploy failed: {e}."));
+            }
+        };
+    }
     let (event, changes) = match outcome {
         DeployOutcome::Done => {
             hw(
@@ -456,6 +496,11 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
             let mut changes = NodeChanges::default().power(Some(PowerState::On), None);
             changes.deploy_step = Some(Json::default());
+            if task.node.driver_internal_info.contains_key(DEPLOY_STEPS) {
+                let mut info = task.node.driver_internal_info.0.clone();
+                info.remove(DEPLOY_STEPS);
+                changes.driver_internal_info = Some(Json(info));
+            }
             (Event::Done, changes)
         }
         DeployOutcome::Wait => (Event::Wait, NodeChanges::default()),

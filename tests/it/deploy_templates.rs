@@ -140,3 +140,51 @@ async fn deploy_templates_crud(stack) {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
 }
+
+on_both_stacks! {
+/// A deploy applies the templates its instance's traits name: a step the driver does not offer,
+/// an argument it does not take, or the core step moved fail the request (400) with the node
+/// left as it was; a template's own traits that the instance lacks do nothing.
+async fn a_deploy_checks_the_templates_of_its_instance_traits(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api.available_node(json!({"name": "dt-node"})).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    for (name, steps) in [
+        ("CUSTOM_RAID", json!([step("raid", "create_configuration", json!(10))])),
+        ("CUSTOM_ARGS", json!([{"interface": "deploy", "step": "deploy", "args": {"force": true}, "priority": 0}])),
+        ("CUSTOM_MOVED", json!([step("deploy", "deploy", json!(150))])),
+        ("CUSTOM_UNUSED", json!([step("bios", "apply_configuration", json!(10))])),
+    ] {
+        let (status, body) = post(api, json!({"name": name, "steps": steps})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let set_traits = |traits: Value| {
+        api.patch(&uuid, json!([{"op": "add", "path": "/instance_info/traits", "value": traits}]))
+    };
+    for (traits, expected) in [
+        (json!(["CUSTOM_RAID"]), "node does not support this deploy step: raid.create_configuration"),
+        (json!(["CUSTOM_ARGS"]), "deploy step deploy.deploy has these unexpected arguments: force"),
+        (json!(["CUSTOM_MOVED", "CUSTOM_OTHER"]), "is a core step and cannot be overridden"),
+    ] {
+        let r = set_traits(traits.clone()).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        let r = api.provision(&uuid, "active").await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{traits}: {}", r.body);
+        assert!(r.fault().contains(expected), "{expected:?} not in {}", r.fault());
+        let n = api.node(&uuid).await;
+        assert_eq!((&n["provision_state"], &n["reservation"]), (&json!("available"), &Value::Null), "{n}");
+    }
+    // Traits that name no failing template: the deploy runs the driver's steps.
+    let r = set_traits(json!(["CUSTOM_NOTHING"])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted(&uuid, "active").await;
+    let n = api.wait_for(&uuid, "active").await;
+    assert!(n["driver_internal_info"].get("deploy_steps").is_none(), "cleared at the end: {n}");
+    assert_eq!(n["deploy_step"], json!({}));
+    cluster.assert_no_locks().await;
+}
+}

@@ -783,3 +783,46 @@ async fn port_listings_page_with_next_links() {
     let next = r.body["next"].as_str().unwrap();
     assert!(next.contains(&format!("/v1/nodes/{uuid}/ports?")), "{next}");
 }
+
+/// A deploy shows the steps it decided on while it runs (`driver_internal_info.deploy_steps`),
+/// and a deploy template that disables the core step (priority 0) makes a deploy that never
+/// calls the driver's deploy (the gate is never reached) and still ends active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_templates_decide_the_steps_a_deploy_runs() {
+    let app = TestApp::builder().gate_deploys().start().await;
+    app.available_node(json!({"name": "t1"})).await;
+    app.accepted("t1", "active").await;
+    app.gate().reached().await;
+    let node = app.node("t1").await;
+    assert_eq!(
+        node["driver_internal_info"]["deploy_steps"],
+        json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 100}]),
+        "{node}"
+    );
+    app.gate().release(1);
+    app.wait_for("t1", "active").await;
+
+    let r = app
+        .request_at(
+            "1.55",
+            Method::POST,
+            "/v1/deploy_templates",
+            Some(json!({"name": "CUSTOM_NO_IMAGE", "steps": [
+                {"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let node = app
+        .available_node(json!({"name": "t2", "instance_info": {"traits": ["CUSTOM_NO_IMAGE"]}}))
+        .await;
+    app.accepted("t2", "active").await;
+    let node_after = app.wait_for("t2", "active").await;
+    assert_eq!(node_after["power_state"], "power on", "{node_after}");
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(300), app.gate().reached())
+            .await
+            .is_err(),
+        "the disabled core step did not run for {}",
+        node["uuid"]
+    );
+}
