@@ -178,9 +178,9 @@ mod tests {
         assert_eq!(&iso[16 * 2048 + 40..16 * 2048 + 48], b"config-2");
     }
 
-    /// Reads the drive back with pycdlib, an ISO reader independent of this writer.
-    #[test]
-    fn pycdlib_reads_the_drive() {
+    /// The clients venv's python when it has pycdlib; `None` (after a loud message) when it
+    /// has not, unless `FERRUM_REQUIRE_SERVICES=1`, which makes that a failure.
+    fn pycdlib_python() -> Option<String> {
         let venv = std::env::var("FERRUM_CLIENTS_VENV")
             .unwrap_or_else(|_| "/tmp/ferrum-clients-venv".to_owned());
         let python = format!("{venv}/bin/python");
@@ -188,16 +188,23 @@ mod tests {
             .args(["-c", "import pycdlib"])
             .output()
             .is_ok_and(|o| o.status.success());
-        if !have {
-            assert!(
-                std::env::var("FERRUM_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "pycdlib is missing from {venv} and FERRUM_REQUIRE_SERVICES=1"
-            );
-            eprintln!(
-                "!!!!! SKIPPED: pycdlib not found in {venv}; run .ci/run to prepare it !!!!!"
-            );
-            return;
+        if have {
+            return Some(python);
         }
+        assert!(
+            std::env::var("FERRUM_REQUIRE_SERVICES").as_deref() != Ok("1"),
+            "pycdlib is missing from {venv} and FERRUM_REQUIRE_SERVICES=1"
+        );
+        eprintln!("!!!!! SKIPPED: pycdlib not found in {venv}; run .ci/run to prepare it !!!!!");
+        None
+    }
+
+    /// Reads the drive back with pycdlib, an ISO reader independent of this writer.
+    #[test]
+    fn pycdlib_reads_the_drive() {
+        let Some(python) = pycdlib_python() else {
+            return;
+        };
         let iso = unpack(&sample());
         let path =
             std::env::temp_dir().join(format!("ferrum-configdrive-{}.iso", uuid::Uuid::new_v4()));
@@ -268,5 +275,52 @@ iso.close()
                 "{stdout}"
             );
         }
+    }
+
+    /// A directory whose records span several sectors, and a file of several sectors, read
+    /// back by pycdlib (skipped like `pycdlib_reads_the_drive` when pycdlib is missing).
+    #[test]
+    fn pycdlib_reads_a_large_directory() {
+        let Some(python) = pycdlib_python() else {
+            return;
+        };
+        let names: Vec<String> = (0..120)
+            .map(|i| format!("d/file_number_{i:03}.txt"))
+            .collect();
+        let big = vec![b'z'; 3 * 2048 + 5];
+        let mut files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
+        files.push(("d/big", &big));
+        let iso = iso9660::image("config-2", &files);
+        let path =
+            std::env::temp_dir().join(format!("ferrum-configdrive-{}.iso", uuid::Uuid::new_v4()));
+        std::fs::write(&path, &iso).expect("write iso");
+        let script = r#"
+import io, sys, pycdlib
+iso = pycdlib.PyCdlib()
+iso.open(sys.argv[1])
+for kw in ("joliet_path", "iso_path"):
+    n = sum(len(f) for _, _, f in iso.walk(**{kw: "/"}))
+    print(kw, n)
+out = io.BytesIO()
+iso.get_file_from_iso_fp(out, joliet_path="/d/big;1")
+print("big", len(out.getvalue()), set(out.getvalue()) == {ord("z")})
+out = io.BytesIO()
+iso.get_file_from_iso_fp(out, joliet_path="/d/file_number_119.txt;1")
+print("last", out.getvalue().decode())
+iso.close()
+"#;
+        let out = std::process::Command::new(&python)
+            .args(["-c", script])
+            .arg(&path)
+            .output()
+            .expect("run python");
+        let _ = std::fs::remove_file(&path);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "pycdlib failed: {stderr}\n{stdout}");
+        assert_eq!(
+            stdout,
+            "joliet_path 121\niso_path 121\nbig 6149 True\nlast x\n"
+        );
     }
 }
