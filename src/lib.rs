@@ -8,6 +8,7 @@ pub mod api;
 pub mod chassis;
 pub mod conductor;
 pub mod config;
+pub mod configdrive;
 pub mod db;
 pub mod deploy_template;
 pub mod drivers;
