@@ -121,6 +121,41 @@ impl serde_json::ser::Formatter for PythonFormatter {
     }
 }
 
+/// The config drive of `node` from the parts a deploy request gave (API 1.56; `vendor_data`
+/// 1.59), as Ironic's `build_configdrive` (`ironic/conductor/configdrive_utils.py`) makes it:
+/// `meta_data`'s `uuid` and `name` default to the node's, and `user_data` given as an object or
+/// a list is its JSON. The API has checked the parts' types.
+pub fn for_node(
+    node: &crate::node::Node,
+    parts: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    use serde_json::Value;
+    let mut meta_data = parts
+        .get("meta_data")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    meta_data
+        .entry("uuid")
+        .or_insert_with(|| Value::String(node.uuid.clone()));
+    if let Some(name) = &node.name {
+        meta_data
+            .entry("name")
+            .or_insert_with(|| Value::String(name.clone()));
+    }
+    let user_data = match parts.get("user_data") {
+        Some(Value::String(text)) => Some(text.clone().into_bytes()),
+        Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v.to_string().into_bytes()),
+        _ => None,
+    };
+    build(
+        &meta_data,
+        parts.get("network_data"),
+        user_data.as_deref(),
+        parts.get("vendor_data"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Read as _;

@@ -19,7 +19,7 @@ use super::{
     worker::{Failure, Flow, Worker, hw},
 };
 use crate::{
-    db,
+    configdrive, db,
     deploy_template::{self, DeployStep},
     drivers::{DeployOutcome, Driver, DriverStep, require_interface},
     error::{Error, Result},
@@ -199,6 +199,12 @@ pub async fn do_node_deploy(
         ("rebuild", Event::Rebuild)
     } else {
         ("active", Event::Deploy)
+    };
+    // A configdrive given as an object is built into its image here, once, as Ironic's
+    // conductor does, and stored as the image.
+    let configdrive = match configdrive {
+        Some(Value::Object(parts)) => Some(Value::String(configdrive::for_node(&node, &parts))),
+        other => other,
     };
     // The deploy templates the instance's traits name: one query, and none without traits.
     let traits = deploy_template::instance_traits(&node.instance_info);

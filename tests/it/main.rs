@@ -14,6 +14,7 @@ mod amqp;
 mod amqp_reconnect;
 mod api;
 mod clients;
+mod configdrive;
 mod db;
 mod deploy;
 mod deploy_templates;

@@ -72,6 +72,9 @@ pub async fn set_provision_state(
     if body.configdrive.is_some() && verb == Verb::Rebuild {
         require_version(version, 35, "configdrive on rebuild")?;
     }
+    if let Some(configdrive) = &body.configdrive {
+        check_configdrive(version, configdrive)?;
+    }
     let node = find(&state, &ident, version).await?;
     let node = Box::new(node);
     let request = match verb {
@@ -113,4 +116,60 @@ pub async fn set_provision_state(
     };
     call(&state, &request_id, request).await?;
     Ok(accepted(&base, &ident))
+}
+
+/// The keys of a configdrive given as an object (1.56; `vendor_data` 1.59), from which the
+/// conductor builds the image (Ironic's `_CONFIG_DRIVE_SCHEMA`, `check_allow_configdrive` in
+/// `api/controllers/v1/utils.py`).
+const CONFIGDRIVE_KEYS: &[&str] = &["meta_data", "network_data", "user_data", "vendor_data"];
+
+/// A configdrive is an image (gzipped, base64), a URL to one, or from 1.56 an object to build
+/// one from; anything else is a 400, as in Ironic.
+fn check_configdrive(version: ApiVersion, configdrive: &Value) -> Result<()> {
+    let invalid =
+        |why: &str| Error::InvalidParameterValue(format!("Invalid configdrive format: {why}"));
+    match configdrive {
+        Value::Null => Ok(()),
+        Value::String(s) => {
+            let base64 = |c: char| c.is_ascii_alphanumeric() || "+/=\n\r\t ".contains(c);
+            if s.contains("://") || s.chars().all(base64) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    "it is neither a JSON, nor a URL, nor a base64 string",
+                ))
+            }
+        }
+        Value::Object(parts) => {
+            if !version.at_least(56) {
+                return Err(Error::InvalidParameterValue(
+                    "Providing a JSON object for configdrive is only supported starting with API version 1.56".to_owned(),
+                ));
+            }
+            for (key, value) in parts {
+                if !CONFIGDRIVE_KEYS.contains(&key.as_str()) {
+                    return Err(invalid(&format!(
+                        "unexpected key '{key}'; a configdrive object has {}",
+                        CONFIGDRIVE_KEYS.join(", ")
+                    )));
+                }
+                let fits = match key.as_str() {
+                    "user_data" => !value.is_number() && !value.is_boolean(),
+                    _ => value.is_object(),
+                };
+                if !fits {
+                    return Err(invalid(&format!("{key} cannot be {value}")));
+                }
+            }
+            if parts.contains_key("vendor_data") && !version.at_least(59) {
+                return Err(Error::InvalidParameterValue(
+                    "Providing vendor_data in configdrive is only supported starting with API version 1.59".to_owned(),
+                ));
+            }
+            Ok(())
+        }
+        other => Err(invalid(&format!(
+            "{other} is neither a string nor an object"
+        ))),
+    }
 }
