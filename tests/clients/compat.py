@@ -462,6 +462,33 @@ def allocation_suite():
     cli("node", "delete", "alloc-1", "alloc-2")
 
 
+def template_suite():
+    """Deploy templates through the CLI: created, listed, set; a deploy whose instance names
+    one applies it (here disabling the core step), and one naming a step the fake hardware
+    lacks is refused."""
+    steps = [{"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]
+    t = cli("deploy", "template", "create", "CUSTOM_NO_IMAGE", "--steps", json.dumps(steps),
+            "-f", "json")
+    expect((t["name"], t["steps"]), ("CUSTOM_NO_IMAGE", steps), "deploy template create")
+    bad = [{"interface": "raid", "step": "create_configuration", "args": {}, "priority": 10}]
+    cli("deploy", "template", "create", "CUSTOM_RAID", "--steps", json.dumps(bad))
+    listed = cli("deploy", "template", "list", "--fields", "name", "-f", "json")
+    expect(sorted(x["name"] for x in listed), ["CUSTOM_NO_IMAGE", "CUSTOM_RAID"],
+           "deploy template list")
+    cli("deploy", "template", "set", "CUSTOM_NO_IMAGE", "--extra", "why=test")
+    cli("node", "create", "--driver", "fake-hardware", "--name", "tmpl-1")
+    cli("node", "manage", "tmpl-1", "--wait", "30")
+    cli("node", "provide", "tmpl-1", "--wait", "30")
+    cli("node", "set", "tmpl-1", "--instance-info", 'traits=["CUSTOM_RAID"]')
+    err = cli("node", "deploy", "tmpl-1", ok=False)
+    expect("does not support this deploy step" in err, True, f"bad template refused: {err}")
+    cli("node", "set", "tmpl-1", "--instance-info", 'traits=["CUSTOM_NO_IMAGE"]')
+    cli("node", "deploy", "tmpl-1", "--wait", "30")
+    cli("node", "undeploy", "tmpl-1", "--wait", "30")
+    cli("node", "delete", "tmpl-1")
+    cli("deploy", "template", "delete", "CUSTOM_NO_IMAGE", "CUSTOM_RAID")
+
+
 def sdk_suite():
     import openstack
 
@@ -487,7 +514,8 @@ def sdk_suite():
     bm.unset_node_maintenance(n)
     expect(bm.get_node("sdk-1").is_maintenance, False, "sdk maintenance unset")
     bm.validate_node(n, required=("power", "deploy", "management"))
-    n = bm.set_node_provision_state(n, "rebuild", wait=True, timeout=30)
+    n = bm.set_node_provision_state(n, "rebuild", config_drive={"meta_data": {"hostname": "sdk"}},
+                                    wait=True, timeout=30)
     expect(n.provision_state, "active", "sdk rebuild")
     n = bm.set_node_provision_state(n, "deleted", wait=True, timeout=30)
     expect(n.provision_state, "available", "sdk undeploy")
@@ -534,5 +562,6 @@ if __name__ == "__main__":
     volume_suite()
     lifecycle_suite()
     allocation_suite()
+    template_suite()
     sdk_suite()
     print("clients: all steps passed")
