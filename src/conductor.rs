@@ -134,10 +134,11 @@ pub async fn start(
     // Online only once the queue exists, so that the API never routes to a queue that is not
     // there; written here rather than by the keeper, so that requests route when this returns.
     ctx.lease.set_serving(true);
-    if !db::conductors::renew(&ctx.db, &host, &ctx.lease.instance, true)
-        .await
-        .context("going online")?
-    {
+    let went_online = {
+        let _one_at_a_time = ctx.lease.renewing.lock().await;
+        db::conductors::renew(&ctx.db, &host, &ctx.lease.instance, true).await
+    };
+    if !went_online.context("going online")? {
         anyhow::bail!("the lease on the host name {host} was taken by another process");
     }
     info!(conductor.host = %host, "Conductor {host} is serving");

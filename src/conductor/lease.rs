@@ -50,6 +50,11 @@ pub struct Lease {
     db_ok_since: Mutex<Option<Instant>>,
     /// Wakes the keeper to write `online` at once.
     wake: Notify,
+    /// Held across a renewal, from reading `online` to the database's answer: renewals are
+    /// written one at a time, so one that read `online` before it changed cannot land after one
+    /// that read it after (at start, the keeper's first `offline` landing after the conductor
+    /// went online made it look offline until the next renewal).
+    pub(super) renewing: tokio::sync::Mutex<()>,
 }
 
 impl Lease {
@@ -61,6 +66,7 @@ impl Lease {
             attached: Mutex::new(watch::channel(false).1),
             db_ok_since: Mutex::new(None),
             wake: Notify::new(),
+            renewing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -224,6 +230,7 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
                     () = lease.wake.notified() => {}
                     () = tokio::time::sleep(interval) => {}
                 }
+                let _one_at_a_time = lease.renewing.lock().await;
                 let online = lease.online();
                 let started = Instant::now();
                 let outcome =
