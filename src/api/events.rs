@@ -3,13 +3,10 @@
 //! (`ironic/api/controllers/v1/event.py`); Ferrum does the same: no network interface of its acts
 //! on them yet.
 
-use axum::{extract::State, http::StatusCode};
+use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::{
-    ApiState,
-    extract::{ApiJson, ApiVersion},
-};
+use super::extract::{ApiJson, ApiVersion};
 use crate::{
     error::{Error, Result},
     node::normalize_uuid,
@@ -70,7 +67,6 @@ impl Event {
 
 /// POST /v1/events: 204 when every event is well formed, 400 naming the first that is not.
 pub async fn post(
-    State(_): State<ApiState>,
     version: ApiVersion,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<StatusCode> {
