@@ -143,6 +143,10 @@ pub async fn start(
     }
     info!(conductor.host = %host, "Conductor {host} is serving");
     tokio::spawn(periodic::takeover_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn(periodic::callback_timeout_loop(
+        ctx.clone(),
+        shutdown.clone(),
+    ));
     Ok(Serving {
         ctx,
         shutdown,

@@ -84,6 +84,24 @@ pub struct ConductorConfig {
     /// an asynchronous one holds the node's lock for this long, so that it can be seen.
     #[serde(with = "seconds")]
     pub fake_vendor_delay: Duration,
+    /// How long a deploy may wait for its agent in `wait call-back` (one wait: the agent's
+    /// first heartbeat, or one command) before it fails (Ironic's
+    /// `[conductor]deploy_callback_timeout`).
+    #[serde(with = "seconds")]
+    pub deploy_callback_timeout: Duration,
+    /// How often nodes waiting for their agent are checked against the callback timeout
+    /// (Ironic's `[conductor]check_provision_state_interval`).
+    #[serde(with = "seconds")]
+    pub check_provision_state_interval: Duration,
+    /// Whether the agent writes a raw image while it downloads it (Ironic's
+    /// `[agent]stream_raw_images`).
+    pub stream_raw_images: bool,
+    /// After asking the agent to power the node off, how often its power state is read before
+    /// it is forced off (Ironic's `[agent]post_deploy_get_power_state_retries`), and how far
+    /// apart (`..._retry_interval`).
+    pub agent_power_off_retries: u32,
+    #[serde(with = "seconds")]
+    pub agent_power_off_retry_interval: Duration,
 }
 
 impl Default for DatabaseConfig {
@@ -140,6 +158,11 @@ impl Default for ConductorConfig {
             heartbeat_timeout: Duration::from_secs(60),
             graceful_shutdown_timeout: Duration::from_secs(60),
             fake_vendor_delay: Duration::ZERO,
+            deploy_callback_timeout: Duration::from_secs(1800),
+            check_provision_state_interval: Duration::from_secs(60),
+            stream_raw_images: true,
+            agent_power_off_retries: 6,
+            agent_power_off_retry_interval: Duration::from_secs(5),
         }
     }
 }
@@ -200,6 +223,17 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_FAKE_VENDOR_DELAY", value_parser = parse_seconds)]
     pub fake_vendor_delay: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_DEPLOY_CALLBACK_TIMEOUT", value_parser = parse_seconds)]
+    pub deploy_callback_timeout: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_CHECK_PROVISION_STATE_INTERVAL", value_parser = parse_seconds)]
+    pub check_provision_state_interval: Option<Duration>,
+    #[arg(long, env = "FERRUM_AGENT_POWER_OFF_RETRIES")]
+    pub agent_power_off_retries: Option<u32>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_AGENT_POWER_OFF_RETRY_INTERVAL", value_parser = parse_seconds)]
+    pub agent_power_off_retry_interval: Option<Duration>,
 }
 
 impl ConfigArgs {
@@ -291,6 +325,22 @@ impl Config {
             &a.graceful_shutdown_timeout,
         );
         set(&mut self.conductor.fake_vendor_delay, &a.fake_vendor_delay);
+        set(
+            &mut self.conductor.deploy_callback_timeout,
+            &a.deploy_callback_timeout,
+        );
+        set(
+            &mut self.conductor.check_provision_state_interval,
+            &a.check_provision_state_interval,
+        );
+        set(
+            &mut self.conductor.agent_power_off_retries,
+            &a.agent_power_off_retries,
+        );
+        set(
+            &mut self.conductor.agent_power_off_retry_interval,
+            &a.agent_power_off_retry_interval,
+        );
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -350,6 +400,15 @@ impl Config {
             return invalid(
                 "conductor.heartbeat_timeout",
                 "must be longer than conductor.heartbeat_interval",
+            );
+        }
+        if self.conductor.deploy_callback_timeout.is_zero() {
+            return invalid("conductor.deploy_callback_timeout", "must be above 0");
+        }
+        if self.conductor.check_provision_state_interval.is_zero() {
+            return invalid(
+                "conductor.check_provision_state_interval",
+                "must be above 0",
             );
         }
         Ok(())

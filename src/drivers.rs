@@ -2,6 +2,7 @@
 //! that bundle them. A driver sees a node (read-only) and talks to hardware; it never touches the
 //! database or the state machine: the conductor does both around it.
 
+pub mod agent_client;
 pub mod direct;
 pub mod fake;
 pub mod raid;
@@ -88,6 +89,50 @@ impl DriverStep {
 pub enum DeployOutcome {
     Done,
     Wait,
+}
+
+/// What a deploy step has besides the node: the node's interfaces (a step may power the node or
+/// set its boot device) and its ports as the agent is shown them.
+pub struct StepContext<'a> {
+    pub driver: &'a Driver,
+    pub ports: &'a [Value],
+    pub config: &'a ConductorConfig,
+}
+
+/// What a deploy step did: done or waiting (the node goes to `wait call-back` until
+/// [`DeployInterface::poll_step`] says it has finished), and what the conductor is to record on
+/// the node for it (a driver never writes the database).
+#[derive(Debug, Default)]
+pub struct StepDone {
+    pub waits: bool,
+    /// `driver_internal_info` entries to set.
+    pub remember: JsonObject,
+    /// The power state the step left the node in.
+    pub power: Option<PowerState>,
+}
+
+impl StepDone {
+    pub fn done() -> StepDone {
+        StepDone::default()
+    }
+
+    pub fn wait() -> StepDone {
+        StepDone {
+            waits: true,
+            ..StepDone::default()
+        }
+    }
+}
+
+/// Where a step that waits stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StepPoll {
+    /// Not finished (or not started yet, as far as the agent tells).
+    Running,
+    /// Finished: the deploy goes on with the next step.
+    Finished,
+    /// Failed, in these words (the agent's own where it gave them).
+    Failed(String),
 }
 
 #[async_trait]
@@ -375,6 +420,40 @@ pub trait DeployInterface: Send + Sync + 'static {
     /// `deploy.deploy` at priority 100, which is [`DeployInterface::deploy`].
     fn deploy_steps(&self) -> Vec<DriverStep> {
         vec![DriverStep::CORE]
+    }
+    /// Runs one of its [`deploy_steps`](DeployInterface::deploy_steps). The default offers only
+    /// the core step, which is [`DeployInterface::deploy`].
+    async fn execute_step(
+        &self,
+        node: &Node,
+        step: &crate::deploy_template::DeployStep,
+        _ctx: &StepContext<'_>,
+    ) -> Result<StepDone, DriverError> {
+        if step.interface == DriverStep::CORE.interface && step.step == DriverStep::CORE.step {
+            return Ok(match self.deploy(node).await? {
+                DeployOutcome::Done => StepDone::done(),
+                DeployOutcome::Wait => StepDone::wait(),
+            });
+        }
+        Err(DriverError::Failed(format!(
+            "Deploy step {}.{} is not offered by the {} deploy interface.",
+            step.interface,
+            step.step,
+            self.name()
+        )))
+    }
+    /// Where `step`, which waits, stands now. The default: a step that waits is finished when
+    /// the node's agent has called back (recorded its `agent_url`).
+    async fn poll_step(
+        &self,
+        node: &Node,
+        _step: &crate::deploy_template::DeployStep,
+    ) -> Result<StepPoll, DriverError> {
+        Ok(if node.driver_internal_info.contains_key("agent_url") {
+            StepPoll::Finished
+        } else {
+            StepPoll::Running
+        })
     }
     async fn tear_down(&self, node: &Node) -> Result<(), DriverError>;
     /// Undoes `prepare` after a failure; best effort.

@@ -33,6 +33,10 @@ pub enum Error {
     NodeInMaintenance { op: String, node: String },
     #[error("The {op} operation can't be performed on node {node} because it is retired.")]
     NodeIsRetired { op: String, node: String },
+    /// 401 for a heartbeat whose agent token is wrong or missing. Ironic answers 400
+    /// (InvalidParameterValue); a refused credential is a 401, which agents retry alike.
+    #[error("Invalid or missing agent token received.")]
+    InvalidAgentToken,
     #[error("Couldn't apply patch '{patch}'. Reason: {reason}")]
     PatchError { patch: String, reason: String },
     #[error("Expected a conductor group but received {0}.")]
@@ -129,6 +133,7 @@ impl Error {
             | Error::InvalidConductorGroup(_)
             | Error::UnsupportedDriverExtension { .. }
             | Error::NoValidHost(_) => StatusCode::BAD_REQUEST,
+            Error::InvalidAgentToken => StatusCode::UNAUTHORIZED,
             Error::NodeProtected { .. } => StatusCode::FORBIDDEN,
             Error::NodeNotFound { .. }
             | Error::NodeTraitNotFound { .. }

@@ -4,7 +4,8 @@
 //!
 //! A heartbeat is recorded by [`heartbeat`], one conditional write of the node's
 //! `driver_internal_info`; acting on it (continuing a deploy waiting in `wait call-back`) is
-//! the deploy engine's, which is to call in from there. Nothing here calls a driver.
+//! the deploy engine's (`provision::continue_deploy`), run after the reply. Nothing here calls
+//! a driver.
 
 use rand::RngCore as _;
 use serde_json::Value;
@@ -124,7 +125,8 @@ pub async fn get_node_with_token(ctx: &Ctx, node: Node) -> Result<Node> {
 /// is not lost but sent again shortly), and otherwise accepts and drops this heartbeat, the
 /// next one being recorded.
 ///
-/// The deploy engine acts on a recorded heartbeat from here (a node in `wait call-back`).
+/// A node in `wait call-back` then has its deploy continued, after the reply, if the step it
+/// waits in has finished.
 pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
     let uuid = node.uuid.clone();
     if beat.agent_version.is_none() {
@@ -153,7 +155,19 @@ pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
     })
     .await;
     match written {
-        Ok(_) => Ok(()),
+        Ok((node, _)) => {
+            // After the reply: acting on the heartbeat calls the agent, which the agent's
+            // own request must not wait for.
+            if node.provision_state == ProvisionState::DeployWait {
+                let ctx = ctx.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = super::provision::continue_deploy(&ctx, node).await {
+                        warn!(error = %e, "Could not act on a heartbeat: {e}");
+                    }
+                });
+            }
+            Ok(())
+        }
         Err(Error::NodeLocked { node, host }) => {
             let fresh = db::nodes::get_by_uuid(&ctx.db, &uuid).await?;
             check_heartbeat(&fresh, &beat)?;
@@ -176,9 +190,7 @@ pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
 fn check_heartbeat(node: &Node, beat: &Heartbeat) -> Result<()> {
     if !token_valid(node, beat.agent_token.as_deref()) {
         warn!(node.uuid = %node.uuid, "Invalid or missing agent_token received for node {}", node.uuid);
-        return Err(Error::InvalidParameterValue(
-            "Invalid or missing agent token received.".to_owned(),
-        ));
+        return Err(Error::InvalidAgentToken);
     }
     let recorded = node
         .driver_internal_info

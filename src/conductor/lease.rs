@@ -84,6 +84,11 @@ impl Lease {
         self.wake.notify_one();
     }
 
+    /// Whether the conductor takes new work: false from the start of a graceful shutdown on.
+    pub fn is_serving(&self) -> bool {
+        *self.serving.borrow() && !self.is_lost()
+    }
+
     /// Follows the listener's consumer: offline while it is not attached.
     pub fn follow_consumer(self: &Arc<Self>, mut attached: watch::Receiver<bool>) {
         *self.attached.lock().unwrap_or_else(PoisonError::into_inner) = attached.clone();

@@ -1,5 +1,6 @@
-//! The conductor's periodic work, every `heartbeat_interval`: taking over the nodes that dead
-//! conductors left locked.
+//! The conductor's periodic work: every `heartbeat_interval`, taking over the nodes that dead
+//! conductors left locked; every `check_provision_state_interval`, failing the deploys that
+//! waited for their agent longer than `deploy_callback_timeout`.
 //!
 //! The lease's own renewal, which runs on the same beat, is the lease's (`lease::keep`): it
 //! fences the conductor when it cannot renew, and must outlive everything here. These loops end
@@ -8,11 +9,15 @@
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{Ctx, recovery::recover_node};
+use super::{Ctx, provision::fail_timed_out_deploy, recovery::recover_node};
 use crate::{
     db,
     rpc::{Route, topology::Rings},
+    states::ProvisionState,
 };
+
+/// How many timed-out nodes one check fails at most; the next check takes the rest.
+const TIMEOUTS_PER_CHECK: i64 = 100;
 
 /// Takes over the nodes that a dead conductor left locked: every `heartbeat_interval`, the locks
 /// held by hosts that are not alive, on nodes this conductor now owns on the hash ring, are
@@ -62,6 +67,58 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
             ),
         )
         .await;
+    }
+    Ok(())
+}
+
+/// Fails, every `check_provision_state_interval`, the deploys of nodes this conductor owns on
+/// the hash ring that have waited in `wait call-back` for longer than `deploy_callback_timeout`
+/// (Ironic's `_check_deploy_timeouts`): the agent never called back, or never finished a
+/// command. Locked nodes and nodes in maintenance are left, as Ironic leaves them.
+pub(super) async fn callback_timeout_loop(ctx: Ctx, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(ctx.config.check_provision_state_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = fail_timed_out_waits(&ctx).await {
+            warn!(error = %e, "callback timeout check failed");
+        }
+    }
+}
+
+async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
+    if !ctx.lease.is_serving() {
+        return Ok(());
+    }
+    let timeout = chrono::Duration::from_std(ctx.config.deploy_callback_timeout)
+        .unwrap_or(chrono::Duration::MAX);
+    let before = crate::node::now()
+        .checked_sub_signed(timeout)
+        .unwrap_or(chrono::NaiveDateTime::MIN);
+    let nodes = db::nodes::unlocked_in_state_since(
+        &ctx.db,
+        ProvisionState::DeployWait,
+        before,
+        TIMEOUTS_PER_CHECK,
+    )
+    .await?;
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+    let rings = Rings::from_conductors(&alive);
+    for node in nodes {
+        if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+            continue;
+        }
+        let uuid = node.uuid.clone();
+        if let Err(e) = fail_timed_out_deploy(ctx, node).await {
+            tracing::debug!(node.uuid = %uuid, error = %e, "Timed-out node {uuid} was not failed: {e}");
+        }
     }
     Ok(())
 }

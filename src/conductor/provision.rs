@@ -21,7 +21,7 @@ use super::{
 use crate::{
     configdrive, db,
     deploy_template::{self, DeployStep},
-    drivers::{DeployOutcome, Driver, DriverStep, require_interface},
+    drivers::{Driver, DriverStep, StepContext, StepPoll, require_interface},
     error::{Error, Result},
     node::{self, InterfaceKind, Json, Node, NodeChanges, PowerState, Verb, without_agent_boot},
     states::{Event, ProvisionState},
@@ -129,8 +129,11 @@ impl Flow for Work {
     fn failure(&self, node: &Node) -> Failure {
         let mut extra = NodeChanges::default();
         match self {
-            // A failed deploy has no current step any more.
-            Work::Deploy => extra.deploy_step = Some(Json::default()),
+            // A failed deploy has no current step, nor steps left to run.
+            Work::Deploy => {
+                extra.deploy_step = Some(Json::default());
+                extra.driver_internal_info = Some(Json(without_deploy_steps(node)));
+            }
             // Nobody may log into a rescue ramdisk that did not come up.
             Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(node))),
             Work::TearDown
@@ -238,6 +241,7 @@ pub async fn do_node_deploy(
         )?;
         // The ramdisk booted for this deploy has a new agent, URL and token.
         let mut info = without_agent_boot(&node.driver_internal_info);
+        info.remove(STEP_INDEX);
         info.insert(DEPLOY_STEPS.to_owned(), serde_json::json!(steps));
         let mut extra = NodeChanges {
             deploy_step: Some(Json(
@@ -259,6 +263,26 @@ pub async fn do_node_deploy(
 /// Where a deploy keeps the steps it runs, in order, while it runs (Ironic's
 /// `driver_internal_info.deploy_steps`, removed when the deploy ends).
 const DEPLOY_STEPS: &str = "deploy_steps";
+
+/// Where a deploy that waits keeps the index (in [`DEPLOY_STEPS`]) of the step it waits in
+/// (Ironic's `deploy_step_index`).
+const STEP_INDEX: &str = "deploy_step_index";
+
+/// The index of the step a waiting deploy waits in.
+fn step_index(node: &Node) -> Option<usize> {
+    node.driver_internal_info
+        .get(STEP_INDEX)
+        .and_then(Value::as_u64)
+        .and_then(|i| usize::try_from(i).ok())
+}
+
+/// `driver_internal_info` without what a running deploy keeps there.
+fn without_deploy_steps(node: &Node) -> serde_json::Map<String, Value> {
+    let mut info = node.driver_internal_info.0.clone();
+    info.remove(DEPLOY_STEPS);
+    info.remove(STEP_INDEX);
+    info
+}
 
 /// The steps the deploy decided on when it was asked for.
 fn decided_steps(node: &Node) -> Vec<DeployStep> {
@@ -466,54 +490,300 @@ pub async fn do_provisioning_action(
     .await
 }
 
-/// prepare, deploy, then `done` (active, powered on) or `wait` (wait call-back), releasing the lock.
+/// The deploy's steps, in the order decided when it was asked for, from the first (after
+/// `prepare`) or, when it resumes from `wait call-back`, from the one after the step it waited
+/// in. A step that waits (for the agent to boot, or for one of its commands) moves the node to
+/// `wait call-back` and releases the lock: the agent's next heartbeat, or the conductor polling
+/// the agent, resumes it ([`continue_deploy`]). After the last step the node is active.
 async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-    hw(task, driver.deploy.prepare(&task.node))
-        .await?
-        .map_err(|e| format!("Failed to prepare to deploy: {e}"))?;
-    // The steps decided when the deploy was asked for, in order. The drivers offer only the
-    // core step today; a template may have disabled it (then nothing is written).
-    let mut outcome = DeployOutcome::Done;
-    for step in decided_steps(&task.node) {
-        if !(step.interface == DriverStep::CORE.interface && step.step == DriverStep::CORE.step) {
-            return Err(format!(
-                "Deploy step {}.{} is offered but Ferrum cannot run it.",
-                step.interface, step.step
-            ));
+    let steps = decided_steps(&task.node);
+    let resumed = step_index(&task.node);
+    let first = match resumed {
+        Some(index) => index + 1,
+        None => {
+            hw(task, driver.deploy.prepare(&task.node))
+                .await?
+                .map_err(|e| format!("Failed to prepare to deploy: {e}"))?;
+            0
         }
-        outcome = match hw(task, driver.deploy.deploy(&task.node)).await? {
-            Ok(outcome) => outcome,
+    };
+    // The agent is shown the node's ports; only a deploy that has an agent reads them.
+    let ports = if resumed.is_some() {
+        ports_for_agent(task)
+            .await
+            .map_err(|e| format!("Failed to read the ports of node {}: {e}", task.node.uuid))?
+    } else {
+        Vec::new()
+    };
+    let mut power = None;
+    for (index, step) in steps.iter().enumerate().skip(first) {
+        let name = format!("{}.{}", step.interface, step.step);
+        // The step the node shows while it runs (the first one was written with the deploy).
+        if index > 0 {
+            let mut info = task.node.driver_internal_info.0.clone();
+            info.insert(STEP_INDEX.to_owned(), Value::from(index));
+            let mut changes = NodeChanges {
+                deploy_step: Some(Json(step.to_object())),
+                driver_internal_info: Some(Json(info)),
+                ..NodeChanges::default()
+            };
+            if let Some(state) = power.take() {
+                changes = changes.power(Some(state), None);
+            }
+            task.write(changes)
+                .await
+                .map_err(|e| format!("Failed to record deploy step {name}: {e}"))?;
+        }
+        tracing::info!(node.uuid = %task.node.uuid, step = %name, "Executing deploy step {name} on node {}", task.node.uuid);
+        let context = StepContext {
+            driver,
+            ports: &ports,
+            config: &task.ctx().config,
+        };
+        let done = match hw(task, driver.deploy.execute_step(&task.node, step, &context)).await? {
+            Ok(done) => done,
             Err(e) => {
                 // Best effort, as in Ironic: the deploy failure is what the operator needs to see.
                 let _ = hw(task, driver.deploy.clean_up(&task.node)).await;
-                return Err(format!("Deploy step deploy.deploy failed: {e}."));
+                return Err(format!("Deploy step {name} failed: {e}."));
             }
         };
-    }
-    let (event, changes) = match outcome {
-        DeployOutcome::Done => {
-            hw(
-                task,
-                driver
-                    .power
-                    .set_power_state(&task.node, PowerState::On, Duration::from_secs(60)),
-            )
-            .await?
-            .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
-            let mut changes = NodeChanges::default().power(Some(PowerState::On), None);
-            changes.deploy_step = Some(Json::default());
-            if task.node.driver_internal_info.contains_key(DEPLOY_STEPS) {
-                let mut info = task.node.driver_internal_info.0.clone();
-                info.remove(DEPLOY_STEPS);
-                changes.driver_internal_info = Some(Json(info));
+        task.node.driver_internal_info.extend(done.remember);
+        power = done.power.or(power);
+        if done.waits {
+            let mut info = task.node.driver_internal_info.0.clone();
+            info.insert(STEP_INDEX.to_owned(), Value::from(index));
+            let mut changes = NodeChanges {
+                deploy_step: Some(Json(step.to_object())),
+                driver_internal_info: Some(Json(info)),
+                ..NodeChanges::default()
+            };
+            if let Some(state) = power {
+                changes = changes.power(Some(state), None);
             }
-            (Event::Done, changes)
+            task.process_event(Event::Wait, false, changes.release())
+                .await
+                .map_err(|e| format!("Failed to record that deploy step {name} waits: {e}"))?;
+            tracing::info!(node.uuid = %task.node.uuid, step = %name,
+                "Deploy step {name} on node {} waits for the agent", task.node.uuid);
+            if !step_is_core(step) {
+                spawn_poller(task.ctx().clone(), task.node.clone(), index);
+            }
+            return Ok(());
         }
-        DeployOutcome::Wait => (Event::Wait, NodeChanges::default()),
-    };
-    task.process_event(event, false, changes.release())
+    }
+    // A deploy whose steps do not boot the instance themselves (the fake one, whose core step
+    // is all of it) is powered on here.
+    if !steps
+        .iter()
+        .any(|s| s.interface == "deploy" && s.step == "boot_instance")
+    {
+        hw(
+            task,
+            driver
+                .power
+                .set_power_state(&task.node, PowerState::On, Duration::from_secs(60)),
+        )
+        .await?
+        .map_err(|e| format!("Deploy step deploy.boot_instance failed: {e}."))?;
+        power = Some(PowerState::On);
+    }
+    let mut changes = NodeChanges::default();
+    if let Some(state) = power {
+        changes = changes.power(Some(state), None);
+    }
+    changes.deploy_step = Some(Json::default());
+    if task.node.driver_internal_info.contains_key(DEPLOY_STEPS) {
+        changes.driver_internal_info = Some(Json(without_deploy_steps(&task.node)));
+    }
+    task.process_event(Event::Done, false, changes.release())
         .await
         .map_err(|e| format!("Failed to record the end of the deploy: {e}"))
+}
+
+fn step_is_core(step: &DeployStep) -> bool {
+    step.interface == DriverStep::CORE.interface && step.step == DriverStep::CORE.step
+}
+
+/// The node's ports as the agent is shown them (Ironic's `port.as_dict()`).
+async fn ports_for_agent(task: &Task) -> Result<Vec<Value>> {
+    let filter = db::ports::PortFilter {
+        node_uuid: Some(task.node.uuid.clone()),
+        ..Default::default()
+    };
+    let ports = db::ports::list_ports(
+        &task.ctx().db,
+        &filter,
+        db::ports::SortKey::Id,
+        false,
+        1000,
+        None,
+    )
+    .await?;
+    Ok(ports
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "uuid": p.uuid,
+                "address": p.address,
+                "node_id": task.node.id,
+                "pxe_enabled": p.pxe_enabled,
+                "local_link_connection": p.local_link_connection.0,
+                "physical_network": p.physical_network,
+                "extra": p.extra.0,
+            })
+        })
+        .collect())
+}
+
+/// How often a waiting deploy's agent is asked whether its command has finished: from
+/// `POLL_FIRST`, growing by half up to `POLL_MAX`. The agent heartbeats too when a command ends,
+/// but only within 5 s and never more than every 5 s; asking it is faster.
+const POLL_FIRST: Duration = Duration::from_millis(250);
+const POLL_MAX: Duration = Duration::from_secs(2);
+
+/// Asks the agent of `node`, waiting in the step at `index`, until that step has finished or
+/// failed, then continues or fails the deploy. It holds no lock and reads no row while it asks:
+/// the conditional write of [`continue_deploy`] settles a race with a heartbeat doing the same.
+/// It ends with the callback timeout, when the conductor stops taking work, or when the deploy
+/// has moved on; an agent that cannot be reached is asked again (the timeout decides).
+fn spawn_poller(ctx: Ctx, node: Node, index: usize) {
+    tokio::spawn(async move {
+        let steps = decided_steps(&node);
+        let Some(step) = steps.get(index).cloned() else {
+            return;
+        };
+        let Ok(driver) = ctx.drivers.for_node(&node) else {
+            return;
+        };
+        let give_up = Instant::now() + ctx.config.deploy_callback_timeout;
+        let mut wait = POLL_FIRST;
+        while Instant::now() < give_up && ctx.lease.is_serving() {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 3 / 2).min(POLL_MAX);
+            match driver.deploy.poll_step(&node, &step).await {
+                Ok(StepPoll::Running) => continue,
+                Ok(poll) => {
+                    if let Err(e) = settle(&ctx, node.clone(), index, poll).await {
+                        tracing::debug!(node.uuid = %node.uuid, error = %e,
+                            "The deploy of node {} was not continued from the poll", node.uuid);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(node.uuid = %node.uuid, error = %e,
+                        "Cannot ask the agent of node {} about its command yet", node.uuid);
+                }
+            }
+        }
+    });
+}
+
+/// Continues the deploy of `node` (as just read or written, in `wait call-back`) if the step it
+/// waits in has finished, or fails it if the step failed; nothing while the step runs. Called
+/// on each heartbeat the node's agent sends (Ironic's `HeartbeatMixin.heartbeat` ->
+/// `process_next_step`). An agent that cannot be asked is no error: the next heartbeat, or the
+/// callback timeout, decides.
+pub async fn continue_deploy(ctx: &Ctx, node: Node) -> Result<()> {
+    if node.provision_state != ProvisionState::DeployWait || !ctx.lease.is_serving() {
+        return Ok(());
+    }
+    let Some(index) = step_index(&node) else {
+        return Ok(());
+    };
+    let Some(step) = decided_steps(&node).get(index).cloned() else {
+        return Ok(());
+    };
+    let driver = ctx.drivers.for_node(&node)?;
+    match driver.deploy.poll_step(&node, &step).await {
+        Ok(StepPoll::Running) => Ok(()),
+        Ok(poll) => settle(ctx, node, index, poll).await,
+        Err(e) => {
+            tracing::info!(node.uuid = %node.uuid, error = %e,
+                "Cannot ask the agent of node {} how deploy step {}.{} stands: {e}",
+                node.uuid, step.interface, step.step);
+            Ok(())
+        }
+    }
+}
+
+/// Resumes (finished) or fails (failed) the deploy of `node` waiting in the step at `index`,
+/// provided it still waits there (a heartbeat and the poller may both get here).
+async fn settle(ctx: &Ctx, node: Node, index: usize, poll: StepPoll) -> Result<()> {
+    let still_waiting = move |node: &Node| {
+        if node.provision_state == ProvisionState::DeployWait && step_index(node) == Some(index) {
+            Ok(())
+        } else {
+            Err(Error::Conflict(format!(
+                "The deploy of node {} has moved on already.",
+                node.uuid
+            )))
+        }
+    };
+    match poll {
+        StepPoll::Running => Ok(()),
+        StepPoll::Finished => {
+            start(ctx, node, None, "resume", Event::Resume, move |node, _| {
+                still_waiting(node)?;
+                Ok(NodeChanges::default())
+            })
+            .await
+        }
+        StepPoll::Failed(message) => {
+            tracing::error!(node.uuid = %node.uuid, "{message}");
+            start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+                still_waiting(node)?;
+                Ok(NodeChanges {
+                    deploy_step: Some(Json::default()),
+                    driver_internal_info: Some(Json(without_deploy_steps(node))),
+                    ..NodeChanges::default()
+                }
+                .last_error(Some(message.clone())))
+            })
+            .await
+        }
+    }
+}
+
+/// Fails the deploys whose wait in `wait call-back` has outlasted `deploy_callback_timeout`
+/// (Ironic's `_check_deploy_timeouts`), saying which step waited for what. Only unlocked nodes
+/// not in maintenance are failed, as in Ironic; the caller passes the nodes this conductor owns.
+pub async fn fail_timed_out_deploy(ctx: &Ctx, node: Node) -> Result<()> {
+    let waited_since = node.provision_updated_at;
+    let index = step_index(&node);
+    let step = index.and_then(|i| decided_steps(&node).get(i).cloned());
+    let what = match &step {
+        Some(s) if step_is_core(s) => {
+            "deploy step deploy.deploy waited for the agent's first heartbeat".to_owned()
+        }
+        Some(s) => format!(
+            "deploy step {}.{} waited for the agent to finish it",
+            s.interface, s.step
+        ),
+        None => "the deploy waited for the agent".to_owned(),
+    };
+    let message = format!(
+        "Timeout reached while waiting for callback for node {}: {what} for {} s.",
+        node.uuid,
+        ctx.config.deploy_callback_timeout.as_secs()
+    );
+    start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+        if node.provision_state != ProvisionState::DeployWait
+            || node.provision_updated_at != waited_since
+        {
+            return Err(Error::Conflict(format!(
+                "The deploy of node {} has moved on already.",
+                node.uuid
+            )));
+        }
+        Ok(NodeChanges {
+            deploy_step: Some(Json::default()),
+            driver_internal_info: Some(Json(without_deploy_steps(node))),
+            ..NodeChanges::default()
+        }
+        .last_error(Some(message.clone())))
+    })
+    .await
 }
 
 /// Tear down, power off, forget the instance, then automated cleaning.

@@ -5,6 +5,7 @@
 //! [`update_held`], which is conditional on the caller still holding the lock *and* on the
 //! provision state it read, so a conductor that lost its lock (or a stale reader) cannot win.
 
+use chrono::NaiveDateTime;
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
@@ -506,6 +507,27 @@ pub async fn locked_by_others(db: &Db, alive: &[String]) -> Result<Vec<Node>> {
     Ok(with_conn!(db, |conn| nodes::table
         .filter(nodes::reservation.is_not_null())
         .filter(nodes::reservation.ne_all(alive))
+        .select(Node::as_select())
+        .load(conn)
+        .await?))
+}
+
+/// Up to `limit` unlocked nodes, not in maintenance, that have been in `state` since before
+/// `before` (Ironic's `_fail_if_in_state` filters for the callback timeouts). The state's index
+/// finds them; the waiting states hold few nodes.
+pub async fn unlocked_in_state_since(
+    db: &Db,
+    state: ProvisionState,
+    before: NaiveDateTime,
+    limit: i64,
+) -> Result<Vec<Node>> {
+    Ok(with_conn!(db, |conn| nodes::table
+        .filter(nodes::provision_state.eq(state))
+        .filter(nodes::provision_updated_at.lt(before))
+        .filter(nodes::reservation.is_null())
+        .filter(nodes::maintenance.eq(false))
+        .order(nodes::id.asc())
+        .limit(limit)
         .select(Node::as_select())
         .load(conn)
         .await?))

@@ -1,18 +1,98 @@
-//! `direct`: the image deploy. It writes an image fetched over HTTP(S) through the agent ramdisk.
+//! `direct`: the image deploy through the deploy ramdisk's agent (Ironic's `AgentDeploy`,
+//! `drivers/modules/agent.py` and `agent_base.py`), driving the unmodified Ironic Python Agent.
 //!
-//! What exists today is its front half, which is what Ironic's agent deploy does before the agent
-//! is involved: it accepts only `http://` and `https://` images in `instance_info.image_source`
-//! and fails in `prepare` with ImageUnacceptable otherwise (the failure of Ironic bug 1405420).
-//! With an acceptable image the node boots the ramdisk and waits for it (`wait call-back`); the
-//! agent side that then writes the image is not built yet, so such a node waits there until it is
-//! torn down.
+//! Its deploy steps, in Ironic's order and priorities: `deploy` (100) boots the ramdisk and
+//! waits for the agent to call back; `write_image` (80) has the agent download the image and
+//! write it, and waits for that command; `prepare_instance_boot` (60) reads the written disk's
+//! identifiers and makes the node boot from its disk; `tear_down_agent` (40) powers the node
+//! off (through the agent, or out of band with `deploy_forces_oob_reboot`);
+//! `switch_to_tenant_network` (30) is Ironic's network switch, nothing without Neutron; and
+//! `boot_instance` (20) powers the node on. The conductor runs them in order and resumes after a
+//! step that waits when [`DeployInterface::poll_step`] says it has finished.
+//!
+//! Only `http://` and `https://` images are accepted: anything else fails in `prepare` with
+//! ImageUnacceptable (the failure of Ironic bug 1405420).
+
+use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::{Value, json};
 
-use super::{DeployInterface, DeployOutcome, DriverError, Properties};
-use crate::node::Node;
+use super::{
+    DeployInterface, DeployOutcome, DriverError, DriverStep, Properties, StepContext, StepDone,
+    StepPoll,
+    agent_client::{AgentClient, CommandStatus},
+};
+use crate::{
+    deploy_template::DeployStep,
+    drivers::BootDevice,
+    node::{JsonObject, Node, PowerState, mask},
+};
 
 pub struct DirectDeploy;
+
+/// The direct deploy's steps (Ironic's `@base.deploy_step` priorities in `agent.py` and
+/// `agent_base.py`).
+const STEPS: &[DriverStep] = &[
+    DriverStep::CORE,
+    DriverStep {
+        interface: "deploy",
+        step: "write_image",
+        priority: 80,
+        args: &[],
+    },
+    DriverStep {
+        interface: "deploy",
+        step: "prepare_instance_boot",
+        priority: 60,
+        args: &[],
+    },
+    DriverStep {
+        interface: "deploy",
+        step: "tear_down_agent",
+        priority: 40,
+        args: &[],
+    },
+    DriverStep {
+        interface: "deploy",
+        step: "switch_to_tenant_network",
+        priority: 30,
+        args: &[],
+    },
+    DriverStep {
+        interface: "deploy",
+        step: "boot_instance",
+        priority: 20,
+        args: &[],
+    },
+];
+
+/// How long a power change the deploy makes may take.
+const POWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the agent's hardware managers' versions are kept once read (Ironic's key): every step
+/// the agent runs is sent with them, and the agent refuses a step if they changed.
+const MANAGER_VERSION: &str = "hardware_manager_version";
+/// Where the agent's own deploy steps are kept once read (Ironic's key).
+const CACHED_STEPS: &str = "agent_cached_deploy_steps";
+
+/// The instance image kinds Ironic knows (`images.VALID_IMAGE_TYPES`).
+const IMAGE_TYPES: &[&str] = &["partition", "whole-disk"];
+
+/// What a partition image adds to the image information (Ironic's `PARTITION_IMAGE_LABELS`).
+const PARTITION_IMAGE_LABELS: &[&str] = &[
+    "kernel",
+    "ramdisk",
+    "root_gb",
+    "root_mb",
+    "swap_mb",
+    "ephemeral_mb",
+    "ephemeral_format",
+    "configdrive",
+    "preserve_ephemeral",
+    "image_type",
+    "deploy_boot_mode",
+];
 
 impl DirectDeploy {
     fn image_source(node: &Node) -> Result<&str, DriverError> {
@@ -21,12 +101,130 @@ impl DirectDeploy {
             .and_then(|v| v.as_str())
             .filter(|s| !s.is_empty())
             .ok_or_else(|| {
-                DriverError::MissingParameterValue(
-                    "Node's instance_info is missing image_source, required by the direct deploy interface."
-                        .to_owned(),
-                )
+                DriverError::MissingParameterValue(format!(
+                    "Node {} failed to validate deploy image info. Some parameters were missing. Missing are: ['instance_info.image_source']",
+                    node.uuid
+                ))
             })
     }
+}
+
+fn info_str<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.instance_info
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether the instance image is a partition image: one with its own kernel and ramdisk
+/// (Ironic's `is_whole_disk_image` for images that are not in Glance).
+fn is_partition_image(node: &Node) -> bool {
+    match info_str(node, "image_type") {
+        Some(kind) => kind == "partition",
+        None => info_str(node, "kernel").is_some() && info_str(node, "ramdisk").is_some(),
+    }
+}
+
+/// The node as the agent is shown it (Ironic sends `node.as_dict(secure=True)`): its
+/// identity and documents, secrets masked.
+fn node_for_agent(node: &Node) -> Value {
+    json!({
+        "uuid": node.uuid,
+        "name": node.name,
+        "driver": node.driver,
+        "driver_info": mask::mask_secrets(&node.driver_info),
+        "driver_internal_info": mask::mask_secrets(&node.driver_internal_info),
+        "instance_info": mask::masked_instance_info(&node.instance_info),
+        "instance_uuid": node.instance_uuid,
+        "properties": node.properties.0,
+        "extra": node.extra.0,
+        "provision_state": node.provision_state.api_name(),
+        "deploy_step": node.deploy_step.0,
+    })
+}
+
+/// What the agent needs to fetch and write the image (Ironic's `AgentDeploy.write_image`).
+fn image_info(node: &Node, stream_raw_images: bool) -> Result<Value, DriverError> {
+    let source = DirectDeploy::image_source(node)?;
+    let mut info = JsonObject::new();
+    let id = source.rsplit('/').next().unwrap_or(source);
+    info.insert("id".into(), json!(id));
+    let url = info_str(node, "image_url").unwrap_or(source);
+    info.insert("urls".into(), json!([url]));
+    info.insert(
+        "disk_format".into(),
+        node.instance_info
+            .get("image_disk_format")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    info.insert(
+        "container_format".into(),
+        node.instance_info
+            .get("image_container_format")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    info.insert("stream_raw_images".into(), json!(stream_raw_images));
+    if let Some(checksum) = info_str(node, "image_checksum") {
+        info.insert("checksum".into(), json!(checksum));
+    }
+    if let (Some(algo), Some(value)) = (
+        info_str(node, "image_os_hash_algo"),
+        info_str(node, "image_os_hash_value"),
+    ) {
+        info.insert("os_hash_algo".into(), json!(algo));
+        info.insert("os_hash_value".into(), json!(value));
+    }
+    let mut proxies = JsonObject::new();
+    for scheme in ["http", "https"] {
+        if let Some(proxy) = node
+            .driver_info
+            .get(&format!("image_{scheme}_proxy"))
+            .and_then(Value::as_str)
+        {
+            proxies.insert(scheme.into(), json!(proxy));
+        }
+    }
+    if !proxies.is_empty() {
+        info.insert("proxies".into(), Value::Object(proxies));
+        if let Some(no_proxy) = node.driver_info.get("image_no_proxy") {
+            info.insert("no_proxy".into(), no_proxy.clone());
+        }
+    }
+    info.insert("node_uuid".into(), json!(node.uuid));
+    if is_partition_image(node) {
+        for label in PARTITION_IMAGE_LABELS {
+            info.insert(
+                (*label).into(),
+                node.instance_info
+                    .get(*label)
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
+        }
+        info.insert("image_type".into(), json!("partition"));
+    } else {
+        info.insert("image_type".into(), json!("whole-disk"));
+    }
+    if let Some(configdrive) = node.instance_info.get("configdrive") {
+        info.insert("configdrive".into(), configdrive.clone());
+    }
+    Ok(Value::Object(info))
+}
+
+/// `deploy.write_image` as the agent runs it, with the image information.
+fn agent_write_image_step(node: &Node, stream_raw_images: bool) -> Result<Value, DriverError> {
+    Ok(json!({
+        "interface": "deploy",
+        "step": "write_image",
+        "priority": 80,
+        "reboot_requested": false,
+        "args": {
+            "image_info": image_info(node, stream_raw_images)?,
+            "configdrive": node.instance_info.get("configdrive").cloned().unwrap_or(Value::Null),
+        },
+    }))
 }
 
 #[async_trait]
@@ -74,8 +272,36 @@ impl DeployInterface for DirectDeploy {
         ]
     }
 
+    /// Ironic's `AgentDeploy.validate`: an image source, a known image type, and for an image
+    /// that is not a local file a checksum (`image_checksum`, or `image_os_hash_algo` with
+    /// `image_os_hash_value`).
     fn validate(&self, node: &Node) -> Result<(), DriverError> {
-        Self::image_source(node).map(|_| ())
+        let source = Self::image_source(node)?;
+        if let Some(kind) = node.instance_info.get("image_type").and_then(Value::as_str)
+            && !IMAGE_TYPES.contains(&kind)
+        {
+            return Err(DriverError::InvalidParameterValue(format!(
+                "Invalid image_type \"{kind}\", valid are {}",
+                IMAGE_TYPES.join(", ")
+            )));
+        }
+        if !source.starts_with("file://") && !source.starts_with("oci://") {
+            let algo = info_str(node, "image_os_hash_algo");
+            let value = info_str(node, "image_os_hash_value");
+            let checksum = info_str(node, "image_checksum");
+            let complete = match (algo, value) {
+                (Some(_), Some(_)) => true,
+                (None, None) => checksum.is_some(),
+                _ => false,
+            };
+            if !complete {
+                return Err(DriverError::MissingParameterValue(format!(
+                    "image_source's \"image_checksum\", or \"image_os_hash_algo\" and \"image_os_hash_value\" must be provided in instance_info for node {}",
+                    node.uuid
+                )));
+            }
+        }
+        Ok(())
     }
 
     async fn prepare(&self, node: &Node) -> Result<(), DriverError> {
@@ -98,12 +324,274 @@ impl DeployInterface for DirectDeploy {
         Ok(DeployOutcome::Wait)
     }
 
+    fn deploy_steps(&self) -> Vec<DriverStep> {
+        STEPS.to_vec()
+    }
+
+    async fn execute_step(
+        &self,
+        node: &Node,
+        step: &DeployStep,
+        ctx: &StepContext<'_>,
+    ) -> Result<StepDone, DriverError> {
+        if step.interface != "deploy" {
+            return Err(DriverError::Failed(format!(
+                "Deploy step {}.{} is not offered by the direct deploy interface.",
+                step.interface, step.step
+            )));
+        }
+        match step.step.as_str() {
+            // Boot the ramdisk: (re)start the node, then wait for its agent.
+            "deploy" => {
+                let power = ctx.driver.power.get_power_state(node).await?;
+                match power {
+                    PowerState::On => ctx.driver.power.reboot(node, POWER_TIMEOUT).await?,
+                    PowerState::Off => {
+                        ctx.driver
+                            .power
+                            .set_power_state(node, PowerState::On, POWER_TIMEOUT)
+                            .await?;
+                    }
+                }
+                Ok(StepDone {
+                    power: Some(PowerState::On),
+                    ..StepDone::wait()
+                })
+            }
+            "write_image" => write_image(node, ctx).await,
+            "prepare_instance_boot" => prepare_instance_boot(node, ctx).await,
+            "tear_down_agent" => tear_down_agent(node, ctx).await,
+            // Ironic moves the node to its tenant networks here through Neutron; Ferrum's
+            // network interfaces (`flat`, `noop`) have no networks to switch.
+            "switch_to_tenant_network" => Ok(StepDone::done()),
+            "boot_instance" => {
+                ctx.driver
+                    .power
+                    .set_power_state(node, PowerState::On, POWER_TIMEOUT)
+                    .await?;
+                Ok(StepDone {
+                    power: Some(PowerState::On),
+                    ..StepDone::done()
+                })
+            }
+            other => Err(DriverError::Failed(format!(
+                "Deploy step deploy.{other} is not offered by the direct deploy interface."
+            ))),
+        }
+    }
+
+    /// `deploy` waits for the agent's first heartbeat; `write_image` for the agent's command
+    /// (Ironic's `_get_completed_command`: the last command must be the step's, finished).
+    async fn poll_step(&self, node: &Node, step: &DeployStep) -> Result<StepPoll, DriverError> {
+        if step.step != "write_image" {
+            return Ok(if node.driver_internal_info.contains_key("agent_url") {
+                StepPoll::Finished
+            } else {
+                StepPoll::Running
+            });
+        }
+        let commands = AgentClient::for_node(node)?.commands().await?;
+        let Some(last) = commands.last() else {
+            return Ok(StepPoll::Running);
+        };
+        if last.command_name != "execute_deploy_step" {
+            return Ok(StepPoll::Running);
+        }
+        Ok(match last.status() {
+            CommandStatus::Running => StepPoll::Running,
+            CommandStatus::Succeeded => {
+                let finished = last
+                    .command_result
+                    .as_ref()
+                    .and_then(|r| r.get("deploy_step"));
+                let same = finished.is_some_and(|s| {
+                    s.get("interface").and_then(Value::as_str) == Some(step.interface.as_str())
+                        && s.get("step").and_then(Value::as_str) == Some(step.step.as_str())
+                });
+                if same {
+                    StepPoll::Finished
+                } else {
+                    StepPoll::Running
+                }
+            }
+            CommandStatus::Failed => StepPoll::Failed(format!(
+                "Deploy step deploy.write_image failed on node {}. {}",
+                node.uuid,
+                last.error_text()
+            )),
+            CommandStatus::VersionMismatch => StepPoll::Failed(format!(
+                "The agent of node {} changed its hardware managers during the deploy (VERSION_MISMATCH); deploy again.",
+                node.uuid
+            )),
+            CommandStatus::Other(status) => StepPoll::Failed(format!(
+                "Agent returned unknown status for deploy step deploy.write_image on node {} : {status}.",
+                node.uuid
+            )),
+        })
+    }
+
     async fn tear_down(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
     }
 
     async fn clean_up(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
+    }
+}
+
+/// Reads the agent's deploy steps and its hardware managers' versions (Ironic's
+/// `refresh_steps`), which every step sent to it must carry.
+async fn refresh_steps(
+    agent: &AgentClient,
+    node: &Node,
+    ctx: &StepContext<'_>,
+    done: &mut StepDone,
+) -> Result<Value, DriverError> {
+    if let Some(version) = node.driver_internal_info.get(MANAGER_VERSION) {
+        return Ok(version.clone());
+    }
+    let result = agent
+        .run(
+            "deploy.get_deploy_steps",
+            json!({"node": node_for_agent(node), "ports": ctx.ports}),
+        )
+        .await?
+        .unwrap_or(Value::Null);
+    let version = result
+        .get("hardware_manager_version")
+        .cloned()
+        .unwrap_or(Value::Null);
+    done.remember.insert(
+        CACHED_STEPS.into(),
+        result.get("deploy_steps").cloned().unwrap_or(Value::Null),
+    );
+    done.remember
+        .insert(MANAGER_VERSION.into(), version.clone());
+    Ok(version)
+}
+
+/// Has the agent write the image, asynchronously: the deploy waits for the command.
+async fn write_image(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone, DriverError> {
+    let agent = AgentClient::for_node(node)?;
+    let mut done = StepDone::wait();
+    let version = refresh_steps(&agent, node, ctx, &mut done).await?;
+    let result = agent
+        .command(
+            "deploy.execute_deploy_step",
+            json!({
+                "step": agent_write_image_step(node, ctx.config.stream_raw_images)?,
+                "node": node_for_agent(node),
+                "ports": ctx.ports,
+                "deploy_version": version,
+            }),
+            false,
+        )
+        .await?;
+    match result.status() {
+        CommandStatus::Running => Ok(done),
+        // The agent had written this very image already (it caches by image id).
+        CommandStatus::Succeeded => {
+            done.waits = false;
+            Ok(done)
+        }
+        CommandStatus::Failed | CommandStatus::VersionMismatch | CommandStatus::Other(_) => {
+            Err(DriverError::Failed(format!(
+                "Deploy step deploy.write_image failed on node {}. {}",
+                node.uuid,
+                result.error_text()
+            )))
+        }
+    }
+}
+
+/// Reads the written disk's identifier from the agent and makes the node boot from its disk
+/// (Ironic's `prepare_instance_boot` and the boot interface's local boot).
+async fn prepare_instance_boot(
+    node: &Node,
+    ctx: &StepContext<'_>,
+) -> Result<StepDone, DriverError> {
+    let agent = AgentClient::for_node(node)?;
+    let uuids = agent
+        .run("standby.get_partition_uuids", json!({}))
+        .await
+        .map_err(|e| DriverError::Failed(format!("Failed to prepare instance for booting: {e}")))?
+        .unwrap_or(Value::Null);
+    let mut done = StepDone::done();
+    if let Some(root) = uuids.get("root uuid").filter(|v| !v.is_null()) {
+        done.remember
+            .insert("root_uuid_or_disk_id".into(), root.clone());
+    } else if is_partition_image(node) {
+        tracing::error!(node.uuid = %node.uuid, partitions = %uuids,
+            "No root UUID returned from the ramdisk for node {}, the deploy will likely fail", node.uuid);
+    }
+    let kept = ctx
+        .driver
+        .management
+        .set_boot_device(node, BootDevice::Disk, true)
+        .await
+        .map_err(|e| DriverError::Failed(format!("Failed to prepare instance for booting: {e}")))?;
+    done.remember.extend(kept);
+    tracing::info!(node.uuid = %node.uuid, "Image successfully written to node {}", node.uuid);
+    Ok(done)
+}
+
+/// Powers the node off after the image is written (Ironic's `tear_down_agent`): out of band
+/// after the agent flushed its writes when `deploy_forces_oob_reboot`, else by the agent, with
+/// the power state watched and forced off when it does not go.
+async fn tear_down_agent(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone, DriverError> {
+    let agent = AgentClient::for_node(node)?;
+    let fail = |e: DriverError| {
+        DriverError::Failed(format!(
+            "Error rebooting node {} after deploy. {e}",
+            node.uuid
+        ))
+    };
+    let power = ctx.driver.power.as_ref();
+    if oob_reboot(node) {
+        if let Err(e) = agent.run("standby.sync", json!({})).await {
+            tracing::warn!(node.uuid = %node.uuid,
+                "Failed to flush the file system prior to hard rebooting the node {}: {e}", node.uuid);
+        }
+    } else {
+        if let Err(e) = agent.command("standby.power_off", json!({}), false).await {
+            tracing::warn!(node.uuid = %node.uuid, "Failed to soft power off node {}. {e}", node.uuid);
+        }
+        let mut attempts = ctx.config.agent_power_off_retries + 1;
+        loop {
+            if matches!(power.get_power_state(node).await, Ok(PowerState::Off)) {
+                return Ok(StepDone {
+                    power: Some(PowerState::Off),
+                    ..StepDone::done()
+                });
+            }
+            attempts -= 1;
+            if attempts == 0 {
+                break;
+            }
+            tokio::time::sleep(ctx.config.agent_power_off_retry_interval).await;
+        }
+        tracing::warn!(node.uuid = %node.uuid,
+            "Failed to soft power off node {} in time. Forcing hard power off and proceeding.", node.uuid);
+    }
+    power
+        .set_power_state(node, PowerState::Off, POWER_TIMEOUT)
+        .await
+        .map_err(fail)?;
+    Ok(StepDone {
+        power: Some(PowerState::Off),
+        ..StepDone::done()
+    })
+}
+
+/// `driver_info.deploy_forces_oob_reboot`, read as oslo reads a boolean.
+fn oob_reboot(node: &Node) -> bool {
+    match node.driver_info.get("deploy_forces_oob_reboot") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => matches!(
+            s.trim().to_ascii_lowercase().as_str(),
+            "true" | "1" | "yes" | "on" | "t" | "y"
+        ),
+        _ => false,
     }
 }
 
@@ -135,5 +623,61 @@ mod tests {
         }
         node.instance_info.remove("image_source");
         assert!(DirectDeploy.validate(&node).is_err());
+    }
+
+    #[test]
+    fn an_http_image_needs_a_checksum() {
+        let mut node: Node = crate::node::tests_support::node();
+        node.instance_info
+            .insert("image_source".into(), json!("http://example.com/disk.raw"));
+        let e = DirectDeploy.validate(&node).unwrap_err().to_string();
+        assert!(e.contains("image_os_hash_algo"), "{e}");
+        node.instance_info
+            .insert("image_os_hash_value".into(), json!("abc"));
+        assert!(
+            DirectDeploy.validate(&node).is_err(),
+            "a value without its algorithm"
+        );
+        node.instance_info
+            .insert("image_os_hash_algo".into(), json!("sha256"));
+        DirectDeploy.validate(&node).unwrap();
+        node.instance_info.remove("image_os_hash_algo");
+        node.instance_info.remove("image_os_hash_value");
+        node.instance_info.insert(
+            "image_checksum".into(),
+            json!("http://example.com/SHA256SUMS"),
+        );
+        DirectDeploy.validate(&node).unwrap();
+        node.instance_info
+            .insert("image_type".into(), json!("tarball"));
+        let e = DirectDeploy.validate(&node).unwrap_err().to_string();
+        assert!(e.contains("Invalid image_type \"tarball\""), "{e}");
+    }
+
+    #[test]
+    fn the_agent_gets_the_image_as_ironic_describes_it() {
+        let mut node: Node = crate::node::tests_support::node();
+        for (k, v) in [
+            ("image_source", "http://127.0.0.1:8080/images/disk.raw"),
+            ("image_os_hash_algo", "sha256"),
+            ("image_os_hash_value", "feed"),
+            ("image_disk_format", "raw"),
+        ] {
+            node.instance_info.insert(k.into(), json!(v));
+        }
+        let step = agent_write_image_step(&node, true).unwrap();
+        let info = &step["args"]["image_info"];
+        assert_eq!(info["id"], "disk.raw");
+        assert_eq!(
+            info["urls"],
+            json!(["http://127.0.0.1:8080/images/disk.raw"])
+        );
+        assert_eq!(info["os_hash_algo"], "sha256");
+        assert_eq!(info["os_hash_value"], "feed");
+        assert_eq!(info["disk_format"], "raw");
+        assert_eq!(info["stream_raw_images"], true);
+        assert_eq!(info["image_type"], "whole-disk");
+        assert_eq!(info["node_uuid"], json!(node.uuid));
+        assert_eq!(step["priority"], 80);
     }
 }

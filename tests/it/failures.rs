@@ -178,7 +178,11 @@ async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down
     api.available_node(json!({
         "name": "good",
         "deploy_interface": "direct",
-        "instance_info": {"image_source": "http://images.example/ubuntu.qcow2"},
+        "instance_info": {
+            "image_source": "http://images.example/ubuntu.qcow2",
+            "image_os_hash_algo": "sha256",
+            "image_os_hash_value": "9f2b1c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        },
     }))
     .await;
     api.accepted("good", "active").await;

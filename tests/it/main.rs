@@ -9,6 +9,7 @@
 
 mod util;
 
+mod agent_deploy;
 mod allocations;
 mod amqp;
 mod amqp_reconnect;

@@ -24,7 +24,11 @@ fn waiting_node(name: &str) -> Value {
     json!({
         "name": name,
         "deploy_interface": "direct",
-        "instance_info": {"image_source": "http://images.example/ubuntu.qcow2"},
+        "instance_info": {
+            "image_source": "http://images.example/ubuntu.qcow2",
+            "image_os_hash_algo": "sha256",
+            "image_os_hash_value": "9f2b1c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        },
         "properties": {"cpus": 2},
     })
 }
@@ -127,7 +131,7 @@ async fn the_agent_looks_its_node_up_and_heartbeats(stack) {
         ("1.22", hb.clone(), ok(json!({})), StatusCode::BAD_REQUEST, "Field \"agent_version\" not recognised"),
         ("1.51", hb.clone(), ok(json!({"agent_verify_ca": "CERT"})), StatusCode::BAD_REQUEST, "Field \"agent_verify_ca\" not recognised in this version"),
         ("1.51", hb.clone(), ok(json!({"agent_status": "start"})), StatusCode::BAD_REQUEST, "Fields \"agent_status\" and \"agent_status_message\" not recognised."),
-        ("1.36", hb.clone(), ok(json!({"agent_token": "guessed"})), StatusCode::BAD_REQUEST, "Invalid or missing agent token received."),
+        ("1.36", hb.clone(), ok(json!({"agent_token": "guessed"})), StatusCode::UNAUTHORIZED, "Invalid or missing agent token received."),
         ("1.36", hb.clone(), ok(json!({"bogus": 1})), StatusCode::BAD_REQUEST, "Unexpected arguments: bogus"),
         ("1.22", hb.clone(), Some(json!({"callback_url": URL})), StatusCode::BAD_REQUEST, "Agent did not transmit a version"),
         ("1.21", hb.clone(), ok(json!({})), StatusCode::NOT_FOUND, "could not be found"),
@@ -235,11 +239,12 @@ async fn the_agent_token_is_made_once_and_required_after() {
     );
     assert!(!r.body.to_string().contains(&token), "{}", r.body);
 
-    // Heartbeats must carry it now.
+    // Heartbeats must carry it now: a wrong or missing one is refused as a bad credential (401,
+    // where Ironic answers 400).
     for (given, status) in [
-        (None, 400),
-        (Some("wrong".to_owned()), 400),
-        (Some(format!("{token}x")), 400),
+        (None, 401),
+        (Some("wrong".to_owned()), 401),
+        (Some(format!("{token}x")), 401),
         (Some(token.clone()), 202),
     ] {
         let mut body = beat.clone();
@@ -250,7 +255,7 @@ async fn the_agent_token_is_made_once_and_required_after() {
             .request_at("1.36", AxumMethod::POST, &hb, Some(body))
             .await;
         assert_eq!(r.status, status, "{given:?}: {}", r.body);
-        if status == 400 {
+        if status == 401 {
             assert_eq!(r.fault(), "Invalid or missing agent token received.");
         }
     }

@@ -40,6 +40,8 @@ pub struct ClusterOptions {
     pub amqp_url: Option<String>,
     /// Seconds each fake vendor method takes (`FERRUM_FAKE_VENDOR_DELAY`; None: 0).
     pub fake_vendor_delay: Option<f64>,
+    /// More `FERRUM_*` settings for every process.
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Default for ClusterOptions {
@@ -58,6 +60,7 @@ impl Default for ClusterOptions {
             mysql_url: None,
             amqp_url: None,
             fake_vendor_delay: None,
+            env: Vec::new(),
         }
     }
 }
@@ -144,6 +147,12 @@ impl Cluster {
         if let Some(delay) = options.fake_vendor_delay {
             env.push(("FERRUM_FAKE_VENDOR_DELAY".to_owned(), delay.to_string()));
         }
+        env.extend(
+            options
+                .env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone())),
+        );
         let mut cluster = Cluster {
             stack: options.stack,
             db,

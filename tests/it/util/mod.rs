@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod cluster;
+pub mod ipa;
 pub mod load;
 pub mod private;
 pub mod services;
@@ -11,7 +12,7 @@ pub mod services;
 pub use app::TestApp;
 pub use cluster::{Api, Cluster, ClusterOptions, Reply};
 pub use private::{PrivateMariaDb, PrivateRabbit};
-pub use services::{Stack, TestDb, amqp_url, clients_venv};
+pub use services::{Stack, TestDb, amqp_url, clients_venv, ipa_sandbox};
 
 /// Defines a test that runs once per stack, as `name::embedded` and `name::multi_host`: one
 /// suite, parameterised, not two copies.

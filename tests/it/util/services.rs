@@ -103,6 +103,42 @@ pub fn clients_venv() -> Option<std::path::PathBuf> {
     None
 }
 
+/// The sandbox script that runs the real Ironic Python Agent unprivileged (`FERRUM_IPA_SANDBOX`,
+/// else the developers' shared copy beside the repository), or None (announced) when it is not
+/// there or this is not root (the script builds its sandbox as root; the agent never runs so).
+pub fn ipa_sandbox() -> Option<std::path::PathBuf> {
+    static ANNOUNCED: OnceLock<()> = OnceLock::new();
+    let candidates: Vec<std::path::PathBuf> = match std::env::var("FERRUM_IPA_SANDBOX") {
+        Ok(path) => vec![path.into()],
+        Err(_) => vec![
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/scripts/ipa-sandbox.sh"),
+            "/work/shared/scripts/ipa-sandbox.sh".into(),
+        ],
+    };
+    let found = candidates.iter().find(|p| p.is_file()).cloned();
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    });
+    let problem = match (&found, root) {
+        (Some(path), true) => return Some(path.clone()),
+        (None, _) => format!("no IPA sandbox script at {candidates:?} (set FERRUM_IPA_SANDBOX)"),
+        (Some(_), false) => "the IPA sandbox script must be run as root".to_owned(),
+    };
+    let message = format!("{problem}; the real-agent deploy suite was NOT run.");
+    if required() {
+        panic!("FERRUM_REQUIRE_SERVICES=1: {message}");
+    }
+    ANNOUNCED.get_or_init(|| {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "\n!!!!!!!! {message} !!!!!!!!\n");
+    });
+    None
+}
+
 pub fn random_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
 }
