@@ -157,10 +157,11 @@ pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
     match written {
         Ok((node, _)) => {
             // After the reply: acting on the heartbeat calls the agent, which the agent's
-            // own request must not wait for.
+            // own request must not wait for. On the tracker, so that a graceful shutdown lets
+            // it finish (it is one call to the agent, bounded by the client's timeout).
             if node.provision_state == ProvisionState::DeployWait {
                 let ctx = ctx.clone();
-                tokio::spawn(async move {
+                ctx.tracker.clone().spawn(async move {
                     if let Err(e) = super::provision::continue_deploy(&ctx, node).await {
                         warn!(error = %e, "Could not act on a heartbeat: {e}");
                     }

@@ -109,12 +109,18 @@ async fn the_agent_looks_its_node_up_and_heartbeats(stack) {
     let info = api.node(&uuid).await["driver_internal_info"].clone();
     assert_eq!(info["agent_url"], URL, "{info}");
     assert_eq!(info["agent_version"], "10.0.0");
-    let first = info["agent_last_heartbeat"].as_str().expect("agent_last_heartbeat").to_owned();
-    // By name too, and again: the time moves on.
+    assert!(info["agent_last_heartbeat"].is_string(), "{info}");
+    // The deploy goes on from the heartbeat: the conductor asks the agent for its steps, and
+    // nothing listens at its URL, so the deploy fails saying so (unlocked, agent still known).
+    let failed = api.wait_for(&uuid, "deploy failed").await;
+    let error = failed["last_error"].as_str().unwrap();
+    assert!(error.starts_with("Deploy step deploy.write_image failed: Could not reach the agent of node"), "{error}");
+    assert!(error.contains(URL), "{error}");
+    // By name too: accepted, and dropped in a state that takes no heartbeats (as Ironic does).
+    let info = api.node(&uuid).await["driver_internal_info"].clone();
     let r = api.request_at("1.36", Method::POST, "/v1/heartbeat/agent-node", Some(json!({"callback_url": URL, "agent_version": "10.0.0"}))).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    let info = api.node(&uuid).await["driver_internal_info"].clone();
-    assert!(info["agent_last_heartbeat"].as_str().unwrap() > first.as_str(), "{info}");
+    assert_eq!(api.node(&uuid).await["driver_internal_info"], info);
 
     let ok = |extra: Value| {
         let mut body = json!({"callback_url": URL, "agent_version": "10.0.0"});
@@ -259,8 +265,13 @@ async fn the_agent_token_is_made_once_and_required_after() {
             assert_eq!(r.fault(), "Invalid or missing agent token received.");
         }
     }
+    // The recorded heartbeat continues the deploy; nothing listens at the agent's URL, so it
+    // fails, unlocked, the agent still known.
+    app.wait_for(&uuid, "deploy failed").await;
     let recorded = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
     assert_eq!(recorded.driver_internal_info["agent_url"], URL);
+    let error = recorded.last_error.clone().unwrap_or_default();
+    assert!(error.contains("Could not reach the agent"), "{error}");
 
     // Locked, with the URL known: accepted, and this heartbeat is skipped (nothing written).
     assert!(
@@ -278,7 +289,7 @@ async fn the_agent_token_is_made_once_and_required_after() {
     let r = app
         .request_at("1.36", AxumMethod::POST, &hb, Some(beat.clone()))
         .await;
-    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.status, 401, "{}", r.body);
     let unchanged = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
     assert_eq!(unchanged.version, recorded.version);
     assert!(
