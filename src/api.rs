@@ -133,6 +133,15 @@ pub fn router(state: ApiState) -> Router {
             "/{ident}/states/raid",
             axum::routing::put(nodes::raid::set_target_raid_config),
         )
+        // Boot mode and secure boot (API 1.76).
+        .route(
+            "/{ident}/states/boot_mode",
+            axum::routing::put(nodes::boot_mode::set_boot_mode),
+        )
+        .route(
+            "/{ident}/states/secure_boot",
+            axum::routing::put(nodes::boot_mode::set_secure_boot),
+        )
         .route("/{ident}/ports", get(ports::list))
         .route("/{ident}/ports/detail", get(ports::list))
         .route("/{ident}/portgroups", get(portgroups::list))

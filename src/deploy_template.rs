@@ -149,7 +149,7 @@ pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
     }
     let mut steps: Vec<DeployStep> = Vec::with_capacity(items.len());
     for item in items {
-        let step = read_step(item)?;
+        let step = read_step(item, invalid)?;
         if steps
             .iter()
             .any(|s| s.interface == step.interface && s.step == step.step)
@@ -164,7 +164,24 @@ pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
     Ok(steps)
 }
 
-fn read_step(item: Value) -> Result<DeployStep> {
+/// The `deploy_steps` of a deploy request (API 1.69) as Ironic's schema takes them
+/// (`_DEPLOY_STEPS_SCHEMA`, `api/controllers/v1/node.py`): a list of steps, each read as a
+/// template's is. An empty list asks for nothing, as in Ironic. Whether the driver offers them
+/// is the conductor's check ([`steps_for_deploy`]).
+pub fn read_user_steps(v: Value) -> Result<Vec<DeployStep>> {
+    fn invalid_user(reason: String) -> Error {
+        Error::InvalidParameterValue(format!("Invalid deploy_steps: {reason}"))
+    }
+    let Value::Array(items) = v else {
+        return Err(invalid_user(format!("{v} is not of type 'array'")));
+    };
+    items
+        .into_iter()
+        .map(|item| read_step(item, invalid_user))
+        .collect()
+}
+
+fn read_step(item: Value, invalid: fn(String) -> Error) -> Result<DeployStep> {
     let Value::Object(mut m) = item else {
         return Err(invalid(format!("a step must be an object, got {item}")));
     };
@@ -254,23 +271,57 @@ pub fn instance_traits(instance_info: &JsonObject) -> Vec<String> {
 }
 
 /// The deploy steps a deploy runs, in order: the driver's (`offered`), with the steps of the
-/// `templates` whose names are among `traits` applied over them (a template's step replaces the
-/// driver's of the same interface and name; priority 0 disables it), without the disabled ones,
-/// highest priority first (Ironic's `_get_all_deployment_steps` and `_validate_user_step` in
-/// `conductor/steps.py`). A step the driver does not offer, an argument it does not take or a
-/// required one missing, the core step moved, or two matching templates naming the same step
-/// fail the deploy request (400), listing every problem. Ironic also accepts the conductor's
-/// own `power_on`, `power_off`, `reboot`, `hold` and `wait` steps; Ferrum does not run those yet
-/// and says so rather than skipping them.
+/// `templates` whose names are among `traits` over them, and the deploy request's own `user`
+/// steps (API 1.69) over both (a step replaces the one of the same interface and name; priority 0
+/// disables it), without the disabled ones, highest priority first (Ironic's
+/// `_get_all_deployment_steps` and `_validate_user_step` in `conductor/steps.py`). A step the
+/// driver does not offer, an argument it does not take or a required one missing, the core step
+/// moved, or a step named twice (by the request, or by two matching templates) fail the deploy
+/// request (400), listing every problem: the request's steps are checked first. Ironic also
+/// accepts the conductor's own `power_on`, `power_off`, `reboot`, `hold` and `wait` steps;
+/// Ferrum does not run those yet and says so rather than skipping them.
 pub fn steps_for_deploy(
     traits: &[String],
     templates: &[DeployTemplate],
+    user: &[DeployStep],
     offered: &[crate::drivers::DriverStep],
 ) -> Result<Vec<DeployStep>> {
+    let errors = check_user_steps(
+        user.iter(),
+        offered,
+        "the \"deploy_steps\" argument cannot name the same step twice",
+    );
+    if !errors.is_empty() {
+        return Err(Error::InvalidParameterValue(format!(
+            "Validation of deploy steps from \"deploy steps\" argument failed. {}",
+            errors.join("; ")
+        )));
+    }
     let matching: Vec<&DeployTemplate> = templates
         .iter()
         .filter(|t| traits.contains(&t.name))
         .collect();
+    let errors = check_user_steps(
+        matching.iter().flat_map(|t| t.steps.0.iter()),
+        offered,
+        "the deploy templates matching the instance's traits cannot name the same step",
+    );
+    if !errors.is_empty() {
+        let names: Vec<&str> = matching.iter().map(|t| t.name.as_str()).collect();
+        return Err(Error::InvalidParameterValue(format!(
+            "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: {}. Errors: {}",
+            names.join(", "),
+            errors.join("; ")
+        )));
+    }
+    let same = |a: &DeployStep, b: &DeployStep| a.interface == b.interface && a.step == b.step;
+    // The request's steps override the templates', which override the driver's.
+    let mut chosen: Vec<DeployStep> = user.to_vec();
+    for step in matching.iter().flat_map(|t| t.steps.0.iter()) {
+        if !chosen.iter().any(|c| same(c, step)) {
+            chosen.push(step.clone());
+        }
+    }
     let mut steps: Vec<DeployStep> = offered
         .iter()
         .map(|d| DeployStep {
@@ -279,14 +330,27 @@ pub fn steps_for_deploy(
             args: JsonObject::new(),
             priority: d.priority,
         })
+        .filter(|d| d.priority > 0 && !chosen.iter().any(|c| same(c, d)))
         .collect();
+    steps.extend(chosen.into_iter().filter(|s| s.priority > 0));
+    steps.sort_by_key(|s| (std::cmp::Reverse(s.priority), s.interface_rank()));
+    Ok(steps)
+}
+
+/// The problems of steps asked for (by a request or by templates) against those the driver
+/// `offered`; `twice` says why a step named twice is refused.
+fn check_user_steps<'a>(
+    given: impl Iterator<Item = &'a DeployStep>,
+    offered: &[crate::drivers::DriverStep],
+    twice: &str,
+) -> Vec<String> {
     let mut errors = Vec::new();
     let mut seen: Vec<(&str, &str)> = Vec::new();
-    for user in matching.iter().flat_map(|t| t.steps.0.iter()) {
+    for user in given {
         let id = (user.interface.as_str(), user.step.as_str());
         if seen.contains(&id) {
             errors.push(format!(
-                "duplicate deploy steps for {}.{}: the deploy templates matching the instance's traits cannot name the same step",
+                "duplicate deploy steps for {}.{}: {twice}",
                 user.interface, user.step
             ));
             continue;
@@ -338,24 +402,8 @@ pub fn steps_for_deploy(
                 ));
             }
         }
-        if let Some(step) = steps
-            .iter_mut()
-            .find(|s| s.interface == user.interface && s.step == user.step)
-        {
-            *step = user.clone();
-        }
     }
-    if !errors.is_empty() {
-        let names: Vec<&str> = matching.iter().map(|t| t.name.as_str()).collect();
-        return Err(Error::InvalidParameterValue(format!(
-            "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: {}. Errors: {}",
-            names.join(", "),
-            errors.join("; ")
-        )));
-    }
-    steps.retain(|s| s.priority > 0);
-    steps.sort_by_key(|s| (std::cmp::Reverse(s.priority), s.interface_rank()));
-    Ok(steps)
+    errors
 }
 
 #[cfg(test)]
@@ -415,21 +463,21 @@ mod tests {
             template("CUSTOM_BIOS", bios),
             template("CUSTOM_OTHER", json!([])),
         ];
-        let steps = steps_for_deploy(&traits, &templates, &offered).unwrap();
+        let steps = steps_for_deploy(&traits, &templates, &[], &offered).unwrap();
         let names: Vec<_> = steps
             .iter()
             .map(|s| (s.step.as_str(), s.priority))
             .collect();
         assert_eq!(names, [("apply_configuration", 150), ("deploy", 100)]);
         // Without the trait, the template does not apply; priority 0 drops the offered step.
-        let steps = steps_for_deploy(&[], &templates, &offered).unwrap();
+        let steps = steps_for_deploy(&[], &templates, &[], &offered).unwrap();
         assert_eq!(steps.len(), 1);
         let off = [template(
             "CUSTOM_BIOS",
             json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]),
         )];
         assert!(
-            steps_for_deploy(&traits, &off, &offered)
+            steps_for_deploy(&traits, &off, &[], &offered)
                 .unwrap()
                 .is_empty()
         );
@@ -453,7 +501,7 @@ mod tests {
             ),
         ] {
             let t = [template("CUSTOM_BIOS", steps)];
-            let e = steps_for_deploy(&traits, &t, &offered)
+            let e = steps_for_deploy(&traits, &t, &[], &offered)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(expected), "{expected:?} not in {e}");
@@ -465,12 +513,94 @@ mod tests {
             template("CUSTOM_B", twice),
         ];
         let traits = vec!["CUSTOM_A".to_owned(), "CUSTOM_B".to_owned()];
-        let e = steps_for_deploy(&traits, &t, &offered)
+        let e = steps_for_deploy(&traits, &t, &[], &offered)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("duplicate deploy steps for deploy.deploy"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn request_steps_override_templates_which_override_the_driver() {
+        use crate::drivers::DriverStep;
+        const WRITE: DriverStep = DriverStep {
+            interface: "deploy",
+            step: "write_image",
+            priority: 80,
+            args: &[],
+        };
+        const BOOT: DriverStep = DriverStep {
+            interface: "deploy",
+            step: "boot_instance",
+            priority: 20,
+            args: &[],
+        };
+        let offered = [DriverStep::CORE, WRITE, BOOT];
+        let traits = vec!["CUSTOM_T".to_owned()];
+        let templates = [template(
+            "CUSTOM_T",
+            json!([{"interface": "deploy", "step": "write_image", "args": {}, "priority": 10},
+                   {"interface": "deploy", "step": "boot_instance", "args": {}, "priority": 90}]),
+        )];
+        let user = read_user_steps(json!([
+            {"interface": "deploy", "step": "write_image", "args": {}, "priority": 95}]))
+        .unwrap();
+        let steps = steps_for_deploy(&traits, &templates, &user, &offered).unwrap();
+        let names: Vec<_> = steps
+            .iter()
+            .map(|s| (s.step.as_str(), s.priority))
+            .collect();
+        assert_eq!(
+            names,
+            [("deploy", 100), ("write_image", 95), ("boot_instance", 90)]
+        );
+        // Priority 0 disables a step; the core step may be disabled but not moved.
+        let off = read_user_steps(json!([
+            {"interface": "deploy", "step": "boot_instance", "args": {}, "priority": 0}]))
+        .unwrap();
+        let steps = steps_for_deploy(&[], &[], &off, &offered).unwrap();
+        assert_eq!(steps.len(), 2);
+        assert!(steps.iter().all(|s| s.step != "boot_instance"));
+        for (user, expected) in [
+            (
+                json!([{"interface": "raid", "step": "create", "args": {}, "priority": 1}]),
+                "node does not support this deploy step: raid.create",
+            ),
+            (
+                json!([{"interface": "deploy", "step": "write_image", "args": {"x": 1}, "priority": 1}]),
+                "has these unexpected arguments: x",
+            ),
+            (
+                json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 1}]),
+                "is a core step and cannot be overridden",
+            ),
+            (
+                json!([{"interface": "deploy", "step": "write_image", "args": {}, "priority": 1},
+                       {"interface": "deploy", "step": "write_image", "args": {}, "priority": 2}]),
+                "duplicate deploy steps for deploy.write_image",
+            ),
+        ] {
+            let user = read_user_steps(user).unwrap();
+            let e = steps_for_deploy(&traits, &templates, &user, &offered)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{expected:?} not in {e}");
+            assert!(
+                e.starts_with("Validation of deploy steps from \"deploy steps\" argument failed."),
+                "{e}"
+            );
+        }
+        for bad in [
+            json!({}),
+            json!([{"interface": "boot", "step": "s", "args": {}, "priority": 1}]),
+            json!([{"interface": "deploy", "step": "s", "args": {}, "priority": -1}]),
+            json!([{"interface": "deploy", "step": "s", "args": {}, "priority": 1, "x": 1}]),
+        ] {
+            let e = read_user_steps(bad.clone()).unwrap_err().to_string();
+            assert!(e.starts_with("Invalid deploy_steps: "), "{bad}: {e}");
+        }
+        assert!(read_user_steps(json!([])).unwrap().is_empty());
     }
 }

@@ -35,6 +35,9 @@ pub enum DriverError {
     /// The hardware did not do what was asked.
     #[error("{0}")]
     Failed(String),
+    /// The interface does not offer the call (Ironic's base interfaces' refusal).
+    #[error("Driver {driver} does not support {extension} (disabled or not implemented).")]
+    Unsupported { driver: String, extension: String },
 }
 
 /// What an interface reads from a node's `driver_info`: each property's name and what it means
@@ -49,6 +52,9 @@ impl DriverError {
         match self {
             DriverError::InvalidParameterValue(m) => Error::InvalidParameterValue(m),
             DriverError::MissingParameterValue(m) => Error::MissingParameterValue(m),
+            DriverError::Unsupported { driver, extension } => {
+                Error::UnsupportedDriverExtension { driver, extension }
+            }
             e @ (DriverError::ImageUnacceptable { .. } | DriverError::Failed(_)) => {
                 Error::DriverOperationError {
                     driver: driver.to_owned(),
@@ -190,6 +196,74 @@ pub trait ManagementInterface: Send + Sync + 'static {
         indicator: &str,
         state: IndicatorState,
     ) -> Result<JsonObject, DriverError>;
+    /// The boot mode the machine is in (API 1.75); None when it cannot tell. By default the
+    /// interface does not offer it, as Ironic's base `ManagementInterface`.
+    async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
+        Err(unsupported(node, "get_boot_mode"))
+    }
+    /// Puts the machine in `mode` (API 1.76); the conductor records it on the node after.
+    async fn set_boot_mode(&self, node: &Node, _mode: BootMode) -> Result<(), DriverError> {
+        Err(unsupported(node, "set_boot_mode"))
+    }
+    /// Whether UEFI secure boot is on (API 1.75).
+    async fn get_secure_boot_state(&self, node: &Node) -> Result<bool, DriverError> {
+        Err(unsupported(node, "get_secure_boot_state"))
+    }
+    /// Turns UEFI secure boot on or off (API 1.76); the conductor records it on the node after.
+    async fn set_secure_boot_state(&self, node: &Node, _on: bool) -> Result<(), DriverError> {
+        Err(unsupported(node, "set_secure_boot_state"))
+    }
+}
+
+/// Ironic's UnsupportedDriverExtension from a driver: the call `extension` is not offered.
+pub fn unsupported(node: &Node, extension: &str) -> DriverError {
+    DriverError::Unsupported {
+        driver: node.driver.clone(),
+        extension: extension.to_owned(),
+    }
+}
+
+/// Ironic's refusal to change the boot mode or secure boot of a node in an unstable state
+/// (`NodeStatesController.boot_mode`), judged again under the lock.
+pub fn refuse_unstable(node: &Node) -> Result<(), Error> {
+    if node.provision_state.is_unstable() {
+        return Err(Error::Conflict(format!(
+            "Node is in {} state. Since node is transitioning, the boot mode will not be set as this may interfere with ongoing changes and result in erroneous modification. Try again later.",
+            node.provision_state
+        )));
+    }
+    Ok(())
+}
+
+/// A boot mode, as Ironic names them (`ironic/common/boot_modes.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BootMode {
+    Uefi,
+    Bios,
+}
+
+impl BootMode {
+    pub const ALL: [BootMode; 2] = [BootMode::Bios, BootMode::Uefi];
+
+    pub fn api_name(self) -> &'static str {
+        match self {
+            BootMode::Uefi => "uefi",
+            BootMode::Bios => "bios",
+        }
+    }
+
+    /// The mode a client named (`PUT .../states/boot_mode`); another is its 400.
+    pub fn parse(name: &str) -> Result<BootMode, Error> {
+        BootMode::ALL
+            .into_iter()
+            .find(|m| m.api_name() == name)
+            .ok_or_else(|| {
+                Error::InvalidParameterValue(format!(
+                    "Invalid boot mode {name} requested for node. Allowed boot modes are: bios, uefi"
+                ))
+            })
+    }
 }
 
 /// One indicator as the hardware describes it: whether it can be set, and the states it takes.
@@ -415,6 +489,11 @@ pub trait DeployInterface: Send + Sync + 'static {
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
     /// Prepares the environment; a failure is "Failed to prepare to deploy: ...".
     async fn prepare(&self, node: &Node) -> Result<(), DriverError>;
+    /// Prepares the ramdisk for in-band cleaning (Ironic's `prepare_cleaning`); not called when a
+    /// manual cleaning disables the ramdisk (API 1.70). The default needs nothing.
+    async fn prepare_cleaning(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
     async fn deploy(&self, node: &Node) -> Result<DeployOutcome, DriverError>;
     /// The deploy steps it offers (Ironic's `get_deploy_steps`): by default the core step,
     /// `deploy.deploy` at priority 100, which is [`DeployInterface::deploy`].

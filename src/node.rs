@@ -158,6 +158,12 @@ node_type! {
     /// The allocation the node is reserved for (API 1.52), by its UUID.
     #[serde(default)]
     allocation_uuid: Option<String>,
+    /// The boot mode, `uefi` or `bios` (API 1.75), as the management interface last set it.
+    #[serde(default)]
+    boot_mode: Option<String>,
+    /// Whether UEFI secure boot is on (API 1.75), as the management interface last set it.
+    #[serde(default)]
+    secure_boot: Option<bool>,
 }
 
 impl NodeChanges {

@@ -67,6 +67,9 @@ pub enum RpcRequest {
         node: Box<Node>,
         rebuild: bool,
         configdrive: Option<Value>,
+        /// The request's own deploy steps (API 1.69), checked against the schema by the API.
+        #[serde(default)]
+        deploy_steps: Vec<crate::deploy_template::DeployStep>,
     },
     DoNodeTearDown {
         node: Box<Node>,
@@ -75,6 +78,9 @@ pub enum RpcRequest {
     DoNodeClean {
         node: Box<Node>,
         clean_steps: Vec<Value>,
+        /// Clean without booting the ramdisk (API 1.70).
+        #[serde(default)]
+        disable_ramdisk: bool,
     },
     DoNodeRescue {
         node: Box<Node>,
@@ -209,6 +215,16 @@ pub enum RpcRequest {
         indicator: String,
         state: IndicatorState,
     },
+    /// PUT .../states/boot_mode (1.76).
+    ChangeNodeBootMode {
+        node: Box<Node>,
+        mode: crate::drivers::BootMode,
+    },
+    /// PUT .../states/secure_boot (1.76).
+    ChangeNodeSecureBoot {
+        node: Box<Node>,
+        on: bool,
+    },
 }
 
 /// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
@@ -309,6 +325,8 @@ impl RpcRequest {
             RpcRequest::GetSupportedIndicators { .. } => "get_supported_indicators",
             RpcRequest::GetIndicatorState { .. } => "get_indicator_state",
             RpcRequest::SetIndicatorState { .. } => "set_indicator_state",
+            RpcRequest::ChangeNodeBootMode { .. } => "change_node_boot_mode",
+            RpcRequest::ChangeNodeSecureBoot { .. } => "change_node_secure_boot",
         }
     }
 
@@ -375,7 +393,9 @@ impl RpcRequest {
             | RpcRequest::GetNodeWithToken { node }
             | RpcRequest::GetSupportedIndicators { node }
             | RpcRequest::GetIndicatorState { node, .. }
-            | RpcRequest::SetIndicatorState { node, .. } => Route::of(node),
+            | RpcRequest::SetIndicatorState { node, .. }
+            | RpcRequest::ChangeNodeBootMode { node, .. }
+            | RpcRequest::ChangeNodeSecureBoot { node, .. } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }
             | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
                 uuid: "",
@@ -430,6 +450,11 @@ pub struct Heartbeat {
     pub agent_token: Option<String>,
     /// The agent's TLS certificate (1.68).
     pub agent_verify_ca: Option<String>,
+    /// The agent's status (1.72: `start`, `end` or `error`) and a message about it.
+    #[serde(default)]
+    pub agent_status: Option<String>,
+    #[serde(default)]
+    pub agent_status_message: Option<String>,
 }
 
 /// A node as the API asks for it to be created. The API checked which fields the request may

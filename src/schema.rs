@@ -60,6 +60,8 @@ diesel::table! {
         lessee -> Nullable<Text>,
         network_data -> Text,
         allocation_uuid -> Nullable<Text>,
+        boot_mode -> Nullable<Text>,
+        secure_boot -> Nullable<Bool>,
     }
 }
 

@@ -115,12 +115,38 @@ pub struct ShowQuery {
     fields: Option<String>,
 }
 
-/// `fields` on drivers came with 1.77, above Ferrum's maximum: always too new.
-fn refuse_fields(fields: &Option<String>) -> Result<()> {
-    match fields {
-        Some(_) => Err(too_new(77)),
-        None => Ok(()),
+/// `fields` on drivers (1.77): 406 below it; a comma-separated list of the names to show.
+fn read_fields(version: ApiVersion, fields: Option<&str>) -> Result<Option<Vec<String>>> {
+    let Some(fields) = fields else {
+        return Ok(None);
+    };
+    if !version.at_least(77) {
+        return Err(too_new(77));
     }
+    Ok(Some(
+        fields.split(',').map(|f| f.trim().to_owned()).collect(),
+    ))
+}
+
+/// Keeps only the `fields` asked for (and `links`), as Ironic's `driver_sanitize`: a field the
+/// driver does not show at this version is the client's 400.
+fn select_fields(mut view: Value, fields: Option<&[String]>) -> Result<Value> {
+    let (Some(fields), Some(map)) = (fields, view.as_object_mut()) else {
+        return Ok(view);
+    };
+    let invalid: Vec<&str> = fields
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !map.contains_key(*f))
+        .collect();
+    if !invalid.is_empty() {
+        return Err(Error::InvalidParameterValue(format!(
+            "Field(s) \"{}\" are not valid",
+            invalid.join(", ")
+        )));
+    }
+    map.retain(|k, _| k == "links" || fields.iter().any(|f| f == k));
+    Ok(view)
 }
 
 pub async fn list(
@@ -129,7 +155,13 @@ pub async fn list(
     BaseUrl(base): BaseUrl,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    if q.detail.is_some() && q.fields.is_some() {
+    let detail = q
+        .detail
+        .as_deref()
+        .map(|d| parse_bool("detail", d))
+        .transpose()?
+        .unwrap_or(false);
+    if detail && q.fields.is_some() {
         return Err(Error::InvalidParameterValue(
             "Can not specify ?detail=True and fields in the same request.".to_owned(),
         ));
@@ -137,13 +169,7 @@ pub async fn list(
     if (q.detail.is_some() || q.kind.is_some()) && !version.at_least(DYNAMIC_DRIVERS) {
         return Err(too_new(DYNAMIC_DRIVERS));
     }
-    refuse_fields(&q.fields)?;
-    let detail = q
-        .detail
-        .as_deref()
-        .map(|d| parse_bool("detail", d))
-        .transpose()?
-        .unwrap_or(false);
+    let fields = read_fields(version, q.fields.as_deref())?;
     // Every hardware type is dynamic: a `classic` filter finds none.
     let classic = match q.kind.as_deref() {
         None | Some("dynamic") => false,
@@ -160,10 +186,15 @@ pub async fn list(
     } else {
         hosts_by_driver(&state).await?
     };
-    let drivers: Vec<Value> = by_driver
+    let drivers = by_driver
         .iter()
-        .map(|(name, hosts)| driver_view(&base, name, hosts, version, detail))
-        .collect();
+        .map(|(name, hosts)| {
+            select_fields(
+                driver_view(&base, name, hosts, version, detail),
+                fields.as_deref(),
+            )
+        })
+        .collect::<Result<Vec<Value>>>()?;
     Ok(Json(json!({ "drivers": drivers })))
 }
 
@@ -175,9 +206,10 @@ pub async fn show(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    refuse_fields(&q.fields)?;
+    let fields = read_fields(version, q.fields.as_deref())?;
     let hosts = hosts_of(&state, &name).await?;
-    Ok(Json(driver_view(&base, &name, &hosts, version, true)))
+    let view = driver_view(&base, &name, &hosts, version, true);
+    Ok(Json(select_fields(view, fields.as_deref())?))
 }
 
 /// The hardware type `name` as a conductor offers it (DriverNotFound otherwise).

@@ -4,6 +4,7 @@
 //! Reads come straight from the database; every change is an RPC to the node's conductor, which
 //! takes the node's lock (the API never changes a provision state itself).
 
+pub mod boot_mode;
 pub mod console;
 pub mod create;
 pub mod delete;

@@ -30,6 +30,10 @@ const SINCE: u32 = 22;
 const AGENT_VERSION_SINCE: u32 = 36;
 const AGENT_TOKEN_SINCE: u32 = 62;
 const VERIFY_CA_SINCE: u32 = 68;
+/// The API minor version from which a heartbeat carries `agent_status` and its message.
+const AGENT_STATUS_SINCE: u32 = 72;
+/// The statuses an agent may report (Ironic's `AGENT_VALID_STATES`, `ramdisk.py`).
+const AGENT_STATUSES: &[&str] = &["start", "end", "error"];
 
 /// The states lookup finds a node in with `restrict_lookup` (Ironic's `LOOKUP_ALLOWED_STATES`).
 const LOOKUP_ALLOWED: &[ProvisionState] = &[
@@ -198,8 +202,7 @@ fn agent_config(state: &ApiState, node: &Node, with_token: bool) -> Value {
 }
 
 /// A heartbeat's body. The values are read as JSON so that a value of the wrong type gets
-/// Ironic's message naming it; `agent_status` and its message (1.72) are known only to be
-/// refused with Ironic's words.
+/// Ironic's message naming it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatBody {
@@ -269,8 +272,13 @@ pub async fn heartbeat(
             "Field \"agent_version\" not recognised".to_owned(),
         ));
     }
-    // Ferrum's range ends before 1.72: these fields are always too new.
-    if body.agent_status.is_some() || body.agent_status_message.is_some() {
+    let agent_status = string("agent_status", body.agent_status)?;
+    let agent_status_message = string("agent_status_message", body.agent_status_message)?;
+    // Ironic tests them for truth: an empty string is not refused.
+    let given = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    if (given(&agent_status) || given(&agent_status_message))
+        && !version.at_least(AGENT_STATUS_SINCE)
+    {
         return Err(Error::InvalidParameterValue(
             "Fields \"agent_status\" and \"agent_status_message\" not recognised.".to_owned(),
         ));
@@ -306,11 +314,23 @@ pub async fn heartbeat(
             "Agent token is required for heartbeat processing.".to_owned(),
         ));
     }
+    if let Some(status) = &agent_status
+        && !AGENT_STATUSES.contains(&status.as_str())
+    {
+        warn!(node.uuid = %node.uuid, agent_status = %status,
+            "Agent heartbeat received for node {} has an invalid agent status: {status}", node.uuid);
+        return Err(Error::InvalidParameterValue(format!(
+            "Agent status is invalid. Valid states are {}.",
+            AGENT_STATUSES.join(",")
+        )));
+    }
     let heartbeat = Heartbeat {
         callback_url,
         agent_version,
         agent_token,
         agent_verify_ca,
+        agent_status,
+        agent_status_message,
     };
     call(
         &state,

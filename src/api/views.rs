@@ -92,6 +92,10 @@ pub fn node_states(node: &Node, version: ApiVersion) -> Value {
             json!(node.target_raid_config.0),
         );
     }
+    if version.at_least(75) {
+        m.insert("boot_mode".into(), json!(node.boot_mode));
+        m.insert("secure_boot".into(), json!(node.secure_boot));
+    }
     Value::Object(m)
 }
 

@@ -129,7 +129,8 @@ pub async fn get_node_with_token(ctx: &Ctx, node: Node) -> Result<Node> {
 /// waits in has finished.
 pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
     let uuid = node.uuid.clone();
-    if beat.agent_version.is_none() {
+    // A ramdisk that reports its status (1.72, the anaconda one) need not send a version.
+    if beat.agent_version.is_none() && beat.agent_status.is_none() {
         warn!(node.uuid = %uuid, "Node {uuid} sent a heartbeat without its agent's version");
         return Err(Error::InvalidParameterValue(
             "Agent did not transmit a version, and a version is required. Please update the agent being used."
@@ -216,6 +217,15 @@ pub fn record_heartbeat(node: &Node, beat: &Heartbeat, at: String) -> NodeChange
     if let Some(ca) = beat.agent_verify_ca.as_deref().filter(|ca| !ca.is_empty()) {
         info.insert("agent_verify_ca".into(), Value::String(ca.to_owned()));
     }
+    // The agent's status (1.72), kept as Ironic's `AgentBase.heartbeat` keeps it.
+    for (key, value) in [
+        ("agent_status", &beat.agent_status),
+        ("agent_status_message", &beat.agent_status_message),
+    ] {
+        if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+            info.insert(key.into(), Value::String(value.to_owned()));
+        }
+    }
     with_info(info)
 }
 
@@ -278,6 +288,8 @@ mod tests {
             agent_version: Some("9.1.0".into()),
             agent_token: None,
             agent_verify_ca: Some("CERT".into()),
+            agent_status: None,
+            agent_status_message: None,
         };
         check_heartbeat(&node, &beat).unwrap();
         let changes = record_heartbeat(&node, &beat, "2026-01-01T00:00:00.000000".into());
@@ -287,6 +299,20 @@ mod tests {
         assert_eq!(info["agent_last_heartbeat"], "2026-01-01T00:00:00.000000");
         assert_eq!(info["agent_verify_ca"], "CERT");
         assert_eq!(info["keep"], "me");
+        assert!(info.get("agent_status").is_none(), "{info:?}");
+        let status = Heartbeat {
+            agent_status: Some("end".into()),
+            agent_status_message: Some("done".into()),
+            ..beat.clone()
+        };
+        let info = record_heartbeat(&node, &status, "t".into())
+            .driver_internal_info
+            .unwrap()
+            .0;
+        assert_eq!(
+            (&info["agent_status"], &info["agent_status_message"]),
+            (&Value::from("end"), &Value::from("done"))
+        );
         let changed = Heartbeat {
             agent_verify_ca: Some("OTHER".into()),
             ..beat

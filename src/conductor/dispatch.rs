@@ -102,17 +102,20 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
             node,
             rebuild,
             configdrive,
-        } => provision::do_node_deploy(&ctx, *node, rebuild, configdrive, deadline)
+            deploy_steps,
+        } => provision::do_node_deploy(&ctx, *node, rebuild, configdrive, deploy_steps, deadline)
             .await
             .map(|()| RpcReply::Accepted),
         RpcRequest::DoNodeTearDown { node } => provision::do_node_tear_down(&ctx, *node, deadline)
             .await
             .map(|()| RpcReply::Accepted),
-        RpcRequest::DoNodeClean { node, clean_steps } => {
-            provision::do_node_clean(&ctx, *node, clean_steps, deadline)
-                .await
-                .map(|()| RpcReply::Accepted)
-        }
+        RpcRequest::DoNodeClean {
+            node,
+            clean_steps,
+            disable_ramdisk,
+        } => provision::do_node_clean(&ctx, *node, clean_steps, disable_ramdisk, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
         RpcRequest::AddNodeTraits {
             node,
             traits,
@@ -243,5 +246,15 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => management::set_indicator_state(&ctx, *node, &component, &indicator, state, deadline)
             .await
             .map(|()| RpcReply::Done),
+        RpcRequest::ChangeNodeBootMode { node, mode } => {
+            management::change_node_boot_mode(&ctx, *node, mode, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
+        RpcRequest::ChangeNodeSecureBoot { node, on } => {
+            management::change_node_secure_boot(&ctx, *node, on, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
     }
 }

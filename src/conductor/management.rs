@@ -1,5 +1,6 @@
 //! Management requested through the API (`/v1/nodes/{id}/management/...`): the boot device and
-//! NMIs, each a driver call the client waits for, under the lock Ironic's conductor takes for
+//! NMIs, each a driver call the client waits for, and the boot mode and secure boot (API 1.76,
+//! `/states/boot_mode`, `/states/secure_boot`), under the lock Ironic's conductor takes for
 //! it (`set_boot_device`, `get_boot_device`, `inject_nmi` take the exclusive lock, as a BMC
 //! serves one session at a time; `get_supported_boot_devices` the shared one, which takes
 //! nothing). No maintenance or provision-state rule applies, as in Ironic.
@@ -9,11 +10,13 @@ use tokio::time::Instant;
 use super::{
     Ctx,
     task::{Task, with_lock},
-    worker::hw_now,
+    worker::{hw, hw_now},
 };
 use crate::{
-    drivers::{BootDevice, BootDeviceSetting, IndicatorState, Indicators, ManagementInterface},
-    error::Result,
+    drivers::{
+        BootDevice, BootDeviceSetting, BootMode, IndicatorState, Indicators, ManagementInterface,
+    },
+    error::{Error, Result},
     node::{Json, Node, NodeChanges},
 };
 
@@ -130,6 +133,95 @@ pub async fn set_indicator_state(
         )
         .await?;
         record_and_release(task, record).await
+    })
+    .await
+}
+
+/// Changes the boot mode (API 1.76, Ironic's `change_node_boot_mode` and
+/// `utils.node_change_boot_mode`) under the exclusive lock: `last_error` cleared, the current
+/// mode read (unreadable is unknown), nothing done when it is already `mode`, else set; the
+/// node's `boot_mode` written after the driver's call, or the failure recorded in `last_error`
+/// (the client was already answered 202 in Ironic, so it is not the client's error), releasing
+/// the lock in the same statement. A management interface that fails validation is the
+/// client's 400.
+pub async fn change_node_boot_mode(
+    ctx: &Ctx,
+    node: Node,
+    mode: BootMode,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        crate::drivers::refuse_unstable(&task.node)?;
+        let management = management(task)?;
+        let current = hw(task, management.get_boot_mode(&task.node))
+            .await
+            .map_err(Error::TemporaryFailure)?
+            .unwrap_or_else(|e| {
+                tracing::warn!(node.uuid = %task.node.uuid, error = %e,
+                    "Could not read the boot mode of node {} while changing it: {e}", task.node.uuid);
+                None
+            });
+        let mut changes = NodeChanges {
+            last_error: Some(None),
+            ..NodeChanges::default()
+        };
+        if current != Some(mode) {
+            match hw(task, management.set_boot_mode(&task.node, mode))
+                .await
+                .map_err(Error::TemporaryFailure)?
+            {
+                Ok(()) => changes.boot_mode = Some(Some(mode.api_name().to_owned())),
+                Err(e) => {
+                    changes.last_error = Some(Some(format!(
+                        "Failed to change boot mode to '{}: {e}",
+                        mode.api_name()
+                    )));
+                }
+            }
+        }
+        task.write(changes.release()).await
+    })
+    .await
+}
+
+/// Turns secure boot on or off (API 1.76, Ironic's `change_node_secure_boot`), as
+/// [`change_node_boot_mode`] changes the boot mode.
+pub async fn change_node_secure_boot(
+    ctx: &Ctx,
+    node: Node,
+    on: bool,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        crate::drivers::refuse_unstable(&task.node)?;
+        let management = management(task)?;
+        let current = hw(task, management.get_secure_boot_state(&task.node))
+            .await
+            .map_err(Error::TemporaryFailure)?
+            .map_err(|e| {
+                tracing::warn!(node.uuid = %task.node.uuid, error = %e,
+                    "Could not read the secure boot state of node {} while changing it: {e}", task.node.uuid);
+            })
+            .ok();
+        let mut changes = NodeChanges {
+            last_error: Some(None),
+            ..NodeChanges::default()
+        };
+        if current != Some(on) {
+            match hw(task, management.set_secure_boot_state(&task.node, on))
+                .await
+                .map_err(Error::TemporaryFailure)?
+            {
+                Ok(()) => changes.secure_boot = Some(Some(on)),
+                Err(e) => {
+                    let shown = if on { "True" } else { "False" };
+                    changes.last_error = Some(Some(format!(
+                        "Failed to change secure_boot state to '{shown}': {e}"
+                    )));
+                }
+            }
+        }
+        task.write(changes.release()).await
     })
     .await
 }

@@ -116,7 +116,7 @@ impl Flow for Work {
             Work::Deploy => deploy(task, driver).await,
             Work::TearDown => tear_down(task, driver).await,
             Work::Clean => clean(task).await,
-            Work::ManualClean => manual_clean(task).await,
+            Work::ManualClean => manual_clean(task, driver).await,
             Work::Verify => verify(task, driver).await,
             Work::Inspect => inspect(task).await,
             Work::Adopt => adopt(task, driver).await,
@@ -136,9 +136,12 @@ impl Flow for Work {
             }
             // Nobody may log into a rescue ramdisk that did not come up.
             Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(node))),
+            // The next cleaning decides for itself whether to boot the ramdisk.
+            Work::ManualClean => {
+                extra.driver_internal_info = Some(Json(without_cleaning_info(node)));
+            }
             Work::TearDown
             | Work::Clean
-            | Work::ManualClean
             | Work::Verify
             | Work::Inspect
             | Work::Adopt
@@ -196,6 +199,7 @@ pub async fn do_node_deploy(
     node: Node,
     rebuild: bool,
     configdrive: Option<Value>,
+    user_steps: Vec<DeployStep>,
     deadline: Option<Instant>,
 ) -> Result<()> {
     let (verb, event) = if rebuild {
@@ -237,12 +241,17 @@ pub async fn do_node_deploy(
         let steps = deploy_template::steps_for_deploy(
             &deploy_template::instance_traits(&node.instance_info),
             &templates,
+            &user_steps,
             &driver.deploy.deploy_steps(),
         )?;
         // The ramdisk booted for this deploy has a new agent, URL and token.
         let mut info = without_agent_boot(&node.driver_internal_info);
         info.remove(STEP_INDEX);
+        info.remove(USER_STEPS);
         info.insert(DEPLOY_STEPS.to_owned(), serde_json::json!(steps));
+        if !user_steps.is_empty() {
+            info.insert(USER_STEPS.to_owned(), serde_json::json!(user_steps));
+        }
         let mut extra = NodeChanges {
             deploy_step: Some(Json(
                 steps.first().map(DeployStep::to_object).unwrap_or_default(),
@@ -264,6 +273,10 @@ pub async fn do_node_deploy(
 /// `driver_internal_info.deploy_steps`, removed when the deploy ends).
 const DEPLOY_STEPS: &str = "deploy_steps";
 
+/// Where a deploy keeps the steps its request asked for (API 1.69, Ironic's
+/// `driver_internal_info.user_deploy_steps`), removed when the deploy ends.
+const USER_STEPS: &str = "user_deploy_steps";
+
 /// Where a deploy that waits keeps the index (in [`DEPLOY_STEPS`]) of the step it waits in
 /// (Ironic's `deploy_step_index`).
 const STEP_INDEX: &str = "deploy_step_index";
@@ -281,6 +294,7 @@ fn without_deploy_steps(node: &Node) -> serde_json::Map<String, Value> {
     let mut info = node.driver_internal_info.0.clone();
     info.remove(DEPLOY_STEPS);
     info.remove(STEP_INDEX);
+    info.remove(USER_STEPS);
     info
 }
 
@@ -391,6 +405,7 @@ pub async fn do_node_clean(
     ctx: &Ctx,
     node: Node,
     clean_steps: Vec<Value>,
+    disable_ramdisk: bool,
     deadline: Option<Instant>,
 ) -> Result<()> {
     const STEPS: &[(&str, &str)] = &[
@@ -425,10 +440,27 @@ pub async fn do_node_clean(
             }
         }
     }
-    start(ctx, node, deadline, "clean", Event::Clean, |_, _| {
-        Ok(NodeChanges::default())
+    // Whether the ramdisk is booted is kept with the node while it cleans, as Ironic keeps it.
+    start(ctx, node, deadline, "clean", Event::Clean, |node, _| {
+        let mut info = node.driver_internal_info.0.clone();
+        info.insert(DISABLE_RAMDISK.to_owned(), Value::Bool(disable_ramdisk));
+        Ok(NodeChanges {
+            driver_internal_info: Some(Json(info)),
+            ..NodeChanges::default()
+        })
     })
     .await
+}
+
+/// Where manual cleaning keeps whether it runs without booting the ramdisk (API 1.70, Ironic's
+/// `driver_internal_info.cleaning_disable_ramdisk`), removed when cleaning ends.
+const DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
+
+/// `driver_internal_info` without what a manual cleaning keeps there.
+fn without_cleaning_info(node: &Node) -> serde_json::Map<String, Value> {
+    let mut info = node.driver_internal_info.0.clone();
+    info.remove(DISABLE_RAMDISK);
+    info
 }
 
 /// manage, provide, inspect, adopt and abort.
@@ -504,6 +536,11 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             hw(task, driver.deploy.prepare(&task.node))
                 .await?
                 .map_err(|e| format!("Failed to prepare to deploy: {e}"))?;
+            // Every step disabled (the core one included): Ironic fails such a deploy
+            // (`deployments.do_node_deploy`).
+            if steps.is_empty() {
+                return Err("No deploy steps returned by the driver".to_owned());
+            }
             0
         }
     };
@@ -593,7 +630,9 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
         changes = changes.power(Some(state), None);
     }
     changes.deploy_step = Some(Json::default());
-    if task.node.driver_internal_info.contains_key(DEPLOY_STEPS) {
+    if task.node.driver_internal_info.contains_key(DEPLOY_STEPS)
+        || task.node.driver_internal_info.contains_key(USER_STEPS)
+    {
         changes.driver_internal_info = Some(Json(without_deploy_steps(&task.node)));
     }
     task.process_event(Event::Done, false, changes.release())
@@ -843,10 +882,34 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
         .map_err(|e| format!("Failed to finish cleaning: {e}"))
 }
 
-/// Manual cleaning: the steps were checked when the request was accepted, and the fake ones do
-/// nothing; then back to manageable.
-async fn manual_clean(task: &mut Task) -> std::result::Result<(), String> {
-    task.process_event(Event::Manage, false, NodeChanges::default().release())
+/// Manual cleaning: the deploy interface prepares the ramdisk unless the request disabled it
+/// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps were checked when the request was
+/// accepted, and the fake ones do nothing; then back to manageable.
+async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+    let disabled = task
+        .node
+        .driver_internal_info
+        .get(DISABLE_RAMDISK)
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if disabled {
+        tracing::info!(node.uuid = %task.node.uuid,
+            "Skipping preparing for in-band cleaning since out-of-band only cleaning has been requested for node {}", task.node.uuid);
+    } else {
+        hw(task, driver.deploy.prepare_cleaning(&task.node))
+            .await?
+            .map_err(|e| {
+                format!(
+                    "Failed to prepare node {} for cleaning: {e}",
+                    task.node.uuid
+                )
+            })?;
+    }
+    let changes = NodeChanges {
+        driver_internal_info: Some(Json(without_cleaning_info(&task.node))),
+        ..NodeChanges::default()
+    };
+    task.process_event(Event::Manage, false, changes.release())
         .await
         .map_err(|e| format!("Failed to finish cleaning: {e}"))
 }

@@ -10,7 +10,8 @@
 //! `fake_vendor_delay` (Ironic's `[fake]vendor_delay`).
 //!
 //! Tests that build the service in process can also hand the fake deploy a [`DeployGate`]: each
-//! deploy then waits at it until the test lets it through, so a test knows the node is in
+//! deploy (and each manual cleaning's ramdisk preparation) then waits at it until the test lets
+//! it through, so a test knows the node is in
 //! `deploying` with its lock held for as long as it likes, without timing anything. The service
 //! itself never sets one.
 
@@ -22,9 +23,9 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tracing::info;
 
 use super::{
-    BootDevice, BootDeviceSetting, DeployInterface, DeployOutcome, DriverError, HardwareType,
-    IndicatorInfo, IndicatorState, Indicators, ManagementInterface, NoVendor, PowerInterface,
-    Properties, VendorInterface, VendorMethod, direct::DirectDeploy, no_handler,
+    BootDevice, BootDeviceSetting, BootMode, DeployInterface, DeployOutcome, DriverError,
+    HardwareType, IndicatorInfo, IndicatorState, Indicators, ManagementInterface, NoVendor,
+    PowerInterface, Properties, VendorInterface, VendorMethod, direct::DirectDeploy, no_handler,
 };
 use crate::node::{InterfaceKind, JsonObject, Node, PowerState};
 
@@ -161,6 +162,38 @@ impl ManagementInterface for FakeManagement {
             boot_device,
             persistent,
         })
+    }
+
+    /// Ironic's fake has no boot mode (its base class refuses with UnsupportedDriverExtension);
+    /// the fake machine has one, kept on the node itself (`boot_mode`, which the conductor
+    /// writes after a change), so that the path of a change is real. Unknown until first set.
+    async fn get_boot_mode(&self, node: &Node) -> Result<Option<BootMode>, DriverError> {
+        Ok(node
+            .boot_mode
+            .as_deref()
+            .and_then(|m| BootMode::parse(m).ok()))
+    }
+
+    async fn set_boot_mode(&self, node: &Node, mode: BootMode) -> Result<(), DriverError> {
+        if mode == BootMode::Bios && node.secure_boot == Some(true) {
+            return Err(DriverError::InvalidParameterValue(
+                "Secure boot is on: the legacy BIOS boot mode cannot be set while it is".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Secure boot, kept on the node like the boot mode (off until first set). It is a UEFI
+    /// feature: in the legacy BIOS boot mode the fake machine does not offer it.
+    async fn get_secure_boot_state(&self, node: &Node) -> Result<bool, DriverError> {
+        Ok(node.secure_boot.unwrap_or(false))
+    }
+
+    async fn set_secure_boot_state(&self, node: &Node, _on: bool) -> Result<(), DriverError> {
+        if node.boot_mode.as_deref() == Some(BootMode::Bios.api_name()) {
+            return Err(super::unsupported(node, "set_secure_boot_state"));
+        }
+        Ok(())
     }
 
     /// Ironic's fake has no NMI (its base class refuses with UnsupportedDriverExtension); the
@@ -529,6 +562,15 @@ impl DeployInterface for FakeDeploy {
             panic!("fake deploy asked to panic: {message}");
         }
         Ok(DeployOutcome::Done)
+    }
+
+    /// Booting the cleaning ramdisk does nothing, but waits at the gate like a deploy, so a
+    /// test sees whether cleaning prepared the ramdisk.
+    async fn prepare_cleaning(&self, node: &Node) -> Result<(), DriverError> {
+        if let Some(gate) = &self.gate {
+            gate.pass(&node.uuid).await;
+        }
+        Ok(())
     }
 
     async fn tear_down(&self, _node: &Node) -> Result<(), DriverError> {

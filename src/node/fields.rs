@@ -674,6 +674,19 @@ pub static FIELDS: &[Field] = &[
         show: |v| json!(v.item.allocation_uuid),
         write: None,
     },
+    // Set through `/states/boot_mode` and `/states/secure_boot` (1.76), by the conductor.
+    Field {
+        name: "boot_mode",
+        since: 75,
+        show: |v| json!(v.item.boot_mode),
+        write: None,
+    },
+    Field {
+        name: "secure_boot",
+        since: 75,
+        show: |v| json!(v.item.secure_boot),
+        write: None,
+    },
 ];
 
 #[cfg(test)]
@@ -763,7 +776,9 @@ mod tests {
 1.61 retired                  create patch remove=False
 1.61 retired_reason           create patch remove=Null
 1.65 lessee                   create patch remove=Null
-1.66 network_data             create patch remove=EmptyObject";
+1.66 network_data             create patch remove=EmptyObject
+1.75 boot_mode                read-only
+1.75 secure_boot              read-only";
 
     #[test]
     fn the_table_matches_the_snapshot() {

@@ -786,7 +786,8 @@ async fn port_listings_page_with_next_links() {
 
 /// A deploy shows the steps it decided on while it runs (`driver_internal_info.deploy_steps`),
 /// and a deploy template that disables the core step (priority 0) makes a deploy that never
-/// calls the driver's deploy (the gate is never reached) and still ends active.
+/// calls the driver's deploy (the gate is never reached): with no step left it fails, as
+/// Ironic fails a deploy without steps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_templates_decide_the_steps_a_deploy_runs() {
     let app = TestApp::builder().gate_deploys().start().await;
@@ -816,8 +817,11 @@ async fn deploy_templates_decide_the_steps_a_deploy_runs() {
         .available_node(json!({"name": "t2", "instance_info": {"traits": ["CUSTOM_NO_IMAGE"]}}))
         .await;
     app.accepted("t2", "active").await;
-    let node_after = app.wait_for("t2", "active").await;
-    assert_eq!(node_after["power_state"], "power on", "{node_after}");
+    let node_after = app.wait_for("t2", "deploy failed").await;
+    assert_eq!(
+        node_after["last_error"], "No deploy steps returned by the driver",
+        "{node_after}"
+    );
     assert!(
         tokio::time::timeout(std::time::Duration::from_millis(300), app.gate().reached())
             .await

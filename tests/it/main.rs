@@ -14,6 +14,7 @@ mod allocations;
 mod amqp;
 mod amqp_reconnect;
 mod api;
+mod api_1_7x;
 mod clients;
 mod configdrive;
 mod db;

@@ -11,8 +11,10 @@ use crate::{
         ApiState, BaseUrl,
         extract::{ApiJson, ApiPath, ApiVersion, RequestId},
     },
+    deploy_template::{self, DeployStep},
     error::{Error, Result},
     node::Verb,
+    resource,
     rpc::RpcRequest,
 };
 
@@ -22,6 +24,8 @@ pub struct ProvisionBody {
     target: String,
     configdrive: Option<Value>,
     clean_steps: Option<Vec<Value>>,
+    deploy_steps: Option<Value>,
+    disable_ramdisk: Option<Value>,
     rescue_password: Option<String>,
 }
 
@@ -50,6 +54,7 @@ pub async fn set_provision_state(
             "configdrive can only be specified when deploying or rebuilding a node.".to_owned(),
         ));
     }
+    let disable_ramdisk = read_disable_ramdisk(version, verb, body.disable_ramdisk)?;
     if body.clean_steps.is_some() && verb != Verb::Clean {
         return Err(Error::InvalidParameterValue(
             "\"clean_steps\" is only valid when setting target provision state to clean".to_owned(),
@@ -60,6 +65,7 @@ pub async fn set_provision_state(
             "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
         ));
     }
+    let deploy_steps = read_deploy_steps(version, verb, body.deploy_steps)?;
     if body.rescue_password.is_some() {
         require_version(version, 38, "rescue_password")?;
         if verb != Verb::Rescue {
@@ -82,11 +88,13 @@ pub async fn set_provision_state(
             node,
             rebuild: false,
             configdrive: body.configdrive,
+            deploy_steps,
         },
         Verb::Rebuild => RpcRequest::DoNodeDeploy {
             node,
             rebuild: true,
             configdrive: body.configdrive,
+            deploy_steps,
         },
         Verb::Deleted | Verb::Undeploy => RpcRequest::DoNodeTearDown { node },
         Verb::Rescue => {
@@ -105,6 +113,7 @@ pub async fn set_provision_state(
         Verb::Clean => RpcRequest::DoNodeClean {
             node,
             clean_steps: body.clean_steps.unwrap_or_default(),
+            disable_ramdisk,
         },
         Verb::Manage
         | Verb::Provide
@@ -116,6 +125,55 @@ pub async fn set_provision_state(
     };
     call(&state, &request_id, request).await?;
     Ok(accepted(&base, &ident))
+}
+
+/// `disable_ramdisk` (1.70, Ironic's `check_allow_disable_ramdisk`): with manual cleaning only
+/// (servicing takes it from 1.108, above Ferrum's range), 406 below 1.70, a boolean as Ironic
+/// reads one.
+fn read_disable_ramdisk(version: ApiVersion, verb: Verb, value: Option<Value>) -> Result<bool> {
+    let Some(disable) = resource::boolean("disable_ramdisk", value.unwrap_or_default())? else {
+        return Ok(false);
+    };
+    if verb != Verb::Clean {
+        return Err(Error::InvalidParameterValue(
+            "disable_ramdisk is supported only with manual cleaning or servicing".to_owned(),
+        ));
+    }
+    if !version.at_least(70) {
+        return Err(Error::NotAcceptable(
+            "disable_ramdisk is not acceptable in this API version".to_owned(),
+        ));
+    }
+    Ok(disable)
+}
+
+/// `deploy_steps` (1.69, Ironic's `check_allow_deploy_steps` and `_check_deploy_steps`): null or
+/// an empty list ask for nothing at any version; otherwise 406 below 1.69, 400 with a verb other
+/// than a deploy, and each step checked as Ironic's schema checks it. Ironic refuses them with
+/// the 1.73 `deploy` verb (it lists only `active` and `rebuild`); Ferrum takes `deploy` as the
+/// alias of `active` it is.
+fn read_deploy_steps(
+    version: ApiVersion,
+    verb: Verb,
+    steps: Option<Value>,
+) -> Result<Vec<DeployStep>> {
+    match &steps {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) if items.is_empty() => return Ok(Vec::new()),
+        Some(_) => {}
+    }
+    if !version.at_least(69) {
+        return Err(Error::NotAcceptable(
+            "Request not acceptable. The minimal required API version should be 1.69".to_owned(),
+        ));
+    }
+    if !matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) {
+        return Err(Error::InvalidParameterValue(
+            "\"deploy_steps\" is only valid when setting target provision state to active or rebuild"
+                .to_owned(),
+        ));
+    }
+    deploy_template::read_user_steps(steps.unwrap_or_default())
 }
 
 /// The keys of a configdrive given as an object (1.56; `vendor_data` 1.59), from which the

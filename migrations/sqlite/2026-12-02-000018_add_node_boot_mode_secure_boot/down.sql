@@ -1,0 +1,2 @@
+ALTER TABLE nodes DROP COLUMN secure_boot;
+ALTER TABLE nodes DROP COLUMN boot_mode;
