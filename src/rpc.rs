@@ -209,6 +209,23 @@ pub enum RpcRequest {
         indicator: String,
         state: IndicatorState,
     },
+    /// POST /v1/nodes/{id}/vmedia (1.89). `image_download_source` is as the client gave it
+    /// (Ironic's default `local`); the drivers Ferrum has hand the URL to the BMC as it is.
+    AttachVirtualMedia {
+        node: Box<Node>,
+        device_type: BootDevice,
+        image_url: String,
+        image_download_source: String,
+    },
+    /// DELETE /v1/nodes/{id}/vmedia (1.89): the devices named, or all.
+    DetachVirtualMedia {
+        node: Box<Node>,
+        device_types: Option<Vec<BootDevice>>,
+    },
+    /// GET /v1/nodes/{id}/vmedia (1.93).
+    GetVirtualMedia {
+        node: Box<Node>,
+    },
 }
 
 /// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
@@ -309,6 +326,9 @@ impl RpcRequest {
             RpcRequest::GetSupportedIndicators { .. } => "get_supported_indicators",
             RpcRequest::GetIndicatorState { .. } => "get_indicator_state",
             RpcRequest::SetIndicatorState { .. } => "set_indicator_state",
+            RpcRequest::AttachVirtualMedia { .. } => "attach_virtual_media",
+            RpcRequest::DetachVirtualMedia { .. } => "detach_virtual_media",
+            RpcRequest::GetVirtualMedia { .. } => "get_virtual_media",
         }
     }
 
@@ -375,7 +395,10 @@ impl RpcRequest {
             | RpcRequest::GetNodeWithToken { node }
             | RpcRequest::GetSupportedIndicators { node }
             | RpcRequest::GetIndicatorState { node, .. }
-            | RpcRequest::SetIndicatorState { node, .. } => Route::of(node),
+            | RpcRequest::SetIndicatorState { node, .. }
+            | RpcRequest::AttachVirtualMedia { node, .. }
+            | RpcRequest::DetachVirtualMedia { node, .. }
+            | RpcRequest::GetVirtualMedia { node } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }
             | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
                 uuid: "",
@@ -474,6 +497,8 @@ pub enum RpcReply {
     Allocation(Box<Allocation>),
     Indicators(Indicators),
     IndicatorState(IndicatorState),
+    /// The node's virtual media devices (1.93).
+    VirtualMedia(Vec<Value>),
 }
 
 impl RpcReply {

@@ -119,6 +119,7 @@ diesel::table! {
         is_smartnic -> Bool,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        name -> Nullable<Text>,
     }
 }
 
@@ -174,6 +175,21 @@ diesel::table! {
         uuid -> Text,
         name -> Text,
         steps -> Text,
+        extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    runbooks (id) {
+        id -> Integer,
+        uuid -> Text,
+        name -> Text,
+        steps -> Text,
+        disable_ramdisk -> Bool,
+        public -> Bool,
+        owner -> Nullable<Text>,
         extra -> Text,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,

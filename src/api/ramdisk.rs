@@ -11,7 +11,7 @@ use tracing::warn;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiPath, ApiQuery, ApiVersion, OptionalJson, RequestId},
+    extract::{ApiPath, ApiQuery, ApiVersion, JsonSuffix, OptionalJson, RequestId},
     nodes::{call, find},
 };
 use crate::{
@@ -258,6 +258,7 @@ pub async fn heartbeat(
     State(state): State<ApiState>,
     version: ApiVersion,
     request_id: RequestId,
+    suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
     OptionalJson(body): OptionalJson<HeartbeatBody>,
 ) -> Result<StatusCode> {
@@ -285,7 +286,12 @@ pub async fn heartbeat(
         Error::MissingParameterValue("Missing mandatory parameter: callback_url".to_owned())
     })?;
     let agent_token = string("agent_token", body.agent_token)?;
-    let node = find(&state, &ident, version).await?;
+    let node = suffix
+        .find(&ident, |i| {
+            let state = &state;
+            async move { find(state, &i, version).await }
+        })
+        .await?;
     let callback_url = check_callback_url(&callback_url)?;
     let recorded = node
         .driver_internal_info
