@@ -15,11 +15,13 @@ pub mod error_body;
 pub mod events;
 pub mod extract;
 pub mod listing;
+pub mod named;
 pub mod nodes;
 pub mod portgroups;
 pub mod ports;
 pub mod ramdisk;
 pub mod routing;
+pub mod runbooks;
 pub mod server;
 pub mod traits;
 pub mod vendor;
@@ -96,6 +98,13 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/traits/{name}",
             axum::routing::put(traits::add).delete(traits::remove),
+        )
+        // Virtual media (API 1.89; GET 1.93).
+        .route(
+            "/{ident}/vmedia",
+            get(nodes::vmedia::get)
+                .post(nodes::vmedia::attach)
+                .delete(nodes::vmedia::detach),
         )
         .route("/{ident}/bios", get(bios::list))
         .route("/{ident}/bios/{name}", get(bios::show))
@@ -206,19 +215,9 @@ pub fn router(state: ApiState) -> Router {
         "/{ident}/allocation",
         get(allocations::show).delete(allocations::delete),
     );
-    // Deploy templates (API 1.55).
-    let deploy_templates = Router::new()
-        .route(
-            "/",
-            get(deploy_templates::list).post(deploy_templates::create),
-        )
-        .route("/detail", get(deploy_templates::list))
-        .route(
-            "/{ident}",
-            get(deploy_templates::show)
-                .patch(deploy_templates::update)
-                .delete(deploy_templates::delete),
-        );
+    // Deploy templates (API 1.55) and runbooks (1.92), both through `named.rs`.
+    let deploy_templates = named_routes::<crate::deploy_template::DeployTemplate>();
+    let runbooks = named_routes::<crate::runbook::Runbook>();
     let routes = Router::new()
         .route("/", get(root))
         .nest("/v1/allocations", allocations)
@@ -226,6 +225,7 @@ pub fn router(state: ApiState) -> Router {
         .nest("/v1/nodes", nodes)
         .nest("/v1/chassis", chassis)
         .nest("/v1/deploy_templates", deploy_templates)
+        .nest("/v1/runbooks", runbooks)
         .nest("/v1/ports", ports)
         .nest("/v1/portgroups", portgroups)
         .route("/v1/volume", get(volume::root))
@@ -261,6 +261,19 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     with_middleware(routes, state)
+}
+
+/// The routes of `/v1/deploy_templates` or `/v1/runbooks`.
+fn named_routes<R: named::Named>() -> Router<ApiState> {
+    Router::new()
+        .route("/", get(named::list::<R>).post(named::create::<R>))
+        .route("/detail", get(named::list::<R>))
+        .route(
+            "/{ident}",
+            get(named::show::<R>)
+                .patch(named::update::<R>)
+                .delete(named::delete::<R>),
+        )
 }
 
 /// The routes of `/v1/volume/connectors` or `/v1/volume/targets`.
@@ -308,7 +321,10 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(routes: Router<S>, state: S
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
     // before routing.
-    Router::new().fallback_service(tower::ServiceExt::map_request(routes, strip_trailing_slash))
+    // Below API 1.91 a path's `.json` suffix is dropped as well (`extract::JsonSuffix`).
+    Router::new().fallback_service(tower::ServiceExt::map_request(routes, |request| {
+        extract::JsonSuffix::strip(strip_trailing_slash(request))
+    }))
 }
 
 /// Runs the request inside a `request` span (its request id is recorded once it is known).
@@ -437,6 +453,7 @@ async fn v1(
         ("events", 54),
         ("allocations", 52),
         ("deploy_templates", 55),
+        ("runbooks", 92),
     ] {
         if version.at_least(since) {
             doc[name] = res(name);

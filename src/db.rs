@@ -16,8 +16,10 @@ pub mod conductors;
 pub mod deploy_templates;
 mod errors;
 pub mod models;
+pub mod named;
 pub mod nodes;
 pub mod ports;
+pub mod runbooks;
 mod sql_types;
 pub mod volume;
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::{
     error::{Error, Result},
-    node::{Json, JsonObject, validate_trait},
+    node::{Json, JsonObject},
     resource::{self, Field, Reset, Resource, Write, set_if},
 };
 
@@ -93,23 +93,7 @@ pub fn not_found(ident: &str) -> Error {
 
 static FIELDS: &[Field<DeployTemplate>] = &[
     resource::uuid_field!(SINCE),
-    Field {
-        name: "name",
-        since: SINCE,
-        show: |v| json!(v.item.name),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Mandatory,
-            get: |_, t| json!(t.name),
-            set: |f, t, v, changes| {
-                let name = resource::string(f, v)?;
-                validate_trait(f, &name)?;
-                set_if(&mut changes.name, name, &t.name);
-                Ok(())
-            },
-        }),
-    },
+    resource::trait_name_field!(SINCE),
     Field {
         name: "steps",
         since: SINCE,
@@ -132,121 +116,176 @@ static FIELDS: &[Field<DeployTemplate>] = &[
     resource::links_field!("deploy_templates", SINCE),
 ];
 
-fn invalid(reason: String) -> Error {
-    Error::InvalidParameterValue(format!("Invalid deploy template: {reason}"))
+/// How a resource's list of user steps is read (Ironic's `DEPLOY_STEP_SCHEMA` for a deploy
+/// template, `RUNBOOK_STEP_SCHEMA` for a runbook): which resource it is (for errors), what
+/// ranks a step (`priority`, `order`), and whether `args` must be given.
+#[derive(Debug, Clone, Copy)]
+pub struct StepSchema {
+    pub what: &'static str,
+    pub rank: &'static str,
+    pub args_required: bool,
 }
 
-/// A template's `steps` as Ironic's schema takes them: a list of at least one step, each an
-/// object of exactly `interface` (a deploying interface), `step` (a non-empty string), `args` (an
-/// object) and `priority` (an integer of at least 0, or a string of digits), no two with the same
-/// interface and step.
-pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
-    let Value::Array(items) = v else {
-        return Err(invalid(format!("steps must be a list, got {v}")));
-    };
-    if items.is_empty() {
-        return Err(invalid("steps must hold at least one step".to_owned()));
+/// A deploy template's steps.
+pub const TEMPLATE_STEPS: StepSchema = StepSchema {
+    what: "deploy template",
+    rank: "priority",
+    args_required: true,
+};
+
+/// One step as a client wrote it, its rank read from the schema's `rank` key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserStep {
+    pub interface: String,
+    pub step: String,
+    pub args: JsonObject,
+    pub rank: u32,
+}
+
+impl StepSchema {
+    pub fn invalid(&self, reason: String) -> Error {
+        Error::InvalidParameterValue(format!("Invalid {}: {reason}", self.what))
     }
-    let mut steps: Vec<DeployStep> = Vec::with_capacity(items.len());
-    for item in items {
-        let step = read_step(item, invalid)?;
-        if steps
-            .iter()
-            .any(|s| s.interface == step.interface && s.step == step.step)
-        {
-            return Err(invalid(format!(
-                "Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: interface: {}, step: {}",
-                step.interface, step.step
+
+    /// A list of at least one step, each an object of exactly `interface` (a deploying or
+    /// cleaning interface: the same list), `step` (a non-empty string), `args` (an object) and
+    /// the rank (an integer of at least 0, or a string of digits), no two with the same
+    /// interface and step (Ironic's `duplicate_steps`).
+    pub fn read(&self, v: Value) -> Result<Vec<UserStep>> {
+        let Value::Array(items) = v else {
+            return Err(self.invalid(format!("steps must be a list, got {v}")));
+        };
+        if items.is_empty() {
+            return Err(self.invalid("steps must hold at least one step".to_owned()));
+        }
+        let mut steps: Vec<UserStep> = Vec::with_capacity(items.len());
+        for item in items {
+            let step = self.read_step(item)?;
+            if steps
+                .iter()
+                .any(|s| s.interface == step.interface && s.step == step.step)
+            {
+                return Err(self.invalid(format!(
+                    "Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: interface: {}, step: {}",
+                    step.interface, step.step
+                )));
+            }
+            steps.push(step);
+        }
+        Ok(steps)
+    }
+
+    fn read_step(&self, item: Value) -> Result<UserStep> {
+        let Value::Object(mut m) = item else {
+            return Err(self.invalid(format!("a step must be an object, got {item}")));
+        };
+        let keys = ["interface", "step", "args", self.rank];
+        for key in keys {
+            if !m.contains_key(key) && (key != "args" || self.args_required) {
+                return Err(self.invalid(format!("'{key}' is a required property of a step")));
+            }
+        }
+        if let Some(key) = m.keys().find(|k| !keys.contains(&k.as_str())) {
+            return Err(self.invalid(format!(
+                "Additional properties are not allowed in a step ('{key}' was unexpected)"
             )));
         }
-        steps.push(step);
+        let interface = match m.remove("interface") {
+            Some(Value::String(i)) if DEPLOYING_INTERFACES.contains(&i.as_str()) => i,
+            other => {
+                return Err(self.invalid(format!(
+                    "a step's interface must be one of {}, got {}",
+                    DEPLOYING_INTERFACES.join(", "),
+                    other.unwrap_or_default()
+                )));
+            }
+        };
+        let step = match m.remove("step") {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            other => {
+                return Err(self.invalid(format!(
+                    "a step's name must be a non-empty string, got {}",
+                    other.unwrap_or_default()
+                )));
+            }
+        };
+        let args = match m.remove("args") {
+            Some(Value::Object(a)) => a,
+            None => JsonObject::new(),
+            Some(other) => {
+                return Err(self.invalid(format!("a step's args must be an object, got {other}")));
+            }
+        };
+        let rank = match m.remove(self.rank) {
+            Some(Value::Number(n)) => n.as_u64().and_then(|p| u32::try_from(p).ok()),
+            Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+                s.parse::<u32>().ok()
+            }
+            _ => None,
+        }
+        .ok_or_else(|| {
+            self.invalid(format!(
+                "a step's {} must be an integer of at least 0",
+                self.rank
+            ))
+        })?;
+        Ok(UserStep {
+            interface,
+            step,
+            args,
+            rank,
+        })
     }
-    Ok(steps)
 }
+
+/// A template's `steps` as Ironic's schema takes them ([`StepSchema::read`], with `priority`).
+pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
+    Ok(TEMPLATE_STEPS
+        .read(v)?
+        .into_iter()
+        .map(|s| DeployStep {
+            interface: s.interface,
+            step: s.step,
+            args: s.args,
+            priority: s.rank,
+        })
+        .collect())
+}
+
+/// A deploy request's `deploy_steps` (API 1.69).
+const REQUEST_STEPS: StepSchema = StepSchema {
+    what: "deploy_steps",
+    rank: "priority",
+    args_required: true,
+};
 
 /// The `deploy_steps` of a deploy request (API 1.69) as Ironic's schema takes them
 /// (`_DEPLOY_STEPS_SCHEMA`, `api/controllers/v1/node.py`): a list of steps, each read as a
-/// template's is. An empty list asks for nothing, as in Ironic. Whether the driver offers them
-/// is the conductor's check ([`steps_for_deploy`]).
+/// template's is. An empty list asks for nothing, as in Ironic. Whether the driver offers them,
+/// and whether one is named twice, is the conductor's check ([`steps_for_deploy`]).
 pub fn read_user_steps(v: Value) -> Result<Vec<DeployStep>> {
-    fn invalid_user(reason: String) -> Error {
-        Error::InvalidParameterValue(format!("Invalid deploy_steps: {reason}"))
-    }
     let Value::Array(items) = v else {
-        return Err(invalid_user(format!("{v} is not of type 'array'")));
+        return Err(REQUEST_STEPS.invalid(format!("{v} is not of type 'array'")));
     };
     items
         .into_iter()
-        .map(|item| read_step(item, invalid_user))
+        .map(|item| {
+            let s = REQUEST_STEPS.read_step(item)?;
+            Ok(DeployStep {
+                interface: s.interface,
+                step: s.step,
+                args: s.args,
+                priority: s.rank,
+            })
+        })
         .collect()
-}
-
-fn read_step(item: Value, invalid: fn(String) -> Error) -> Result<DeployStep> {
-    let Value::Object(mut m) = item else {
-        return Err(invalid(format!("a step must be an object, got {item}")));
-    };
-    for key in ["interface", "step", "args", "priority"] {
-        if !m.contains_key(key) {
-            return Err(invalid(format!("'{key}' is a required property of a step")));
-        }
-    }
-    if let Some(key) = m
-        .keys()
-        .find(|k| !["interface", "step", "args", "priority"].contains(&k.as_str()))
-    {
-        return Err(invalid(format!(
-            "Additional properties are not allowed in a step ('{key}' was unexpected)"
-        )));
-    }
-    let interface = match m.remove("interface") {
-        Some(Value::String(i)) if DEPLOYING_INTERFACES.contains(&i.as_str()) => i,
-        other => {
-            return Err(invalid(format!(
-                "a step's interface must be one of {}, got {}",
-                DEPLOYING_INTERFACES.join(", "),
-                other.unwrap_or_default()
-            )));
-        }
-    };
-    let step = match m.remove("step") {
-        Some(Value::String(s)) if !s.is_empty() => s,
-        other => {
-            return Err(invalid(format!(
-                "a step's name must be a non-empty string, got {}",
-                other.unwrap_or_default()
-            )));
-        }
-    };
-    let args = match m.remove("args") {
-        Some(Value::Object(a)) => a,
-        other => {
-            return Err(invalid(format!(
-                "a step's args must be an object, got {}",
-                other.unwrap_or_default()
-            )));
-        }
-    };
-    let priority = match m.remove("priority") {
-        Some(Value::Number(n)) => n.as_u64().and_then(|p| u32::try_from(p).ok()),
-        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-            s.parse::<u32>().ok()
-        }
-        _ => None,
-    }
-    .ok_or_else(|| invalid("a step's priority must be an integer of at least 0".to_owned()))?;
-    Ok(DeployStep {
-        interface,
-        step,
-        args,
-        priority,
-    })
 }
 
 /// A new template as a create request's `body` asks for it: `name` and `steps` are required.
 pub fn from_create(body: JsonObject) -> Result<DeployTemplate> {
     for key in ["name", "steps"] {
         if !body.contains_key(key) {
-            return Err(invalid(format!("'{key}' is a required property")));
+            return Err(TEMPLATE_STEPS.invalid(format!("'{key}' is a required property")));
         }
     }
     let mut template = DeployTemplate {

@@ -213,6 +213,25 @@ pub trait ManagementInterface: Send + Sync + 'static {
     async fn set_secure_boot_state(&self, node: &Node, _on: bool) -> Result<(), DriverError> {
         Err(unsupported(node, "set_secure_boot_state"))
     }
+    /// Attaches the image at `image_url` as the node's virtual `device` (one of
+    /// [`VMEDIA_DEVICES`], API 1.89). Like `set_boot_device`, what it returns are
+    /// `driver_internal_info` keys for the conductor to record under its lock.
+    async fn attach_virtual_media(
+        &self,
+        node: &Node,
+        device: BootDevice,
+        image_url: &str,
+    ) -> Result<JsonObject, DriverError>;
+    /// Detaches the virtual media of `devices`, or all of it when None; what it returns is
+    /// recorded as for `attach_virtual_media`.
+    async fn detach_virtual_media(
+        &self,
+        node: &Node,
+        devices: Option<&[BootDevice]>,
+    ) -> Result<JsonObject, DriverError>;
+    /// The node's virtual media (API 1.93), each `{"media_types", "inserted", "image"}` as
+    /// Ironic's Redfish driver reports them.
+    async fn get_virtual_media(&self, node: &Node) -> Result<Vec<Value>, DriverError>;
 }
 
 /// Ironic's UnsupportedDriverExtension from a driver: the call `extension` is not offered.
@@ -265,6 +284,10 @@ impl BootMode {
             })
     }
 }
+
+/// The boot devices that make sense as virtual media (Ironic's `boot_devices.VMEDIA_DEVICES`).
+pub const VMEDIA_DEVICES: [BootDevice; 3] =
+    [BootDevice::Disk, BootDevice::Cdrom, BootDevice::Floppy];
 
 /// One indicator as the hardware describes it: whether it can be set, and the states it takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ pub mod patch;
 pub mod ports;
 pub mod resource;
 pub mod rpc;
+pub mod runbook;
 pub mod schema;
 pub mod service;
 pub mod states;

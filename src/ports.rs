@@ -47,11 +47,25 @@ const LOCAL_LINK_KEYS: &[&str] = &[
     "hostname",
     "switch_info",
     "network_type",
+    VTEP_LOGICAL_SWITCH,
+    VTEP_PHYSICAL_SWITCH,
 ];
+
+/// The keys of an OVN VTEP switch's `local_link_connection` (API 1.90): both or neither.
+pub const VTEP_LOGICAL_SWITCH: &str = "vtep-logical-switch";
+pub const VTEP_PHYSICAL_SWITCH: &str = "vtep-physical-switch";
+
+/// Whether a `local_link_connection` uses the OVN VTEP keys of API 1.90, which an older
+/// request may not write, and is shown as `{}` (Ironic's `hide_fields_in_newer_versions`).
+pub fn has_vtep_keys(link: &JsonObject) -> bool {
+    link.contains_key(VTEP_LOGICAL_SWITCH) || link.contains_key(VTEP_PHYSICAL_SWITCH)
+}
 
 /// Checks a port's `local_link_connection` as Ironic's schema does (empty; or `port_id` with
 /// `switch_id`; or `port_id` with `hostname` for a Smart NIC; or `network_type: unmanaged`
-/// alone; `network_type` is of API 1.64, which the API checks), and normalizes its `switch_id` (a MAC address or a 16-hex-digit OpenFlow datapath ID).
+/// alone; or `port_id` with both OVN VTEP switch keys; `network_type` is of API 1.64 and the
+/// VTEP keys of 1.90, which the API checks), and normalizes its `switch_id` (a MAC address or a
+/// 16-hex-digit OpenFlow datapath ID).
 pub fn normalize_local_link(mut link: JsonObject) -> Result<JsonObject> {
     let invalid =
         |why: String| Error::InvalidParameterValue(format!("Invalid local_link_connection: {why}"));
@@ -71,14 +85,20 @@ pub fn normalize_local_link(mut link: JsonObject) -> Result<JsonObject> {
         )));
     }
     let has = |key: &str| link.contains_key(key);
+    if has(VTEP_LOGICAL_SWITCH) != has(VTEP_PHYSICAL_SWITCH) {
+        return Err(invalid(format!(
+            "{VTEP_LOGICAL_SWITCH} and {VTEP_PHYSICAL_SWITCH} go together"
+        )));
+    }
     let unmanaged = link.get("network_type").and_then(Value::as_str) == Some("unmanaged");
     let complete = link.is_empty()
         || unmanaged
         || (has("port_id") && has("switch_id"))
-        || (has("port_id") && has("hostname"));
+        || (has("port_id") && has("hostname"))
+        || (has("port_id") && has(VTEP_LOGICAL_SWITCH));
     if !complete {
         return Err(invalid(
-            "it needs port_id and switch_id (or port_id and hostname for a Smart NIC), or network_type 'unmanaged'".to_owned(),
+            "it needs port_id and switch_id (or port_id and hostname for a Smart NIC, or port_id, vtep-logical-switch and vtep-physical-switch for an OVN VTEP switch), or network_type 'unmanaged'".to_owned(),
         ));
     }
     if let Some(Value::String(switch_id)) = link.get("switch_id") {
@@ -140,6 +160,10 @@ mod tests {
         assert!(normalize_local_link(obj(json!({}))).is_ok());
         assert!(normalize_local_link(obj(json!({"port_id": "p", "hostname": "h"}))).is_ok());
         assert!(normalize_local_link(obj(json!({"network_type": "unmanaged"}))).is_ok());
+        let vtep =
+            json!({"port_id": "p", "vtep-logical-switch": "ls", "vtep-physical-switch": "ps"});
+        assert!(has_vtep_keys(&normalize_local_link(obj(vtep)).unwrap()));
+        assert!(!has_vtep_keys(&ok));
         assert!(
             normalize_local_link(obj(
                 json!({"switch_id": "0123456789abcdef", "port_id": "p"})
@@ -152,6 +176,10 @@ mod tests {
             json!({"port_id": "p", "switch_id": "aa:bb:cc:dd:ee:ff", "colour": "red"}),
             json!({"port_id": 1, "switch_id": "aa:bb:cc:dd:ee:ff"}),
             json!({"network_type": "other"}),
+            json!({"port_id": "p", "vtep-logical-switch": "ls"}),
+            json!({"port_id": "p", "vtep-physical-switch": "ps"}),
+            json!({"vtep-logical-switch": "ls", "vtep-physical-switch": "ps"}),
+            json!({"port_id": "p", "vtep-logical-switch": 1, "vtep-physical-switch": "ps"}),
         ] {
             assert!(normalize_local_link(obj(bad.clone())).is_err(), "{bad}");
         }

@@ -382,6 +382,31 @@ macro_rules! node_uuid_field {
 }
 pub(crate) use node_uuid_field;
 
+/// `name`, from 1.`$since`, of a resource named by a trait (a deploy template, a runbook: the
+/// node or instance trait that selects it); mandatory.
+macro_rules! trait_name_field {
+    ($since:expr) => {
+        $crate::resource::Field {
+            name: "name",
+            since: $since,
+            show: |v| serde_json::json!(v.item.name),
+            write: Some($crate::resource::Write {
+                create: true,
+                patch: true,
+                reset: $crate::resource::Reset::Mandatory,
+                get: |_, r| serde_json::json!(r.name),
+                set: |f, r, v, c| {
+                    let name = $crate::resource::string(f, v)?;
+                    $crate::node::validate_trait(f, &name)?;
+                    $crate::resource::set_if(&mut c.name, name, &r.name);
+                    Ok(())
+                },
+            }),
+        }
+    };
+}
+pub(crate) use trait_name_field;
+
 /// A writable JSON-object field `$field` (null reads as `{}`), from 1.`$since`.
 macro_rules! document_field {
     ($name:literal, $field:ident, $since:expr) => {

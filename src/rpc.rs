@@ -225,6 +225,23 @@ pub enum RpcRequest {
         node: Box<Node>,
         on: bool,
     },
+    /// POST /v1/nodes/{id}/vmedia (1.89). `image_download_source` is as the client gave it
+    /// (Ironic's default `local`); the drivers Ferrum has hand the URL to the BMC as it is.
+    AttachVirtualMedia {
+        node: Box<Node>,
+        device_type: BootDevice,
+        image_url: String,
+        image_download_source: String,
+    },
+    /// DELETE /v1/nodes/{id}/vmedia (1.89): the devices named, or all.
+    DetachVirtualMedia {
+        node: Box<Node>,
+        device_types: Option<Vec<BootDevice>>,
+    },
+    /// GET /v1/nodes/{id}/vmedia (1.93).
+    GetVirtualMedia {
+        node: Box<Node>,
+    },
 }
 
 /// What [`RpcRequest::ChangeVolume`] asks (Ironic's `update_volume_connector`,
@@ -327,6 +344,9 @@ impl RpcRequest {
             RpcRequest::SetIndicatorState { .. } => "set_indicator_state",
             RpcRequest::ChangeNodeBootMode { .. } => "change_node_boot_mode",
             RpcRequest::ChangeNodeSecureBoot { .. } => "change_node_secure_boot",
+            RpcRequest::AttachVirtualMedia { .. } => "attach_virtual_media",
+            RpcRequest::DetachVirtualMedia { .. } => "detach_virtual_media",
+            RpcRequest::GetVirtualMedia { .. } => "get_virtual_media",
         }
     }
 
@@ -396,6 +416,9 @@ impl RpcRequest {
             | RpcRequest::SetIndicatorState { node, .. }
             | RpcRequest::ChangeNodeBootMode { node, .. }
             | RpcRequest::ChangeNodeSecureBoot { node, .. } => Route::of(node),
+            | RpcRequest::AttachVirtualMedia { node, .. }
+            | RpcRequest::DetachVirtualMedia { node, .. }
+            | RpcRequest::GetVirtualMedia { node } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }
             | RpcRequest::GetDriverVendorPassthruMethods { driver } => Route {
                 uuid: "",
@@ -499,6 +522,8 @@ pub enum RpcReply {
     Allocation(Box<Allocation>),
     Indicators(Indicators),
     IndicatorState(IndicatorState),
+    /// The node's virtual media devices (1.93).
+    VirtualMedia(Vec<Value>),
 }
 
 impl RpcReply {

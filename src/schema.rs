@@ -121,6 +121,7 @@ diesel::table! {
         is_smartnic -> Bool,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        name -> Nullable<Text>,
     }
 }
 
@@ -176,6 +177,21 @@ diesel::table! {
         uuid -> Text,
         name -> Text,
         steps -> Text,
+        extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    runbooks (id) {
+        id -> Integer,
+        uuid -> Text,
+        name -> Text,
+        steps -> Text,
+        disable_ramdisk -> Bool,
+        public -> Bool,
+        owner -> Nullable<Text>,
         extra -> Text,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,

@@ -108,6 +108,68 @@ impl<S: Send + Sync> FromRequestParts<S> for ApiVersion {
     }
 }
 
+/// Whether the request's path ended in `.json`, dropped before routing because the request
+/// asked for an API version below 1.91 (Ironic's `JsonExtensionMiddleware`: older clients
+/// could append it to any URL). A handler that looks a resource up by name tries the name with
+/// `.json` put back when the shorter one is not found, as Ironic's `*_with_suffix` lookups do;
+/// from 1.91, or with no version asked for, a name ending in `.json` is simply the name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JsonSuffix(pub bool);
+
+impl JsonSuffix {
+    /// Drops a trailing `.json` from the request's path when its version header asks for a
+    /// version below 1.91, and records that it did for the handler.
+    pub fn strip(mut request: Request) -> Request {
+        let path = request.uri().path();
+        let asked_for = request.headers().contains_key("openstack-api-version")
+            || request
+                .headers()
+                .contains_key("x-openstack-ironic-api-version");
+        let Some(stripped) = path.strip_suffix(".json") else {
+            return request;
+        };
+        if !asked_for || !ApiVersion::negotiate(request.headers()).is_ok_and(|v| v.0 < 91) {
+            return request;
+        }
+        let rebuilt = match request.uri().query() {
+            Some(q) => format!("{stripped}?{q}"),
+            None => stripped.to_owned(),
+        };
+        if let Ok(uri) = rebuilt.parse() {
+            *request.uri_mut() = uri;
+            request.extensions_mut().insert(JsonSuffix(true));
+        }
+        request
+    }
+
+    /// Looks `ident` up with `get`, and, when it is not found and the path lost a `.json`,
+    /// `ident` with `.json` again.
+    pub async fn find<T, F, Fut>(self, ident: &str, get: F) -> Result<T, Error>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        match get(ident.to_owned()).await {
+            Err(e) if self.0 && e.status() == axum::http::StatusCode::NOT_FOUND => {
+                get(format!("{ident}.json")).await
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for JsonSuffix {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<JsonSuffix>()
+            .copied()
+            .unwrap_or_default())
+    }
+}
+
 /// The request id, `req-<uuid>`, carried into RPCs and logs.
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);

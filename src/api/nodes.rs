@@ -19,6 +19,7 @@ pub mod show;
 pub mod update;
 pub mod validate;
 pub mod vifs;
+pub mod vmedia;
 
 use axum::{
     http::{HeaderValue, StatusCode, header},

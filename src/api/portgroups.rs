@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
+    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, JsonSuffix, RequestId},
     listing::{self, Paging, Route, ShowQuery},
     nodes::{find, require_version},
     ports::{parent_node, ports_call},
@@ -95,11 +95,17 @@ pub async fn show(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
+    suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
     require_portgroups(version)?;
-    let pg = db::ports::get_portgroup(&state.db, &ident).await?;
+    let pg = suffix
+        .find(&ident, |i| {
+            let db = &state.db;
+            async move { db::ports::get_portgroup(db, &i).await }
+        })
+        .await?;
     listing::show_one(&pg, q.fields.as_deref(), version, &base).map(Json)
 }
 

@@ -106,10 +106,10 @@ pub async fn show(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
-    ApiPath(uuid): ApiPath<String>,
+    ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    let port = db::ports::get_port(&state.db, &normalize_uuid("port", &uuid)?).await?;
+    let port = db::ports::find_port(&state.db, &ident).await?;
     listing::show_one(&port, q.fields.as_deref(), version, &base).map(Json)
 }
 
@@ -133,12 +133,48 @@ pub(super) async fn parent_node(state: &ApiState, body: &JsonObject) -> Result<N
     }
 }
 
-/// `local_link_connection/network_type` is of API 1.64.
+/// `local_link_connection/network_type` is of API 1.64, its OVN VTEP switch keys of 1.90.
 fn check_local_link_version(version: ApiVersion, link: Option<&Value>) -> Result<()> {
     if link.and_then(|l| l.get("network_type")).is_some() {
         require_version(version, 64, "local_link_connection/network_type")?;
     }
+    if link
+        .and_then(Value::as_object)
+        .is_some_and(ports::has_vtep_keys)
+    {
+        require_version(version, 90, "local_link_connection/vtep-logical-switch")?;
+    }
     Ok(())
+}
+
+/// The node a port create names by `node_ident` (API 1.94: a UUID or a name) instead of
+/// `node_uuid`; Ironic's schema wants exactly one of the two. A node that does not exist is a
+/// 400, as for `node_uuid`. The body then names the node by UUID, as the conductor reads it.
+async fn node_by_ident(
+    state: &ApiState,
+    version: ApiVersion,
+    body: &mut JsonObject,
+) -> Result<Option<Node>> {
+    let Some(ident) = body.remove("node_ident") else {
+        return Ok(None);
+    };
+    if body.contains_key("node_uuid") {
+        return Err(Error::InvalidParameterValue(
+            "Only one of node_ident and node_uuid may be given.".to_owned(),
+        ));
+    }
+    let ident = crate::resource::string("node_ident", ident)?;
+    require_version(version, 94, "node_ident")?;
+    let node = match find(state, &ident, version).await {
+        Err(Error::NodeNotFound { node }) => {
+            return Err(Error::InvalidParameterValue(format!(
+                "Node {node} could not be found."
+            )));
+        }
+        other => other?,
+    };
+    body.insert("node_uuid".into(), Value::String(node.uuid.clone()));
+    Ok(Some(node))
 }
 
 pub async fn create(
@@ -146,8 +182,9 @@ pub async fn create(
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
-    ApiJson(body): ApiJson<JsonObject>,
+    ApiJson(mut body): ApiJson<JsonObject>,
 ) -> Result<Response> {
+    let by_ident = node_by_ident(&state, version, &mut body).await?;
     for name in body.keys() {
         listing::check_written_field::<Port>(version, name, |w| w.create)?;
     }
@@ -157,7 +194,10 @@ pub async fn create(
         ));
     }
     check_local_link_version(version, body.get("local_link_connection"))?;
-    let node = parent_node(&state, &body).await?;
+    let node = match by_ident {
+        Some(node) => node,
+        None => parent_node(&state, &body).await?,
+    };
     let change = PortsChange::CreatePort { fields: body };
     let port = ports_call(&state, &request_id, node, change)
         .await?
@@ -170,7 +210,7 @@ pub async fn update(
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
-    ApiPath(uuid): ApiPath<String>,
+    ApiPath(ident): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
     listing::check_patch::<Port>(version, &ops)?;
@@ -180,10 +220,16 @@ pub async fn update(
             if op.path.ends_with("/network_type") && value.is_some() {
                 require_version(version, 64, "local_link_connection/network_type")?;
             }
+            if (op.path.ends_with(ports::VTEP_LOGICAL_SWITCH)
+                || op.path.ends_with(ports::VTEP_PHYSICAL_SWITCH))
+                && value.is_some()
+            {
+                require_version(version, 90, "local_link_connection/vtep-logical-switch")?;
+            }
             check_local_link_version(version, value)?;
         }
     }
-    let port = db::ports::get_port(&state.db, &normalize_uuid("port", &uuid)?).await?;
+    let port = db::ports::find_port(&state.db, &ident).await?;
     let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
     let change = PortsChange::UpdatePort {
         uuid: port.uuid,
@@ -198,9 +244,9 @@ pub async fn update(
 pub async fn delete(
     State(state): State<ApiState>,
     request_id: RequestId,
-    ApiPath(uuid): ApiPath<String>,
+    ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    let port = db::ports::get_port(&state.db, &normalize_uuid("port", &uuid)?).await?;
+    let port = db::ports::find_port(&state.db, &ident).await?;
     let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
     let change = PortsChange::DestroyPort { uuid: port.uuid };
     ports_call(&state, &request_id, node, change).await?;

@@ -11,7 +11,7 @@ use tracing::warn;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiPath, ApiQuery, ApiVersion, OptionalJson, RequestId},
+    extract::{ApiPath, ApiQuery, ApiVersion, JsonSuffix, OptionalJson, RequestId},
     nodes::{call, find},
 };
 use crate::{
@@ -261,6 +261,7 @@ pub async fn heartbeat(
     State(state): State<ApiState>,
     version: ApiVersion,
     request_id: RequestId,
+    suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
     OptionalJson(body): OptionalJson<HeartbeatBody>,
 ) -> Result<StatusCode> {
@@ -293,7 +294,12 @@ pub async fn heartbeat(
         Error::MissingParameterValue("Missing mandatory parameter: callback_url".to_owned())
     })?;
     let agent_token = string("agent_token", body.agent_token)?;
-    let node = find(&state, &ident, version).await?;
+    let node = suffix
+        .find(&ident, |i| {
+            let state = &state;
+            async move { find(state, &i, version).await }
+        })
+        .await?;
     let callback_url = check_callback_url(&callback_url)?;
     let recorded = node
         .driver_internal_info

@@ -256,5 +256,21 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
                 .await
                 .map(|()| RpcReply::Accepted)
         }
+        RpcRequest::AttachVirtualMedia {
+            node,
+            device_type,
+            image_url,
+            image_download_source: _,
+        } => management::attach_virtual_media(&ctx, *node, device_type, &image_url, deadline)
+            .await
+            .map(|()| RpcReply::Done),
+        RpcRequest::DetachVirtualMedia { node, device_types } => {
+            management::detach_virtual_media(&ctx, *node, device_types, deadline)
+                .await
+                .map(|()| RpcReply::Done)
+        }
+        RpcRequest::GetVirtualMedia { node } => management::get_virtual_media(&ctx, *node)
+            .await
+            .map(RpcReply::VirtualMedia),
     }
 }

@@ -3,7 +3,9 @@
 //! `/states/boot_mode`, `/states/secure_boot`), under the lock Ironic's conductor takes for
 //! it (`set_boot_device`, `get_boot_device`, `inject_nmi` take the exclusive lock, as a BMC
 //! serves one session at a time; `get_supported_boot_devices` the shared one, which takes
-//! nothing). No maintenance or provision-state rule applies, as in Ironic.
+//! nothing). No maintenance or provision-state rule applies, as in Ironic, but for virtual
+//! media (1.89, 1.93): attaching or detaching it under the exclusive lock, listing it under the
+//! shared one, and neither on a node in maintenance for a power failure.
 
 use tokio::time::Instant;
 
@@ -184,6 +186,40 @@ pub async fn change_node_boot_mode(
     .await
 }
 
+/// Ironic's conductor refuses virtual media on a node in maintenance for a power failure.
+fn refuse_on_power_failure(node: &Node, what: &str) -> Result<()> {
+    if node.maintenance && node.fault.as_deref() == Some("power failure") {
+        return Err(Error::TemporaryFailure(format!(
+            "Unable to {what} virtual media for node {} due to power failure state",
+            node.uuid
+        )));
+    }
+    Ok(())
+}
+
+/// Attaches virtual media (1.89) under the exclusive lock, recording what the driver keeps.
+/// Ironic's conductor runs the driver call after replying and records a failure in the node's
+/// history; Ferrum's drivers answer at once, so the client is answered with the outcome.
+pub async fn attach_virtual_media(
+    ctx: &Ctx,
+    node: Node,
+    device: BootDevice,
+    image_url: &str,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        let management = management(task)?;
+        refuse_on_power_failure(&task.node, "attach")?;
+        let record = hw_now(
+            task,
+            management.attach_virtual_media(&task.node, device, image_url),
+        )
+        .await?;
+        record_and_release(task, record).await
+    })
+    .await
+}
+
 /// Turns secure boot on or off (API 1.76, Ironic's `change_node_secure_boot`), as
 /// [`change_node_boot_mode`] changes the boot mode.
 pub async fn change_node_secure_boot(
@@ -224,4 +260,30 @@ pub async fn change_node_secure_boot(
         task.write(changes.release()).await
     })
     .await
+}
+/// Detaches the virtual media of `devices` (all when None) under the exclusive lock.
+pub async fn detach_virtual_media(
+    ctx: &Ctx,
+    node: Node,
+    devices: Option<Vec<BootDevice>>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        let management = management(task)?;
+        refuse_on_power_failure(&task.node, "detach")?;
+        let record = hw_now(
+            task,
+            management.detach_virtual_media(&task.node, devices.as_deref()),
+        )
+        .await?;
+        record_and_release(task, record).await
+    })
+    .await
+}
+
+/// The node's virtual media (1.93), under the shared lock as Ironic (it takes nothing).
+pub async fn get_virtual_media(ctx: &Ctx, node: Node) -> Result<Vec<serde_json::Value>> {
+    let task = Task::shared(ctx, node);
+    let management = management(&task)?;
+    hw_now(&task, management.get_virtual_media(&task.node)).await
 }

@@ -121,7 +121,8 @@ pub async fn change_children(
                             .await
                             .map_err(|e: diesel::result::Error| {
                                 let address = changes.address.as_deref().unwrap_or_default();
-                                port_write_error(e, &port.uuid, address)
+                                let name = changes.name.clone().flatten();
+                                port_write_error(e, &port.uuid, address, name.as_deref())
                             })
                     }
                     ChildWrite::UpdatePortgroup(pg, changes) if !changes.is_empty() => {

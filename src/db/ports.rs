@@ -30,6 +30,32 @@ pub async fn get_port(db: &Db, uuid: &str) -> Result<Port> {
     found.ok_or_else(|| port_not_found(uuid))
 }
 
+/// A port by UUID or, when `ident` does not look like one, by name (API 1.88 gave ports names;
+/// Ironic looks a name up at any version, as `Port.get` does). An `ident` that is neither is
+/// Ironic's 400 for a path argument that is not a UUID or a logical name.
+pub async fn find_port(db: &Db, ident: &str) -> Result<Port> {
+    if uuid::Uuid::try_parse(ident).is_ok() {
+        return get_port(db, ident).await;
+    }
+    let logical = !ident.is_empty()
+        && ident.len() <= 255
+        && ident
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+    if !logical {
+        return Err(Error::InvalidParameterValue(format!(
+            "Expected UUID or name for port_ident: {ident}"
+        )));
+    }
+    let found: Option<Port> = with_conn!(db, |conn| ports::table
+        .filter(ports::name.eq(ident))
+        .select(Port::as_select())
+        .first(conn)
+        .await
+        .optional()?);
+    found.ok_or_else(|| port_not_found(ident))
+}
+
 /// A portgroup by UUID or, when `ident` does not look like one, by name.
 pub async fn get_portgroup(db: &Db, ident: &str) -> Result<Portgroup> {
     let by_uuid = uuid::Uuid::try_parse(ident).is_ok();
@@ -205,7 +231,12 @@ pub async fn insert_port(db: &Db, port: &Port) -> Result<Port> {
         .await?);
     match inserted {
         Ok(_) => get_port(db, &port.uuid).await,
-        Err(e) => Err(port_write_error(e, &port.uuid, &port.address)),
+        Err(e) => Err(port_write_error(
+            e,
+            &port.uuid,
+            &port.address,
+            port.name.as_deref(),
+        )),
     }
 }
 
@@ -226,12 +257,23 @@ pub async fn insert_portgroup(db: &Db, portgroup: &Portgroup) -> Result<Portgrou
     }
 }
 
-pub(super) fn port_write_error(e: diesel::result::Error, uuid: &str, address: &str) -> Error {
+pub(super) fn port_write_error(
+    e: diesel::result::Error,
+    uuid: &str,
+    address: &str,
+    name: Option<&str>,
+) -> Error {
     use diesel::result::Error::DatabaseError;
     match e {
         DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
-            if info.message().contains("address") {
+            let what = info.message();
+            if what.contains("address") {
                 Error::Conflict(format!("A port with MAC address {address} already exists."))
+            } else if what.contains("name") {
+                Error::Conflict(format!(
+                    "A port with name {} already exists.",
+                    name.unwrap_or_default()
+                ))
             } else {
                 Error::Conflict(format!("A port with UUID {uuid} already exists."))
             }

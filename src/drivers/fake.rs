@@ -25,7 +25,8 @@ use tracing::info;
 use super::{
     BootDevice, BootDeviceSetting, BootMode, DeployInterface, DeployOutcome, DriverError,
     HardwareType, IndicatorInfo, IndicatorState, Indicators, ManagementInterface, NoVendor,
-    PowerInterface, Properties, VendorInterface, VendorMethod, direct::DirectDeploy, no_handler,
+    PowerInterface, Properties, VMEDIA_DEVICES, VendorInterface, VendorMethod, direct::DirectDeploy,
+    no_handler,
 };
 use crate::node::{InterfaceKind, JsonObject, Node, PowerState};
 
@@ -256,6 +257,69 @@ impl ManagementInterface for FakeManagement {
         record.insert(INDICATORS_KEY.into(), Value::Object(set));
         Ok(record)
     }
+
+    async fn attach_virtual_media(
+        &self,
+        node: &Node,
+        device: BootDevice,
+        image_url: &str,
+    ) -> Result<JsonObject, DriverError> {
+        let mut attached = fake_vmedia(node);
+        attached.insert(device.api_name().into(), image_url.into());
+        Ok(JsonObject::from_iter([(
+            VMEDIA_KEY.to_owned(),
+            Value::Object(attached),
+        )]))
+    }
+
+    async fn detach_virtual_media(
+        &self,
+        node: &Node,
+        devices: Option<&[BootDevice]>,
+    ) -> Result<JsonObject, DriverError> {
+        let mut attached = fake_vmedia(node);
+        match devices {
+            Some(devices) => {
+                for device in devices {
+                    attached.remove(device.api_name());
+                }
+            }
+            None => attached.clear(),
+        }
+        Ok(JsonObject::from_iter([(
+            VMEDIA_KEY.to_owned(),
+            Value::Object(attached),
+        )]))
+    }
+
+    async fn get_virtual_media(&self, node: &Node) -> Result<Vec<Value>, DriverError> {
+        let attached = fake_vmedia(node);
+        Ok(VMEDIA_DEVICES
+            .iter()
+            .map(|device| {
+                let image = attached.get(device.api_name());
+                serde_json::json!({
+                    "media_types": [device.api_name()],
+                    "inserted": image.is_some(),
+                    "image": image.cloned().unwrap_or_else(|| Value::String(String::new())),
+                })
+            })
+            .collect())
+    }
+}
+
+/// Where the fake management interface keeps its virtual media: `{"<device>": "<image URL>"}`
+/// in `driver_internal_info`. Ironic's fake management has no virtual media (the base
+/// interface's UnsupportedDriverExtension); Ferrum's remembers what it was given, as it does
+/// the boot device, so that the API's attach, list and detach are tested for real.
+const VMEDIA_KEY: &str = "fake_vmedia";
+
+fn fake_vmedia(node: &Node) -> JsonObject {
+    node.driver_internal_info
+        .get(VMEDIA_KEY)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Where the fake management interface keeps the indicator states it was set to:

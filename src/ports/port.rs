@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{normalize_local_link, normalize_mac};
+use super::{has_vtep_keys, normalize_local_link, normalize_mac};
 use crate::{
     node::{Json, JsonObject, normalize_uuid, validate_length},
     resource::{
@@ -28,6 +28,8 @@ resource::record_type! {
         is_smartnic: bool,
         created_at: chrono::NaiveDateTime,
         updated_at: Option<chrono::NaiveDateTime>,
+        /// Unique when set (API 1.88); a port can be named by it.
+        name: Option<String>,
     }
 }
 
@@ -105,7 +107,14 @@ static FIELDS: &[Field<Port>] = &[
     Field {
         name: "local_link_connection",
         since: 19,
-        show: |v| Value::Object(v.item.local_link_connection.0.clone()),
+        // Before 1.90 an OVN VTEP switch's link is shown empty, as Ironic shows it.
+        show: |v| {
+            let link = &v.item.local_link_connection.0;
+            if v.minor < 90 && has_vtep_keys(link) {
+                return json!({});
+            }
+            Value::Object(link.clone())
+        },
         write: Some(Write {
             create: true,
             patch: true,
@@ -195,6 +204,27 @@ static FIELDS: &[Field<Port>] = &[
             set: |f, p, v, c| {
                 let smartnic = boolean(f, v)?.unwrap_or(false);
                 set_if(&mut c.is_smartnic, smartnic, &p.is_smartnic);
+                Ok(())
+            },
+        }),
+    },
+    // Ironic's schema takes any string (or null) as a port's name, up to its column's 255
+    // characters; only a name that is a logical name can be looked up by (`get_port`).
+    Field {
+        name: "name",
+        since: 88,
+        show: |v| json!(v.item.name),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, p| json!(p.name),
+            set: |f, p, v, c| {
+                let name = opt_string(f, v)?;
+                if let Some(name) = &name {
+                    validate_length(f, name, 255)?;
+                }
+                set_if(&mut c.name, name, &p.name);
                 Ok(())
             },
         }),

@@ -6,7 +6,7 @@ use super::{call, find};
 use crate::{
     api::{
         ApiState,
-        extract::{ApiPath, ApiVersion, RequestId},
+        extract::{ApiPath, ApiVersion, JsonSuffix, RequestId},
     },
     error::Result,
     rpc::RpcRequest,
@@ -16,9 +16,15 @@ pub async fn delete(
     State(state): State<ApiState>,
     version: ApiVersion,
     request_id: RequestId,
+    suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    let node = find(&state, &ident, version).await?;
+    let node = suffix
+        .find(&ident, |i| {
+            let state = &state;
+            async move { find(state, &i, version).await }
+        })
+        .await?;
     call(
         &state,
         &request_id,

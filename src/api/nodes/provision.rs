@@ -16,6 +16,7 @@ use crate::{
     node::Verb,
     resource,
     rpc::RpcRequest,
+    runbook,
 };
 
 #[derive(Debug, Deserialize)]
@@ -27,6 +28,8 @@ pub struct ProvisionBody {
     deploy_steps: Option<Value>,
     disable_ramdisk: Option<Value>,
     rescue_password: Option<String>,
+    /// A runbook (1.92) whose steps a clean runs instead of `clean_steps`.
+    runbook: Option<String>,
 }
 
 pub async fn set_provision_state(
@@ -55,12 +58,20 @@ pub async fn set_provision_state(
         ));
     }
     let disable_ramdisk = read_disable_ramdisk(version, verb, body.disable_ramdisk)?;
+    if body.runbook.is_some() {
+        require_version(version, runbook::SINCE, "runbook")?;
+        if !matches!(verb, Verb::Clean | Verb::Service) {
+            return Err(Error::InvalidParameterValue(
+                "\"runbooks\" is only valid when setting target provision state to any of ['clean', 'service']".to_owned(),
+            ));
+        }
+    }
     if body.clean_steps.is_some() && verb != Verb::Clean {
         return Err(Error::InvalidParameterValue(
             "\"clean_steps\" is only valid when setting target provision state to clean".to_owned(),
         ));
     }
-    if verb == Verb::Clean && body.clean_steps.is_none() {
+    if verb == Verb::Clean && body.clean_steps.is_none() && body.runbook.is_none() {
         return Err(Error::InvalidParameterValue(
             "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
         ));
@@ -82,6 +93,19 @@ pub async fn set_provision_state(
         check_configdrive(version, configdrive)?;
     }
     let node = find(&state, &ident, version).await?;
+    let clean_steps = match &body.runbook {
+        Some(ident) => {
+            let runbook = crate::db::runbooks::get(&state.db, ident).await?;
+            runbook::check_usable(&runbook, &node.uuid, &node.traits.0)?;
+            if body.clean_steps.as_ref().is_some_and(|s| !s.is_empty()) {
+                return Err(Error::InvalidParameterValue(
+                    "Please provide either \"clean_steps\" or a runbook, but not both.".to_owned(),
+                ));
+            }
+            Some(runbook::clean_steps(&runbook))
+        }
+        None => body.clean_steps,
+    };
     let node = Box::new(node);
     let request = match verb {
         Verb::Active | Verb::Deploy => RpcRequest::DoNodeDeploy {
@@ -112,7 +136,7 @@ pub async fn set_provision_state(
         Verb::Unrescue => RpcRequest::DoNodeUnrescue { node },
         Verb::Clean => RpcRequest::DoNodeClean {
             node,
-            clean_steps: body.clean_steps.unwrap_or_default(),
+            clean_steps: clean_steps.unwrap_or_default(),
             disable_ramdisk,
         },
         Verb::Manage

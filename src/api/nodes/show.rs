@@ -8,7 +8,7 @@ use super::{conductor_shown, detail, find, require_version};
 use crate::{
     api::{
         ApiState, BaseUrl,
-        extract::{ApiPath, ApiQuery, ApiVersion},
+        extract::{ApiPath, ApiQuery, ApiVersion, JsonSuffix},
         views,
     },
     error::Result,
@@ -24,17 +24,28 @@ pub async fn show(
     State(state): State<ApiState>,
     version: ApiVersion,
     BaseUrl(base): BaseUrl,
+    suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
     ApiQuery(query): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
     let Some(fields) = &query.fields else {
-        let node = find(&state, &ident, version).await?;
+        let node = suffix
+            .find(&ident, |i| {
+                let state = &state;
+                async move { find(state, &i, version).await }
+            })
+            .await?;
         return detail(&state, &node, version, &base).await.map(Json);
     };
     require_version(version, 8, "The fields parameter")?;
     let names = views::field_names(fields);
     views::check_field_names(version, &names)?;
-    let node = find(&state, &ident, version).await?;
+    let node = suffix
+        .find(&ident, |i| {
+            let state = &state;
+            async move { find(state, &i, version).await }
+        })
+        .await?;
     let conductor = if names.iter().any(|n| n == "conductor") {
         conductor_shown(&state, &node, version).await?
     } else {

@@ -9,7 +9,7 @@ use super::{call, check_written_field, detail, find, require_version};
 use crate::{
     api::{
         ApiState, BaseUrl,
-        extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId, parse_bool},
+        extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, JsonSuffix, RequestId, parse_bool},
     },
     error::{Error, Result},
     patch::{self, PatchOp},
@@ -22,11 +22,16 @@ pub struct PatchQuery {
     reset_interfaces: Option<String>,
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "an axum handler: one extractor per part of the request"
+)]
 pub async fn update(
     State(state): State<ApiState>,
     version: ApiVersion,
     request_id: RequestId,
     BaseUrl(base): BaseUrl,
+    suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
     ApiQuery(query): ApiQuery<PatchQuery>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
@@ -55,7 +60,12 @@ pub async fn update(
             .unwrap_or("");
         check_written_field(version, root, |w| w.patch)?;
     }
-    let node = find(&state, &ident, version).await?;
+    let node = suffix
+        .find(&ident, |i| {
+            let state = &state;
+            async move { find(state, &i, version).await }
+        })
+        .await?;
     if version.at_least(39) && node.provision_state == ProvisionState::Inspecting {
         return Err(Error::InvalidState(format!(
             "Cannot update node \"{}\" while it is in state \"inspecting\".",

@@ -1,0 +1,2 @@
+DROP INDEX uniq_ports0name ON ports;
+ALTER TABLE ports DROP COLUMN name;

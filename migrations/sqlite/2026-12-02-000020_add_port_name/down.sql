@@ -1,0 +1,2 @@
+DROP INDEX uniq_ports0name;
+ALTER TABLE ports DROP COLUMN name;
