@@ -12,6 +12,7 @@
 //! know microversions (that is `api`), or decide transitions (that is `states` and `conductor`).
 
 pub mod fields;
+pub mod history;
 mod interfaces;
 mod json;
 pub mod mask;

@@ -15,7 +15,7 @@ use crate::error::Error;
 
 pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
-pub const MAX_VERSION: ApiVersion = ApiVersion(68);
+pub const MAX_VERSION: ApiVersion = ApiVersion(84);
 
 /// A negotiated API microversion `1.N`, stored as N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -30,6 +30,7 @@ mod locking;
 mod management;
 mod node_features;
 mod node_fields_1_6x;
+mod node_history;
 mod ports;
 mod raid;
 mod ramdisk;
