@@ -15,6 +15,7 @@ pub mod error_body;
 pub mod events;
 pub mod extract;
 pub mod history;
+pub mod inventory;
 pub mod listing;
 pub mod nodes;
 pub mod portgroups;
@@ -102,6 +103,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/{ident}/bios/{name}", get(bios::show))
         .route("/{ident}/history", get(history::list))
         .route("/{ident}/history/{event}", get(history::show))
+        .route("/{ident}/inventory", get(inventory::show))
         .route(
             "/{ident}/management/boot_device",
             get(nodes::management::get_boot_device).put(nodes::management::set_boot_device),

@@ -16,6 +16,7 @@ pub mod conductors;
 pub mod deploy_templates;
 mod errors;
 pub mod history;
+pub mod inventory;
 pub mod models;
 pub mod nodes;
 pub mod ports;

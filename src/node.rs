@@ -14,6 +14,7 @@
 pub mod fields;
 pub mod history;
 mod interfaces;
+pub mod inventory;
 mod json;
 pub mod mask;
 pub mod network_data;

@@ -194,3 +194,14 @@ diesel::table! {
         updated_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    node_inventory (id) {
+        id -> Integer,
+        node_id -> Integer,
+        inventory_data -> Text,
+        plugin_data -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}

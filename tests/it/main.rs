@@ -31,6 +31,7 @@ mod management;
 mod node_features;
 mod node_fields_1_6x;
 mod node_history;
+mod node_inventory;
 mod ports;
 mod raid;
 mod ramdisk;

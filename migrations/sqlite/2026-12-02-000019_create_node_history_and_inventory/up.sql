@@ -18,3 +18,16 @@ CREATE TABLE node_history (
         ON DELETE CASCADE
 );
 CREATE INDEX history_node_id_created_at_idx ON node_history (node_id, created_at);
+-- Node inventory (API 1.81): the hardware inventory and the inspection's plugin data an
+-- inspection stored for a node, one row per node (a later inspection replaces it), going with it.
+CREATE TABLE node_inventory (
+    id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    node_id INTEGER NOT NULL,
+    inventory_data TEXT NOT NULL,
+    plugin_data TEXT NOT NULL,
+    created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NULL,
+    CONSTRAINT uniq_nodeinventory0node_id UNIQUE (node_id),
+    CONSTRAINT node_inventory_node_fk FOREIGN KEY (node_id) REFERENCES nodes (id)
+        ON DELETE CASCADE
+);

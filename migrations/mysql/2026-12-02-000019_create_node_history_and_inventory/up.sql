@@ -18,3 +18,16 @@ CREATE TABLE node_history (
     CONSTRAINT node_history_node_fk FOREIGN KEY (node_id) REFERENCES nodes (id)
         ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+-- Node inventory (API 1.81): the hardware inventory and the inspection's plugin data an
+-- inspection stored for a node, one row per node (a later inspection replaces it), going with it.
+CREATE TABLE node_inventory (
+    id INTEGER NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    node_id INTEGER NOT NULL,
+    inventory_data LONGTEXT NOT NULL,
+    plugin_data LONGTEXT NOT NULL,
+    created_at DATETIME(6) NOT NULL,
+    updated_at DATETIME(6) NULL,
+    CONSTRAINT uniq_nodeinventory0node_id UNIQUE (node_id),
+    CONSTRAINT node_inventory_node_fk FOREIGN KEY (node_id) REFERENCES nodes (id)
+        ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
