@@ -14,6 +14,8 @@ pub mod drivers;
 pub mod error_body;
 pub mod events;
 pub mod extract;
+pub mod history;
+pub mod inventory;
 pub mod listing;
 pub mod named;
 pub mod nodes;
@@ -108,6 +110,9 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/{ident}/bios", get(bios::list))
         .route("/{ident}/bios/{name}", get(bios::show))
+        .route("/{ident}/history", get(history::list))
+        .route("/{ident}/history/{event}", get(history::show))
+        .route("/{ident}/inventory", get(inventory::show))
         .route(
             "/{ident}/management/boot_device",
             get(nodes::management::get_boot_device).put(nodes::management::set_boot_device),

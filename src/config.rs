@@ -102,6 +102,9 @@ pub struct ConductorConfig {
     pub agent_power_off_retries: u32,
     #[serde(with = "seconds")]
     pub agent_power_off_retry_interval: Duration,
+    /// How many history entries (API 1.78) a node keeps, the oldest removed as a new one is
+    /// recorded; 0 records none (Ironic's `[conductor]node_history_max_entries`).
+    pub node_history_max_entries: u32,
 }
 
 impl Default for DatabaseConfig {
@@ -163,6 +166,7 @@ impl Default for ConductorConfig {
             stream_raw_images: true,
             agent_power_off_retries: 6,
             agent_power_off_retry_interval: Duration::from_secs(5),
+            node_history_max_entries: crate::db::DEFAULT_HISTORY_MAX_ENTRIES,
         }
     }
 }
@@ -234,6 +238,8 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_AGENT_POWER_OFF_RETRY_INTERVAL", value_parser = parse_seconds)]
     pub agent_power_off_retry_interval: Option<Duration>,
+    #[arg(long, env = "FERRUM_NODE_HISTORY_MAX_ENTRIES")]
+    pub node_history_max_entries: Option<u32>,
 }
 
 impl ConfigArgs {
@@ -340,6 +346,10 @@ impl Config {
         set(
             &mut self.conductor.agent_power_off_retry_interval,
             &a.agent_power_off_retry_interval,
+        );
+        set(
+            &mut self.conductor.node_history_max_entries,
+            &a.node_history_max_entries,
         );
     }
 

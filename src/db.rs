@@ -15,6 +15,8 @@ pub mod children;
 pub mod conductors;
 pub mod deploy_templates;
 mod errors;
+pub mod history;
+pub mod inventory;
 pub mod models;
 pub mod named;
 pub mod nodes;
@@ -80,6 +82,9 @@ pub enum Pool {
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
+    /// How many history entries a node keeps (`[conductor]node_history_max_entries`); 0 records
+    /// none.
+    history_max_entries: u32,
 }
 
 /// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend. The body is
@@ -367,7 +372,21 @@ pub fn sqlite_path(url: &str) -> Option<&str> {
 const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
      PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -2048;";
 
+/// Ironic's `[conductor]node_history_max_entries` default.
+pub const DEFAULT_HISTORY_MAX_ENTRIES: u32 = 300;
+
 impl Db {
+    /// The same pool, keeping at most `max` history entries per node (0: none are recorded).
+    pub fn with_history_max_entries(mut self, max: u32) -> Db {
+        self.history_max_entries = max;
+        self
+    }
+
+    /// How many history entries a node keeps.
+    pub fn history_max_entries(&self) -> u32 {
+        self.history_max_entries
+    }
+
     /// Opens a pool on `url` (`mysql://...` or `sqlite://<file>`). MySQL connections are made
     /// lazily (use [`Db::ping`] to check the server is there); an SQLite file is created if absent.
     pub fn connect(url: &str, pool_size: usize) -> Result<Db> {
@@ -428,6 +447,7 @@ impl Db {
                     .build()
                     .map_err(build_error)?;
                 Ok(Db {
+                    history_max_entries: DEFAULT_HISTORY_MAX_ENTRIES,
                     pool: Pool::Mysql(pool),
                 })
             }
@@ -472,6 +492,7 @@ impl Db {
                     .build()
                     .map_err(build_error)?;
                 Ok(Db {
+                    history_max_entries: DEFAULT_HISTORY_MAX_ENTRIES,
                     pool: Pool::Sqlite(pool),
                 })
             }

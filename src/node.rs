@@ -12,7 +12,9 @@
 //! know microversions (that is `api`), or decide transitions (that is `states` and `conductor`).
 
 pub mod fields;
+pub mod history;
 mod interfaces;
+pub mod inventory;
 mod json;
 pub mod mask;
 pub mod network_data;

@@ -197,3 +197,29 @@ diesel::table! {
         updated_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    node_history (id) {
+        id -> Integer,
+        uuid -> Text,
+        node_id -> Integer,
+        conductor -> Nullable<Text>,
+        event -> Text,
+        event_type -> Text,
+        severity -> Text,
+        user -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    node_inventory (id) {
+        id -> Integer,
+        node_id -> Integer,
+        inventory_data -> Text,
+        plugin_data -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}

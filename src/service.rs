@@ -17,7 +17,8 @@ use crate::{
 };
 
 async fn connect_db(config: &Config) -> anyhow::Result<Db> {
-    let db = Db::connect(&config.database.url, config.database.pool_size)?;
+    let db = Db::connect(&config.database.url, config.database.pool_size)?
+        .with_history_max_entries(config.conductor.node_history_max_entries);
     db.ping().await.with_context(|| {
         format!(
             "cannot reach the database at {}",

@@ -11,7 +11,7 @@ use tracing::warn;
 use super::{Ctx, provision, task};
 use crate::{
     db,
-    node::{Json, Node, NodeChanges},
+    node::{Json, Node, NodeChanges, history},
     states::Event,
 };
 
@@ -50,13 +50,21 @@ pub(super) async fn recover_node(ctx: &Ctx, node: &Node, holder: &str, reason: &
         // Nothing was in progress: only the lock is left to release.
         changes = NodeChanges::default();
     }
-    let written = db::nodes::update_held(
+    // A dead holder's node is taken over; this host's own, failed at its start or after its
+    // shutdown, is a start-up failure (Ironic's `states.TAKEOVER`, `states.STARTFAIL`).
+    let event_type = if holder == ctx.host {
+        history::STARTFAIL
+    } else {
+        history::TAKEOVER
+    };
+    let written = db::nodes::update_held_as(
         &ctx.db,
         node.id,
         holder,
         state,
         node.version,
         changes.release(),
+        event_type,
     )
     .await;
     match written {

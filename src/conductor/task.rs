@@ -126,7 +126,10 @@ pub async fn change_node(
         if hold == Hold::Keep {
             changes.reservation = Some(Some(ctx.host.clone()));
         }
-        if db::nodes::update_unlocked(&ctx.db, node.id, node.version, changes.clone()).await? {
+        let writer = (ctx.host.as_str(), node.provision_state);
+        if db::nodes::update_unlocked(&ctx.db, node.id, node.version, writer, changes.clone())
+            .await?
+        {
             changes.mirror_into(&mut node);
             let task = (hold == Hold::Keep).then(|| Task {
                 ctx: ctx.clone(),

@@ -7,12 +7,15 @@
 
 use chrono::NaiveDateTime;
 use diesel::{prelude::*, result::DatabaseErrorKind};
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
 
-use super::{Db, with_conn, with_conn_result};
+use super::{Db, history::record_entry, with_conn, with_conn_result};
 use crate::{
     error::{Error, Result},
-    node::{Node, NodeChanges},
+    node::{
+        Node, NodeChanges,
+        history::{self as events, HistoryEntry},
+    },
     schema::nodes,
     states::ProvisionState,
 };
@@ -375,7 +378,9 @@ pub async fn release(db: &Db, node_id: i32, host: &str, version: i64) -> Result<
 
 /// Writes `changes` to a node that `holder` has locked, that is still in `expected` state and at
 /// `version` (the row the holder last wrote or read: a stale task of the same host cannot write
-/// over a newer one's). Fails, writing nothing, when any of these moved.
+/// over a newer one's). Fails, writing nothing, when any of these moved. A `last_error` written
+/// is recorded in the node's history in the same transaction, as a failure of the operation
+/// `expected` names ([`events::event_type`]).
 pub async fn update_held(
     db: &Db,
     node_id: i32,
@@ -384,17 +389,52 @@ pub async fn update_held(
     version: i64,
     changes: NodeChanges,
 ) -> Result<()> {
+    let event_type = events::event_type(expected);
+    update_held_as(db, node_id, holder, expected, version, changes, event_type).await
+}
+
+/// [`update_held`], a `last_error` recorded with `event_type` (a take-over, a start-up).
+pub async fn update_held_as(
+    db: &Db,
+    node_id: i32,
+    holder: &str,
+    expected: ProvisionState,
+    version: i64,
+    changes: NodeChanges,
+    event_type: &str,
+) -> Result<()> {
     let changes = stamped(changes);
-    let changed = with_conn_result!(db, |conn| diesel::update(
-        nodes::table
-            .filter(nodes::id.eq(node_id))
-            .filter(nodes::reservation.eq(holder))
-            .filter(nodes::provision_state.eq(expected))
-            .filter(nodes::version.eq(version))
-    )
-    .set((&changes, nodes::version.eq(nodes::version + 1)))
-    .execute(conn)
-    .await?)
+    let entry = failure_entry(db, node_id, holder, event_type, &changes);
+    let max = db.history_max_entries();
+    let changed = with_conn_result!(db, |conn| {
+        macro_rules! conditional_write {
+            ($conn:expr) => {
+                diesel::update(
+                    nodes::table
+                        .filter(nodes::id.eq(node_id))
+                        .filter(nodes::reservation.eq(holder))
+                        .filter(nodes::provision_state.eq(expected))
+                        .filter(nodes::version.eq(version)),
+                )
+                .set((&changes, nodes::version.eq(nodes::version + 1)))
+                .execute($conn)
+                .await?
+            };
+        }
+        match &entry {
+            None => conditional_write!(conn),
+            Some(entry) => {
+                conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+                    let changed = conditional_write!(conn);
+                    if changed == 1 {
+                        record_entry!(conn, entry, max);
+                    }
+                    Ok(changed)
+                })
+                .await?
+            }
+        }
+    })
     .map_err(|e| write_conflict(e, node_id, &changes))?;
     if changed == 1 {
         return Ok(());
@@ -403,26 +443,70 @@ pub async fn update_held(
 }
 
 /// Writes `changes` to a node nobody has locked, if it is still at `version` (the row its caller
-/// read and decided on). True when written; false when the node is locked or changed since, and
-/// nothing was written. With `changes.reservation` set, the same statement takes the lock.
+/// read and decided on, in state `state`). True when written; false when the node is locked or
+/// changed since, and nothing was written. With `changes.reservation` set, the same statement
+/// takes the lock. A `last_error` written is recorded in the node's history, by `host`, in the
+/// same transaction.
 pub async fn update_unlocked(
     db: &Db,
     node_id: i32,
     version: i64,
+    (host, state): (&str, ProvisionState),
     changes: NodeChanges,
 ) -> Result<bool> {
     let changes = stamped(changes);
-    let changed = with_conn_result!(db, |conn| diesel::update(
-        nodes::table
-            .filter(nodes::id.eq(node_id))
-            .filter(nodes::reservation.is_null())
-            .filter(nodes::version.eq(version))
-    )
-    .set((&changes, nodes::version.eq(nodes::version + 1)))
-    .execute(conn)
-    .await?)
+    let entry = failure_entry(db, node_id, host, events::event_type(state), &changes);
+    let max = db.history_max_entries();
+    let changed = with_conn_result!(db, |conn| {
+        macro_rules! conditional_write {
+            ($conn:expr) => {
+                diesel::update(
+                    nodes::table
+                        .filter(nodes::id.eq(node_id))
+                        .filter(nodes::reservation.is_null())
+                        .filter(nodes::version.eq(version)),
+                )
+                .set((&changes, nodes::version.eq(nodes::version + 1)))
+                .execute($conn)
+                .await?
+            };
+        }
+        match &entry {
+            None => conditional_write!(conn),
+            Some(entry) => {
+                conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+                    let changed = conditional_write!(conn);
+                    if changed == 1 {
+                        record_entry!(conn, entry, max);
+                    }
+                    Ok(changed)
+                })
+                .await?
+            }
+        }
+    })
     .map_err(|e| write_conflict(e, node_id, &changes))?;
     Ok(changed == 1)
+}
+
+/// The history entry a write of `changes` by `conductor` records: a `last_error` set to a
+/// message is a failure (Ironic's `node_history_record(error=True)`); clearing it records nothing.
+fn failure_entry(
+    db: &Db,
+    node_id: i32,
+    conductor: &str,
+    event_type: &str,
+    changes: &NodeChanges,
+) -> Option<HistoryEntry> {
+    if db.history_max_entries() == 0 {
+        return None;
+    }
+    match &changes.last_error {
+        Some(Some(message)) if !message.is_empty() => {
+            Some(HistoryEntry::error(node_id, conductor, event_type, message))
+        }
+        _ => None,
+    }
 }
 
 /// Deletes a node nobody has locked, if it is still at `version`. True when deleted.

@@ -231,7 +231,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         ..NodeChanges::default()
     };
     assert!(
-        !db::nodes::update_unlocked(db, node.id, node.version, tag.clone())
+        !db::nodes::update_unlocked(db, node.id, node.version, ("t", node.provision_state), tag.clone())
             .await
             .unwrap()
     );
@@ -268,12 +268,12 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
 
     // ...and refused when the row changed since it was read (a stale version), even unlocked.
     assert!(
-        !db::nodes::update_unlocked(db, node.id, node.version, tag.clone())
+        !db::nodes::update_unlocked(db, node.id, node.version, ("t", node.provision_state), tag.clone())
             .await
             .unwrap()
     );
     assert!(
-        db::nodes::update_unlocked(db, node.id, moved.version, tag)
+        db::nodes::update_unlocked(db, node.id, moved.version, ("t", moved.provision_state), tag)
             .await
             .unwrap()
     );

@@ -31,6 +31,8 @@ mod locking;
 mod management;
 mod node_features;
 mod node_fields_1_6x;
+mod node_history;
+mod node_inventory;
 mod ports;
 mod ports_1_8x;
 mod raid;

@@ -1,0 +1,2 @@
+DROP TABLE node_inventory;
+DROP TABLE node_history;
