@@ -33,7 +33,7 @@ pub mod volume;
 use std::sync::Arc;
 
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     extract::{DefaultBodyLimit, FromRequestParts, Request, State},
     http::{header, request::Parts},
     middleware,
@@ -42,7 +42,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use self::{
-    extract::{MAX_VERSION, MIN_VERSION},
+    extract::{MIN_VERSION, ServedMax},
     routing::ConductorRouter,
 };
 use crate::{
@@ -265,7 +265,8 @@ pub fn router(state: ApiState) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
-    with_middleware(routes, state)
+    let max = ServedMax::new(state.config.preview_versions);
+    with_middleware(routes, state, max)
 }
 
 /// The routes of `/v1/deploy_templates` or `/v1/runbooks`.
@@ -315,12 +316,19 @@ where
 /// (`error_body::log_server_errors`, so that it sees the errors of all the others), and
 /// outermost the request's span, so that every line logged for a request carries its method,
 /// path and request id.
-fn with_middleware<S: Clone + Send + Sync + 'static>(routes: Router<S>, state: S) -> Router {
+fn with_middleware<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    state: S,
+    max: ServedMax,
+) -> Router {
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
         .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
         .layer(middleware::from_fn(extract::refuse_oversized_body))
-        .layer(middleware::from_fn(extract::version_and_request_id))
+        .layer(middleware::from_fn_with_state(
+            max,
+            extract::version_and_request_id,
+        ))
         .layer(middleware::from_fn(error_body::log_server_errors))
         .layer(middleware::from_fn(request_span))
         .with_state(state);
@@ -402,22 +410,22 @@ impl<S: Send + Sync> FromRequestParts<S> for BaseUrl {
     }
 }
 
-fn version_doc(base: &str) -> Value {
+fn version_doc(base: &str, max: ServedMax) -> Value {
     json!({
         "id": "v1",
         "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
         "status": "CURRENT",
         "min_version": MIN_VERSION.to_string(),
-        "version": MAX_VERSION.to_string(),
+        "version": max.0.to_string(),
     })
 }
 
-async fn root(BaseUrl(base): BaseUrl) -> Json<Value> {
+async fn root(BaseUrl(base): BaseUrl, Extension(max): Extension<ServedMax>) -> Json<Value> {
     Json(json!({
         "name": "OpenStack Ironic API",
         "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines.",
-        "default_version": version_doc(&base),
-        "versions": [version_doc(&base)],
+        "default_version": version_doc(&base, max),
+        "versions": [version_doc(&base, max)],
     }))
 }
 
@@ -425,6 +433,7 @@ async fn root(BaseUrl(base): BaseUrl) -> Json<Value> {
 /// (`v1/__init__.py`): chassis, nodes, ports and drivers always, the others from their version.
 async fn v1(
     BaseUrl(base): BaseUrl,
+    Extension(max): Extension<ServedMax>,
     version: extract::ApiVersion,
     State(_): State<ApiState>,
 ) -> Json<Value> {
@@ -447,7 +456,7 @@ async fn v1(
         "nodes": res("nodes"),
         "ports": res("ports"),
         "drivers": res("drivers"),
-        "version": version_doc(&base),
+        "version": version_doc(&base, max),
     });
     for (name, since) in [
         ("lookup", 22),
@@ -531,7 +540,7 @@ mod tests {
             .route("/panic", get(panics))
             .route("/busy", get(|| async { Error::NoFreeConductorWorker }))
             .fallback(not_found);
-        let app = with_middleware(routes, ());
+        let app = with_middleware(routes, (), ServedMax::default());
 
         let (status, body) = fetch(&app, "/panic").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);

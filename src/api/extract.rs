@@ -17,7 +17,31 @@ pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
 /// 1.71 (scope-based roles) and 1.80 (project-scoped node creation) change only Keystone
 /// policy in Ironic; Ferrum has no Keystone nor policy, so they change nothing here.
-pub const MAX_VERSION: ApiVersion = ApiVersion(84);
+pub const MAX_VERSION: ApiVersion = ApiVersion(73);
+/// The highest microversion served with `[api]preview_versions`: what is built above
+/// [`MAX_VERSION`] (1.74 and 1.82-1.84, 1.86, 1.87 are not complete yet, so these are not
+/// announced; each one that is served is real and tested).
+pub const PREVIEW_MAX_VERSION: ApiVersion = ApiVersion(95);
+
+/// The highest microversion a server serves and announces.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedMax(pub ApiVersion);
+
+impl ServedMax {
+    pub fn new(preview_versions: bool) -> ServedMax {
+        ServedMax(if preview_versions {
+            PREVIEW_MAX_VERSION
+        } else {
+            MAX_VERSION
+        })
+    }
+}
+
+impl Default for ServedMax {
+    fn default() -> Self {
+        ServedMax(MAX_VERSION)
+    }
+}
 
 /// A negotiated API microversion `1.N`, stored as N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -48,7 +72,8 @@ impl ApiVersion {
 
     /// Reads `OpenStack-API-Version: baremetal 1.N` (preferred) or the legacy
     /// `X-OpenStack-Ironic-API-Version: 1.N`; none means the minimum, `latest` the maximum.
-    pub fn negotiate(headers: &HeaderMap) -> Result<ApiVersion, Error> {
+    pub fn negotiate(headers: &HeaderMap, max: ServedMax) -> Result<ApiVersion, Error> {
+        let ServedMax(max) = max;
         let modern = headers
             .get_all("openstack-api-version")
             .iter()
@@ -71,7 +96,7 @@ impl ApiVersion {
             return Ok(MIN_VERSION);
         };
         if requested.eq_ignore_ascii_case("latest") {
-            return Ok(MAX_VERSION);
+            return Ok(max);
         }
         let invalid = || {
             Error::VersionNotAcceptable(
@@ -83,13 +108,13 @@ impl ApiVersion {
         let minor: u32 = minor.parse().map_err(|_| invalid())?;
         if major != 1 {
             return Err(Error::VersionNotAcceptable(format!(
-                "Mutually exclusive versions requested. Version {major}.{minor} requested but not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+                "Mutually exclusive versions requested. Version {major}.{minor} requested but not supported by this service. The supported version range is: [{MIN_VERSION}, {max}]."
             )));
         }
         let version = ApiVersion(minor);
-        if version < MIN_VERSION || version > MAX_VERSION {
+        if version < MIN_VERSION || version > max {
             return Err(Error::VersionNotAcceptable(format!(
-                "Version {version} was requested but the minor version is not supported by this service. The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+                "Version {version} was requested but the minor version is not supported by this service. The supported version range is: [{MIN_VERSION}, {max}]."
             )));
         }
         Ok(version)
@@ -128,7 +153,10 @@ impl JsonSuffix {
         let Some(stripped) = path.strip_suffix(".json") else {
             return request;
         };
-        if !asked_for || !ApiVersion::negotiate(request.headers()).is_ok_and(|v| v.0 < 91) {
+        if !asked_for
+            || !ApiVersion::negotiate(request.headers(), ServedMax(PREVIEW_MAX_VERSION))
+                .is_ok_and(|v| v.0 < 91)
+        {
             return request;
         }
         let rebuilt = match request.uri().query() {
@@ -201,11 +229,16 @@ fn client_request_id(headers: &axum::http::HeaderMap) -> Option<String> {
 
 /// Middleware: negotiates the version (406 on a bad one), assigns a request id, and adds the
 /// version and request id headers to every response, errors included.
-pub async fn version_and_request_id(mut request: Request, next: Next) -> Response {
+pub async fn version_and_request_id(
+    axum::extract::State(max): axum::extract::State<ServedMax>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let request_id = client_request_id(request.headers())
         .unwrap_or_else(|| format!("req-{}", uuid::Uuid::new_v4()));
     tracing::Span::current().record("request_id", tracing::field::display(&request_id));
-    let negotiated = ApiVersion::negotiate(request.headers());
+    let negotiated = ApiVersion::negotiate(request.headers(), max);
+    request.extensions_mut().insert(max);
     let mut response = match negotiated {
         Ok(version) => {
             request.extensions_mut().insert(version);
@@ -230,7 +263,7 @@ pub async fn version_and_request_id(mut request: Request, next: Next) -> Respons
         "x-openstack-ironic-api-minimum-version",
         HeaderValue::from_static("1.1"),
     );
-    if let Ok(v) = HeaderValue::from_str(&MAX_VERSION.to_string()) {
+    if let Ok(v) = HeaderValue::from_str(&max.0.to_string()) {
         headers.insert("x-openstack-ironic-api-maximum-version", v);
     }
     if let Ok(v) = HeaderValue::from_str(&request_id) {
@@ -413,21 +446,51 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        assert_eq!(ApiVersion::negotiate(&headers(&[])).unwrap(), MIN_VERSION);
         assert_eq!(
-            ApiVersion::negotiate(&headers(&[("openstack-api-version", "baremetal 1.11")]))
-                .unwrap(),
+            ApiVersion::negotiate(&headers(&[]), ServedMax::default()).unwrap(),
+            MIN_VERSION
+        );
+        assert_eq!(
+            ApiVersion::negotiate(
+                &headers(&[("openstack-api-version", "baremetal 1.11")]),
+                ServedMax::default()
+            )
+            .unwrap(),
             ApiVersion(11)
         );
         assert_eq!(
-            ApiVersion::negotiate(&headers(&[("x-openstack-ironic-api-version", "latest")]))
-                .unwrap(),
+            ApiVersion::negotiate(
+                &headers(&[("x-openstack-ironic-api-version", "latest")]),
+                ServedMax::default()
+            )
+            .unwrap(),
             MAX_VERSION
         );
         for bad in ["1.999", "2.1", "abc", "1"] {
-            let e = ApiVersion::negotiate(&headers(&[("x-openstack-ironic-api-version", bad)]))
-                .unwrap_err();
+            let e = ApiVersion::negotiate(
+                &headers(&[("x-openstack-ironic-api-version", bad)]),
+                ServedMax::default(),
+            )
+            .unwrap_err();
             assert_eq!(e.status(), axum::http::StatusCode::NOT_ACCEPTABLE, "{bad}");
         }
+    }
+
+    #[test]
+    fn preview_versions_are_served_only_when_asked_for() {
+        let past = format!("baremetal 1.{}", MAX_VERSION.0 + 1);
+        let pairs = [("openstack-api-version", past.as_str())];
+        let asked = headers(&pairs);
+        let e = ApiVersion::negotiate(&asked, ServedMax::new(false)).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::NOT_ACCEPTABLE);
+        assert_eq!(
+            ApiVersion::negotiate(&asked, ServedMax::new(true)).unwrap(),
+            ApiVersion(MAX_VERSION.0 + 1)
+        );
+        let latest = headers(&[("openstack-api-version", "baremetal latest")]);
+        assert_eq!(
+            ApiVersion::negotiate(&latest, ServedMax::new(true)).unwrap(),
+            PREVIEW_MAX_VERSION
+        );
     }
 }
