@@ -17,7 +17,7 @@ pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
 /// 1.71 (scope-based roles) and 1.80 (project-scoped node creation) change only Keystone
 /// policy in Ironic; Ferrum has no Keystone nor policy, so they change nothing here.
-pub const MAX_VERSION: ApiVersion = ApiVersion(84);
+pub const MAX_VERSION: ApiVersion = ApiVersion(95);
 
 /// A negotiated API microversion `1.N`, stored as N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
