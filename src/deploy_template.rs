@@ -386,6 +386,11 @@ fn check_user_steps<'a>(
     let mut errors = Vec::new();
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for user in given {
+        // The reserved `hold` step is the conductor's, not the driver's (Ironic's
+        // `_validate_user_steps` skips it).
+        if user.step == "hold" {
+            continue;
+        }
         let id = (user.interface.as_str(), user.step.as_str());
         if seen.contains(&id) {
             errors.push(format!(

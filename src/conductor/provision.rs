@@ -59,6 +59,9 @@ impl Work {
             S::Adopting => Ok(Some(Work::Adopt)),
             S::Rescuing => Ok(Some(Work::Rescue)),
             S::Unrescuing => Ok(Some(Work::Unrescue)),
+            // Unholding a deploy or a cleaning only lets the next heartbeat pick the node up
+            // again (Ironic's `do_provisioning_action`): no worker follows.
+            S::DeployWait | S::CleanWait if event == Event::Unhold => Ok(None),
             // Unstable states whose work Ferrum does not run yet.
             S::DeployWait
             | S::CleanWait
@@ -421,6 +424,8 @@ pub async fn do_node_clean(
         let interface = step.get("interface").and_then(Value::as_str);
         let name = step.get("step").and_then(Value::as_str);
         match (interface, name) {
+            // Reserved: the conductor itself pauses there (Ironic's `use_reserved_step_handler`).
+            (Some(_), Some(HOLD_STEP)) => {}
             (Some(i), Some(n)) if STEPS.contains(&(i, n)) => {}
             (Some(i), Some(n)) => {
                 return Err(Error::InvalidParameterValue(format!(
@@ -444,6 +449,7 @@ pub async fn do_node_clean(
     start(ctx, node, deadline, "clean", Event::Clean, |node, _| {
         let mut info = node.driver_internal_info.0.clone();
         info.insert(DISABLE_RAMDISK.to_owned(), Value::Bool(disable_ramdisk));
+        info.insert(CLEAN_STEPS.to_owned(), Value::Array(clean_steps.clone()));
         Ok(NodeChanges {
             driver_internal_info: Some(Json(info)),
             ..NodeChanges::default()
@@ -456,14 +462,27 @@ pub async fn do_node_clean(
 /// `driver_internal_info.cleaning_disable_ramdisk`), removed when cleaning ends.
 const DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
 
+/// Where a manual cleaning keeps the steps it was asked for and the one it is at (Ironic's
+/// `driver_internal_info.clean_steps`, `clean_step_index`), removed when cleaning ends.
+const CLEAN_STEPS: &str = "clean_steps";
+const CLEAN_STEP_INDEX: &str = "clean_step_index";
+
+/// The reserved step name that pauses a deploy or a cleaning in its hold state until `unhold`
+/// (Ironic's `steps.use_reserved_step_handler`); it belongs to no interface's steps.
+pub(crate) const HOLD_STEP: &str = "hold";
+
 /// `driver_internal_info` without what a manual cleaning keeps there.
 fn without_cleaning_info(node: &Node) -> serde_json::Map<String, Value> {
     let mut info = node.driver_internal_info.0.clone();
     info.remove(DISABLE_RAMDISK);
+    info.remove(CLEAN_STEPS);
+    info.remove(CLEAN_STEP_INDEX);
     info
 }
 
-/// manage, provide, inspect, adopt and abort.
+/// manage, provide, inspect, adopt, abort and unhold (API 1.85: clean hold and deploy hold go
+/// back to their wait state, where the next heartbeat continues; service hold is not reached,
+/// servicing is not built).
 pub async fn do_provisioning_action(
     ctx: &Ctx,
     node: Node,
@@ -471,7 +490,9 @@ pub async fn do_provisioning_action(
     deadline: Option<Instant>,
 ) -> Result<()> {
     let event = match action {
-        Verb::Manage | Verb::Provide | Verb::Abort | Verb::Inspect | Verb::Adopt => action.event(),
+        Verb::Manage | Verb::Provide | Verb::Abort | Verb::Inspect | Verb::Adopt | Verb::Unhold => {
+            action.event()
+        }
         Verb::Active
         | Verb::Deploy
         | Verb::Rebuild
@@ -480,7 +501,6 @@ pub async fn do_provisioning_action(
         | Verb::Clean
         | Verb::Rescue
         | Verb::Unrescue
-        | Verb::Unhold
         | Verb::Service => {
             return Err(Error::InvalidParameterValue(format!(
                 "The provisioning action \"{action}\" is not supported."
@@ -515,6 +535,11 @@ pub async fn do_provisioning_action(
             )));
             if what == "deploy" {
                 extra.deploy_step = Some(Json::default());
+            }
+            // An aborted cleaning forgets its steps and where it was (Ironic's
+            // `do_node_clean_abort`).
+            if what == "clean" {
+                extra.driver_internal_info = Some(Json(without_cleaning_info(node)));
             }
         }
         Ok(extra)
@@ -570,6 +595,23 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             task.write(changes)
                 .await
                 .map_err(|e| format!("Failed to record deploy step {name}: {e}"))?;
+        }
+        if step.step == HOLD_STEP {
+            let mut info = task.node.driver_internal_info.0.clone();
+            info.insert(STEP_INDEX.to_owned(), Value::from(index));
+            let mut changes = NodeChanges {
+                deploy_step: Some(Json(step.to_object())),
+                driver_internal_info: Some(Json(info)),
+                ..NodeChanges::default()
+            };
+            if let Some(state) = power {
+                changes = changes.power(Some(state), None);
+            }
+            tracing::info!(node.uuid = %task.node.uuid, "Deploy of node {} holds at step {index}", task.node.uuid);
+            return task
+                .process_event(Event::Hold, false, changes.release())
+                .await
+                .map_err(|e| format!("Failed to record that the deploy holds: {e}"));
         }
         tracing::info!(node.uuid = %task.node.uuid, step = %name, "Executing deploy step {name} on node {}", task.node.uuid);
         let context = StepContext {
@@ -884,7 +926,11 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
 
 /// Manual cleaning: the deploy interface prepares the ramdisk unless the request disabled it
 /// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps were checked when the request was
-/// accepted, and the fake ones do nothing; then back to manageable.
+/// accepted, and the fake ones do nothing; then back to manageable. A reserved `hold` step
+/// stops there in `clean hold`, remembering its index, with the lock released (Ironic's
+/// `cleaning.do_next_clean_step`); nothing in Ferrum continues a cleaning from `clean wait`
+/// after `unhold` (the fake deploy has no agent), so such a node waits for its timeout or an
+/// abort, as a fake-hardware node does in Ironic.
 async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
     let disabled = task
         .node
@@ -904,6 +950,29 @@ async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
                     task.node.uuid
                 )
             })?;
+    }
+    let steps = task
+        .node
+        .driver_internal_info
+        .get(CLEAN_STEPS)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(index) = steps
+        .iter()
+        .position(|s| s.get("step").and_then(Value::as_str) == Some(HOLD_STEP))
+    {
+        let mut info = task.node.driver_internal_info.0.clone();
+        info.insert(CLEAN_STEP_INDEX.to_owned(), Value::from(index));
+        let changes = NodeChanges {
+            driver_internal_info: Some(Json(info)),
+            ..NodeChanges::default()
+        };
+        tracing::info!(node.uuid = %task.node.uuid, "Cleaning of node {} holds at step {index}", task.node.uuid);
+        return task
+            .process_event(Event::Hold, false, changes.release())
+            .await
+            .map_err(|e| format!("Failed to record that cleaning holds: {e}"));
     }
     let changes = NodeChanges {
         driver_internal_info: Some(Json(without_cleaning_info(&task.node))),

@@ -103,11 +103,12 @@ impl Verb {
         }
     }
 
-    /// Whether Ferrum carries the verb out (deploy steps' holds and servicing are not built).
+    /// Whether Ferrum carries the verb out (servicing is not built).
     pub fn is_supported(self) -> bool {
         match self {
-            Verb::Unhold | Verb::Service => false,
-            Verb::Active
+            Verb::Service => false,
+            Verb::Unhold
+            | Verb::Active
             | Verb::Deploy
             | Verb::Rebuild
             | Verb::Deleted

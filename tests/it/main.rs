@@ -15,6 +15,7 @@ mod amqp;
 mod amqp_reconnect;
 mod api;
 mod api_1_7x;
+mod api_1_8x;
 mod clients;
 mod configdrive;
 mod db;
