@@ -416,7 +416,7 @@ impl RpcRequest {
             | RpcRequest::SetIndicatorState { node, .. }
             | RpcRequest::ChangeNodeBootMode { node, .. }
             | RpcRequest::ChangeNodeSecureBoot { node, .. } => Route::of(node),
-            | RpcRequest::AttachVirtualMedia { node, .. }
+            RpcRequest::AttachVirtualMedia { node, .. }
             | RpcRequest::DetachVirtualMedia { node, .. }
             | RpcRequest::GetVirtualMedia { node } => Route::of(node),
             RpcRequest::DriverVendorPassthru { driver, .. }

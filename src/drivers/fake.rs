@@ -25,8 +25,8 @@ use tracing::info;
 use super::{
     BootDevice, BootDeviceSetting, BootMode, DeployInterface, DeployOutcome, DriverError,
     HardwareType, IndicatorInfo, IndicatorState, Indicators, ManagementInterface, NoVendor,
-    PowerInterface, Properties, VMEDIA_DEVICES, VendorInterface, VendorMethod, direct::DirectDeploy,
-    no_handler,
+    PowerInterface, Properties, VMEDIA_DEVICES, VendorInterface, VendorMethod,
+    direct::DirectDeploy, no_handler,
 };
 use crate::node::{InterfaceKind, JsonObject, Node, PowerState};
 
