@@ -25,6 +25,7 @@ pub mod ramdisk;
 pub mod routing;
 pub mod runbooks;
 pub mod server;
+pub mod shards;
 pub mod traits;
 pub mod vendor;
 pub mod views;
@@ -113,6 +114,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/{ident}/history", get(history::list))
         .route("/{ident}/history/{event}", get(history::show))
         .route("/{ident}/inventory", get(inventory::show))
+        .route("/{ident}/children", get(nodes::children::list))
         .route(
             "/{ident}/management/boot_device",
             get(nodes::management::get_boot_device).put(nodes::management::set_boot_device),
@@ -251,6 +253,7 @@ pub fn router(state: ApiState) -> Router {
             passthru(vendor::driver_passthru),
         )
         .route("/v1/conductors", get(conductors::list))
+        .route("/v1/shards", get(shards::list))
         .route("/v1/conductors/{host}", get(conductors::show))
         .route("/v1/drivers/{name}/properties", get(drivers::properties))
         .route(
@@ -467,6 +470,7 @@ async fn v1(
         ("events", 54),
         ("allocations", 52),
         ("deploy_templates", 55),
+        ("shards", 82),
         ("runbooks", 92),
     ] {
         if version.at_least(since) {

@@ -51,6 +51,9 @@ pub enum Error {
     // 403.
     #[error("Node {node} is protected and cannot be undeployed, rebuilt or deleted")]
     NodeProtected { node: String },
+    /// Ironic's OperationNotPermitted: a request that combines what may not be combined.
+    #[error("Not permitted.")]
+    OperationNotPermitted,
 
     // 404 family.
     #[error("Node {node} could not be found.")]
@@ -134,7 +137,7 @@ impl Error {
             | Error::UnsupportedDriverExtension { .. }
             | Error::NoValidHost(_) => StatusCode::BAD_REQUEST,
             Error::InvalidAgentToken => StatusCode::UNAUTHORIZED,
-            Error::NodeProtected { .. } => StatusCode::FORBIDDEN,
+            Error::NodeProtected { .. } | Error::OperationNotPermitted => StatusCode::FORBIDDEN,
             Error::NodeNotFound { .. }
             | Error::NodeTraitNotFound { .. }
             | Error::BiosSettingNotFound { .. }

@@ -166,6 +166,12 @@ node_type! {
     /// Whether UEFI secure boot is on (API 1.75), as the management interface last set it.
     #[serde(default)]
     secure_boot: Option<bool>,
+    /// The shard the node belongs to (API 1.82): a client's grouping, listed by `/v1/shards`.
+    #[serde(default)]
+    shard: Option<String>,
+    /// The node's parent (API 1.83), by its UUID; a node with one is listed only on request.
+    #[serde(default)]
+    parent_node: Option<String>,
 }
 
 impl NodeChanges {

@@ -62,6 +62,8 @@ diesel::table! {
         allocation_uuid -> Nullable<Text>,
         boot_mode -> Nullable<Text>,
         secure_boot -> Nullable<Bool>,
+        shard -> Nullable<Text>,
+        parent_node -> Nullable<Text>,
     }
 }
 

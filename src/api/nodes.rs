@@ -5,6 +5,7 @@
 //! takes the node's lock (the API never changes a provision state itself).
 
 pub mod boot_mode;
+pub mod children;
 pub mod console;
 pub mod create;
 pub mod delete;

@@ -28,6 +28,7 @@ pub struct ListQuery {
     node_uuid: Option<String>,
     address: Option<String>,
     portgroup: Option<String>,
+    shard: Option<String>,
 }
 
 /// GET /v1/ports[/detail], /v1/nodes/{id}/ports[/detail] and /v1/portgroups/{id}/ports[/detail].
@@ -44,6 +45,8 @@ pub async fn list(
         db::ports::SortKey::NAMES,
         db::ports::SortKey::Id,
     )?;
+    // The filters a sub-collection's route does not carry already go into `next`.
+    let mut carried = String::new();
     let (node, portgroup) = match &route.parent {
         Some((parent, id)) if parent == "nodes" => (Some(id.clone()), None),
         Some((_, id)) => {
@@ -55,14 +58,26 @@ pub async fn list(
             q.portgroup.clone(),
         ),
     };
+    if let Some(shard) = &q.shard {
+        require_version(version, 82, "The shard filter")?;
+        // Ironic's `_get_ports_collection`: node, portgroup and shard exclude one another.
+        if node.is_some() || portgroup.is_some() {
+            return Err(Error::OperationNotPermitted);
+        }
+        carried.push_str(&format!(
+            "shard={}&",
+            super::nodes::list::encode_query_value(shard)
+        ));
+    }
     if node.is_some() && portgroup.is_some() {
         return Err(Error::InvalidParameterValue(
             "Ports can be listed by node or by portgroup, not both.".to_owned(),
         ));
     }
-    let mut filter = PortFilter::default();
-    // The filters a sub-collection's route does not carry already go into `next`.
-    let mut carried = String::new();
+    let mut filter = PortFilter {
+        node_shard_in: q.shard.as_deref().map(super::nodes::list::shard_list),
+        ..PortFilter::default()
+    };
     if let Some(node) = &node {
         let found = find(&state, node, version).await?;
         carried.push_str(&format!("node={}&", found.uuid));

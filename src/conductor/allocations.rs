@@ -98,9 +98,11 @@ fn reservation(node: &Node, a: &Allocation) -> NodeChanges {
 const PAGE: usize = 100;
 
 /// The filter of the nodes an allocation may take (Ironic's `_candidate_nodes`); traits are
-/// matched on the rows read. A retired node is never available, so it is not filtered on.
+/// matched on the rows read. A retired node is never available, so it is not filtered on; a
+/// child node (1.83) is not a candidate, as Ironic's node list leaves children out by default.
 fn candidate_filter(a: &Allocation) -> NodeFilter {
     NodeFilter {
+        children: crate::db::nodes::Children::TopLevel,
         provision_state: Some(ProvisionState::Available),
         maintenance: Some(false),
         associated: Some(false),

@@ -89,6 +89,23 @@ pub struct NodeFilter {
     /// Nodes after this internal id: a page of a scan by id that needs no marker row.
     pub after_id: Option<i32>,
     pub chassis_uuid: Option<String>,
+    /// Nodes in one of these shards (API 1.82).
+    pub shard_in: Option<Vec<String>>,
+    /// Some(true): nodes with a shard; Some(false): nodes without.
+    pub sharded: Option<bool>,
+    /// Which nodes by their parent (API 1.83); all of them by default.
+    pub children: Children,
+}
+
+/// The nodes a listing takes by their `parent_node`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Children {
+    #[default]
+    All,
+    /// Nodes without a parent: what the API lists unless asked for children.
+    TopLevel,
+    /// The children of the node with this UUID.
+    Of(String),
 }
 
 /// The orders a listing can take: by a column, then by id. Nulls sort first, as both
@@ -220,6 +237,19 @@ pub async fn list_filtered(
         if let Some(v) = &filter.conductor_group {
             q = q.filter(nodes::conductor_group.eq(v.to_lowercase()));
         }
+        if let Some(v) = &filter.shard_in {
+            q = q.filter(nodes::shard.eq_any(v));
+        }
+        match filter.sharded {
+            Some(true) => q = q.filter(nodes::shard.is_not_null()),
+            Some(false) => q = q.filter(nodes::shard.is_null()),
+            None => {}
+        }
+        match &filter.children {
+            Children::All => {}
+            Children::TopLevel => q = q.filter(nodes::parent_node.is_null()),
+            Children::Of(parent) => q = q.filter(nodes::parent_node.eq(parent.clone())),
+        }
         let m = marker.as_ref();
         let q = match sort {
             SortKey::Id => super::order_by_id!(q, nodes::id, descending, m.map(|m| m.id)),
@@ -261,6 +291,34 @@ pub async fn list_filtered(
         };
         q.limit(limit).load(conn).await?
     }))
+}
+
+/// The UUIDs of the children of the node `parent`, in the order they were created.
+pub async fn children_of(db: &Db, parent: &str) -> Result<Vec<String>> {
+    Ok(with_conn!(db, |conn| nodes::table
+        .filter(nodes::parent_node.eq(parent))
+        .order(nodes::id)
+        .select(nodes::uuid)
+        .load(conn)
+        .await?))
+}
+
+/// The shards nodes are in, with how many nodes each has (API 1.82): most nodes first, then by
+/// name. Unlike Ironic's query, which also counts the unsharded nodes under the name `None`, a
+/// node without a shard is in none.
+pub async fn shard_counts(db: &Db) -> Result<Vec<(String, i64)>> {
+    let rows: Vec<(Option<String>, i64)> = with_conn!(db, |conn| nodes::table
+        .filter(nodes::shard.is_not_null())
+        .group_by(nodes::shard)
+        .select((nodes::shard, diesel::dsl::count_star()))
+        .load(conn)
+        .await?);
+    let mut shards: Vec<(String, i64)> = rows
+        .into_iter()
+        .filter_map(|(name, count)| name.map(|n| (n, count)))
+        .collect();
+    shards.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(shards)
 }
 
 /// A LIKE pattern matching any text that contains `text` literally: its `%`, `_` and backslashes

@@ -9,7 +9,7 @@ use super::{Db, with_conn, with_conn_result};
 use crate::{
     error::{Error, Result},
     ports::{Port, Portgroup},
-    schema::{portgroups, ports},
+    schema::{nodes, portgroups, ports},
 };
 
 pub fn port_not_found(ident: &str) -> Error {
@@ -91,6 +91,8 @@ pub struct PortFilter {
     pub node_uuid: Option<String>,
     pub portgroup_uuid: Option<String>,
     pub address: Option<String>,
+    /// Ports of the nodes in one of these shards (API 1.82).
+    pub node_shard_in: Option<Vec<String>>,
 }
 
 /// What a port or portgroup listing can be sorted by.
@@ -130,6 +132,15 @@ pub async fn list_ports(
         None => None,
     };
     let m = marker.as_ref();
+    // The nodes of the shards first (a second statement: the schema declares no join).
+    let shard_nodes: Option<Vec<String>> = match &filter.node_shard_in {
+        Some(shards) => Some(with_conn!(db, |conn| nodes::table
+            .filter(nodes::shard.eq_any(shards))
+            .select(nodes::uuid)
+            .load(conn)
+            .await?)),
+        None => None,
+    };
     Ok(with_conn!(db, |conn| {
         let mut q = ports::table.select(Port::as_select()).into_boxed();
         if let Some(v) = &filter.node_uuid {
@@ -140,6 +151,9 @@ pub async fn list_ports(
         }
         if let Some(v) = &filter.address {
             q = q.filter(ports::address.eq(v));
+        }
+        if let Some(v) = &shard_nodes {
+            q = q.filter(ports::node_uuid.eq_any(v));
         }
         let q = match sort {
             SortKey::Id => super::order_by_id!(q, ports::id, descending, m.map(|m| m.id)),

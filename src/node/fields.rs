@@ -687,6 +687,21 @@ pub static FIELDS: &[Field] = &[
         show: |v| json!(v.item.secure_boot),
         write: None,
     },
+    // Any string or null in Ironic's schema; its column holds 255 characters.
+    Field {
+        name: "shard",
+        since: 82,
+        show: |v| json!(v.item.shard),
+        write: Some(bounded_text!(shard, 255)),
+    },
+    // Written as a node's UUID or name: the API resolves it to the UUID (and checks that the
+    // node exists, as Ironic's `authorize_node_link`) before the conductor applies it.
+    Field {
+        name: "parent_node",
+        since: 83,
+        show: |v| json!(v.item.parent_node),
+        write: Some(bounded_text!(parent_node, 36)),
+    },
 ];
 
 #[cfg(test)]
@@ -778,7 +793,9 @@ mod tests {
 1.65 lessee                   create patch remove=Null
 1.66 network_data             create patch remove=EmptyObject
 1.75 boot_mode                read-only
-1.75 secure_boot              read-only";
+1.75 secure_boot              read-only
+1.82 shard                    create patch remove=Null
+1.83 parent_node              create patch remove=Null";
 
     #[test]
     fn the_table_matches_the_snapshot() {

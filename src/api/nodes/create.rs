@@ -54,6 +54,11 @@ pub async fn create(
     if let Some(Value::String(chassis)) = body.get("chassis_uuid") {
         super::check_chassis(&state, &normalize_uuid("chassis_uuid", chassis)?).await?;
     }
+    if let Some(parent) = body.get("parent_node") {
+        let owner = body.get("owner").and_then(Value::as_str);
+        let parent = super::children::resolve_parent(&state, version, parent, owner, None).await?;
+        body.insert("parent_node".to_owned(), parent);
+    }
     let initial_state = if version.at_least(11) {
         ProvisionState::Enroll
     } else {

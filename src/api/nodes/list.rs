@@ -39,6 +39,10 @@ pub struct ListQuery {
     retired: Option<String>,
     lessee: Option<String>,
     conductor: Option<String>,
+    shard: Option<String>,
+    sharded: Option<String>,
+    include_children: Option<String>,
+    parent_node: Option<String>,
     pub(in crate::api) chassis_uuid: Option<String>,
 }
 
@@ -73,6 +77,10 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
         ("retired", &q.retired),
         ("lessee", &q.lessee),
         ("conductor", &q.conductor),
+        ("shard", &q.shard),
+        ("sharded", &q.sharded),
+        ("include_children", &q.include_children),
+        ("parent_node", &q.parent_node),
     ];
     let mut url = format!("{base}/v1/{path}?");
     for (k, v) in params {
@@ -82,6 +90,11 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
     }
     url.push_str(&format!("limit={limit}&marker={marker}"));
     url
+}
+
+/// A comma-separated list of shards, as Ironic's `args.string_list` reads it.
+pub(in crate::api) fn shard_list(text: &str) -> Vec<String> {
+    text.split(',').map(|s| s.trim().to_owned()).collect()
 }
 
 pub(in crate::api) fn encode_query_value(v: &str) -> String {
@@ -219,6 +232,34 @@ async fn list_page(
     if q.conductor.is_some() {
         require_version(version, 49, "The conductor filter")?;
     }
+    if let Some(s) = &q.shard {
+        require_version(version, 82, "The shard filter")?;
+        filter.shard_in = Some(shard_list(s));
+    }
+    if let Some(s) = &q.sharded {
+        require_version(version, 82, "The sharded filter")?;
+        filter.sharded = Some(parse_bool("sharded", s)?);
+    }
+    // As Ironic lists nodes (at every version): only those without a parent, or the children
+    // of `parent_node`, unless `include_children` is true (which then ignores `parent_node`).
+    let include_children = match &q.include_children {
+        Some(i) => {
+            require_version(version, 83, "The include_children parameter")?;
+            parse_bool("include_children", i)?
+        }
+        None => false,
+    };
+    if q.parent_node.is_some() {
+        require_version(version, 83, "The parent_node filter")?;
+    }
+    filter.children = if include_children {
+        db::nodes::Children::All
+    } else {
+        match &q.parent_node {
+            Some(p) => db::nodes::Children::Of(p.clone()),
+            None => db::nodes::Children::TopLevel,
+        }
+    };
     let nodes = db::nodes::list_filtered(
         &state.db,
         &filter,

@@ -34,7 +34,7 @@ pub async fn update(
     suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
     ApiQuery(query): ApiQuery<PatchQuery>,
-    ApiJson(ops): ApiJson<Vec<PatchOp>>,
+    ApiJson(mut ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
     patch::validate::<crate::node::Node>(&ops)?;
     let reset_interfaces = match &query.reset_interfaces {
@@ -71,6 +71,15 @@ pub async fn update(
             "Cannot update node \"{}\" while it is in state \"inspecting\".",
             node.uuid
         )));
+    }
+    for op in ops.iter_mut().filter(|op| op.is_on_field("parent_node")) {
+        if let Some(value) = &op.value {
+            let owner = node.owner.as_deref();
+            op.value = Some(
+                super::children::resolve_parent(&state, version, value, owner, Some(&node.uuid))
+                    .await?,
+            );
+        }
     }
     let on = |field: &str| ops.iter().any(|op| op.is_on_field(field));
     let moves = on("driver") || on("conductor_group");
