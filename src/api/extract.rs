@@ -478,9 +478,8 @@ mod tests {
 
     #[test]
     fn preview_versions_are_served_only_when_asked_for() {
-        let past = format!("baremetal 1.{}", MAX_VERSION.0 + 1);
-        let pairs = [("openstack-api-version", past.as_str())];
-        let asked = headers(&pairs);
+        let past: &'static str = format!("baremetal 1.{}", MAX_VERSION.0 + 1).leak();
+        let asked = headers(&[("openstack-api-version", past)]);
         let e = ApiVersion::negotiate(&asked, ServedMax::new(false)).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::NOT_ACCEPTABLE);
         assert_eq!(
