@@ -85,6 +85,9 @@ pub enum Error {
     NodeAssociated { node: String, instance: String },
     #[error("{0}")]
     Conflict(String),
+    /// A power-off refused because the node has `disable_power_off` (API 1.95).
+    #[error("Failed to set node power state to {target}.")]
+    PowerStateFailure { target: String },
 
     // 415 and 413.
     #[error("{0}")]
@@ -148,7 +151,8 @@ impl Error {
             Error::NodeLocked { .. }
             | Error::InvalidState(_)
             | Error::NodeAssociated { .. }
-            | Error::Conflict(_) => StatusCode::CONFLICT,
+            | Error::Conflict(_)
+            | Error::PowerStateFailure { .. } => StatusCode::CONFLICT,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::NoFreeConductorWorker

@@ -172,6 +172,10 @@ node_type! {
     /// The node's parent (API 1.83), by its UUID; a node with one is listed only on request.
     #[serde(default)]
     parent_node: Option<String>,
+    /// The node may never be powered off (API 1.95): power-off requests are refused and the
+    /// flows that would power it off reboot it instead.
+    #[serde(default)]
+    disable_power_off: bool,
 }
 
 impl NodeChanges {

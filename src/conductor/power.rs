@@ -36,6 +36,15 @@ pub async fn change_node_power_state(
                 state: node.provision_state.api_name().to_owned(),
             });
         }
+        // Ironic checks this in the API and again in `node_power_action`; here it is checked
+        // once, under the lock, on the node as read.
+        if target == PowerState::Off && node.disable_power_off {
+            tracing::error!(node.uuid = %node.uuid,
+                "Refusing to power off node {} with disable_power_off flag set", node.uuid);
+            return Err(Error::PowerStateFailure {
+                target: requested.api_name().to_owned(),
+            });
+        }
         let driver = ctx.drivers.for_node(node)?;
         driver.power.validate(node).map_err(|e| {
             Error::InvalidParameterValue(format!(

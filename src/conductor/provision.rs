@@ -872,15 +872,24 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     hw(task, driver.deploy.tear_down(&task.node))
         .await?
         .map_err(|e| format!("Failed to tear down: {e}"))?;
-    hw(
-        task,
-        driver
+    // A node that may not be powered off (API 1.95) is rebooted out of its instance instead,
+    // as Ironic's `clean_up` does for it.
+    let power_timeout = Duration::from_secs(60);
+    let (power_change, power) = if task.node.disable_power_off {
+        (
+            driver.power.reboot(&task.node, power_timeout),
+            PowerState::On,
+        )
+    } else {
+        let off = driver
             .power
-            .set_power_state(&task.node, PowerState::Off, Duration::from_secs(60)),
-    )
-    .await?
-    .map_err(|e| format!("Failed to tear down: {e}"))?;
-    let mut changes = NodeChanges::default().power(Some(PowerState::Off), None);
+            .set_power_state(&task.node, PowerState::Off, power_timeout);
+        (off, PowerState::Off)
+    };
+    hw(task, power_change)
+        .await?
+        .map_err(|e| format!("Failed to tear down: {e}"))?;
+    let mut changes = NodeChanges::default().power(Some(power), None);
     changes.instance_info = Some(Json::default());
     changes.instance_uuid = Some(None);
     changes.deploy_step = Some(Json::default());

@@ -547,6 +547,23 @@ async fn tear_down_agent(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone,
         ))
     };
     let power = ctx.driver.power.as_ref();
+    if node.disable_power_off {
+        // A node that may not be powered off (API 1.95) is rebooted into its instance. Ironic
+        // first locks the agent down (`system.lockdown`) and waits for it to go; Ferrum only
+        // flushes its file systems, as Ironic does for a power interface that cannot power on:
+        // the reboot ends the agent all the same.
+        tracing::info!(node.uuid = %node.uuid,
+            "Node {} does not support power off, rebooting it into the instance", node.uuid);
+        if let Err(e) = agent.run("standby.sync", json!({})).await {
+            tracing::warn!(node.uuid = %node.uuid,
+                "Failed to flush the file system prior to rebooting the node {}: {e}", node.uuid);
+        }
+        power.reboot(node, POWER_TIMEOUT).await.map_err(fail)?;
+        return Ok(StepDone {
+            power: Some(PowerState::On),
+            ..StepDone::done()
+        });
+    }
     if oob_reboot(node) {
         if let Err(e) = agent.run("standby.sync", json!({})).await {
             tracing::warn!(node.uuid = %node.uuid,

@@ -184,6 +184,24 @@ macro_rules! bounded_text {
     };
 }
 
+/// A boolean field that null (as after `remove`) sets to false, as in Ironic; written at create
+/// when `$create`.
+macro_rules! flag {
+    ($field:ident, create: $create:literal) => {
+        Write {
+            create: $create,
+            patch: true,
+            reset: Reset::False,
+            get: |_, n| json!(n.$field),
+            set: |f, n, v, c| {
+                let new = boolean(f, v)?.unwrap_or(false);
+                set_if(&mut c.$field, new, &n.$field);
+                Ok(())
+            },
+        }
+    };
+}
+
 /// An interface field (`$kind` of the node's interfaces), shown and written from 1.`$since`.
 macro_rules! interface {
     ($name:literal, $kind:ident, $since:literal) => {
@@ -561,18 +579,7 @@ pub static FIELDS: &[Field] = &[
         name: "protected",
         since: 48,
         show: |v| json!(v.item.protected),
-        write: Some(Write {
-            create: false,
-            patch: true,
-            reset: Reset::False,
-            get: |_, n| json!(n.protected),
-            set: |f, n, v, c| {
-                // null (as after `remove`) is false, as in Ironic.
-                let protected = boolean(f, v)?.unwrap_or(false);
-                set_if(&mut c.protected, protected, &n.protected);
-                Ok(())
-            },
-        }),
+        write: Some(flag!(protected, create: false)),
     },
     Field {
         name: "protected_reason",
@@ -616,17 +623,7 @@ pub static FIELDS: &[Field] = &[
         name: "retired",
         since: 61,
         show: |v| json!(v.item.retired),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::False,
-            get: |_, n| json!(n.retired),
-            set: |f, n, v, c| {
-                let retired = boolean(f, v)?.unwrap_or(false);
-                set_if(&mut c.retired, retired, &n.retired);
-                Ok(())
-            },
-        }),
+        write: Some(flag!(retired, create: true)),
     },
     Field {
         name: "retired_reason",
@@ -701,6 +698,13 @@ pub static FIELDS: &[Field] = &[
         since: 83,
         show: |v| json!(v.item.parent_node),
         write: Some(bounded_text!(parent_node, 36)),
+    },
+    // Ironic's schema takes a boolean, a boolean's string or null (false).
+    Field {
+        name: "disable_power_off",
+        since: 95,
+        show: |v| json!(v.item.disable_power_off),
+        write: Some(flag!(disable_power_off, create: true)),
     },
 ];
 
@@ -795,7 +799,8 @@ mod tests {
 1.75 boot_mode                read-only
 1.75 secure_boot              read-only
 1.82 shard                    create patch remove=Null
-1.83 parent_node              create patch remove=Null";
+1.83 parent_node              create patch remove=Null
+1.95 disable_power_off        create patch remove=False";
 
     #[test]
     fn the_table_matches_the_snapshot() {

@@ -1,5 +1,6 @@
 //! API 1.85-1.95: `unhold` (1.85), which sends a deploy or a cleaning paused by the reserved
-//! `hold` step back to its wait state, with its version gate and bad input.
+//! `hold` step back to its wait state, with its version gate and bad input; `disable_power_off`
+//! (1.95), which refuses power-off requests and makes a tear-down reboot the node instead.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -100,6 +101,77 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     assert!(failed["last_error"].as_str().unwrap_or_default().contains("By request, the clean operation was aborted"), "{failed}");
     let info = &failed["driver_internal_info"];
     assert!(info.get("clean_steps").is_none() && info.get("clean_step_index").is_none(), "{failed}");
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// disable_power_off (1.95): absent and unwritable below 1.95; a boolean (or its string); set,
+/// power off and soft power off are refused with Ironic's 409 PowerStateFailure while power on
+/// and reboot go through; a deploy and its tear-down leave the node powered on (rebooted, not
+/// powered off); removed, it is false again and power off works.
+async fn disable_power_off_refuses_power_off(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let plain = api.create_node(json!({"driver": "fake-hardware", "name": "dpo-plain"})).await;
+    let plain = plain["uuid"].as_str().unwrap().to_owned();
+    let rows: Vec<(&str, Method, String, Option<Value>, StatusCode)> = vec![
+        ("1.94", Method::POST, "/v1/nodes".into(),
+         Some(json!({"driver": "fake-hardware", "disable_power_off": true})), StatusCode::NOT_ACCEPTABLE),
+        ("1.94", Method::PATCH, format!("/v1/nodes/{plain}"),
+         Some(json!([{"op": "replace", "path": "/disable_power_off", "value": true}])), StatusCode::NOT_ACCEPTABLE),
+        ("1.94", Method::GET, "/v1/nodes?fields=disable_power_off".into(), None, StatusCode::NOT_ACCEPTABLE),
+        ("1.95", Method::POST, "/v1/nodes".into(),
+         Some(json!({"driver": "fake-hardware", "disable_power_off": "maybe"})), StatusCode::BAD_REQUEST),
+        ("1.95", Method::PATCH, format!("/v1/nodes/{plain}"),
+         Some(json!([{"op": "replace", "path": "/disable_power_off", "value": [true]}])), StatusCode::BAD_REQUEST),
+    ];
+    for (version, method, path, body, status) in rows {
+        let r = api.request_at(version, method.clone(), &path, body.clone()).await;
+        assert_eq!(r.status, status, "{version} {method} {path} {body:?}: {}", r.body);
+        assert!(!r.fault().is_empty(), "{}", r.body);
+    }
+    let r = api.request_at("1.94", Method::GET, &format!("/v1/nodes/{plain}"), None).await;
+    assert!(r.body.get("disable_power_off").is_none(), "{}", r.body);
+    let r = api.request_at("1.95", Method::GET, &format!("/v1/nodes/{plain}"), None).await;
+    assert_eq!(r.body["disable_power_off"], false, "{}", r.body);
+
+    let r = api.request_at("1.95", Method::POST, "/v1/nodes",
+        Some(json!({"driver": "fake-hardware", "name": "dpo", "disable_power_off": "true"}))).await;
+    assert_eq!((r.status, &r.body["disable_power_off"]), (StatusCode::CREATED, &json!(true)), "{}", r.body);
+    let uuid = r.body["uuid"].as_str().unwrap().to_owned();
+    for (verb, state) in [("manage", "manageable"), ("provide", "available")] {
+        api.accepted(&uuid, verb).await;
+        api.wait_for(&uuid, state).await;
+    }
+    let r = api.power(&uuid, "power on").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    api.wait_power(&uuid, "power on").await;
+    for target in ["power off", "soft power off"] {
+        let r = api.power(&uuid, target).await;
+        assert_eq!(r.status, StatusCode::CONFLICT, "{target}: {}", r.body);
+        assert_eq!(r.fault(), format!("Failed to set node power state to {target}."), "{}", r.body);
+    }
+    let r = api.power(&uuid, "rebooting").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    api.wait_power(&uuid, "power on").await;
+
+    api.accepted(&uuid, "active").await;
+    api.wait_for(&uuid, "active").await;
+    api.accepted(&uuid, "deleted").await;
+    let torn_down = api.wait_for(&uuid, "available").await;
+    assert_eq!(torn_down["power_state"], "power on", "rebooted, never powered off: {torn_down}");
+    assert!(torn_down["last_error"].is_null(), "{torn_down}");
+
+    let r = api.request_at("1.95", Method::PATCH, &format!("/v1/nodes/{uuid}"),
+        Some(json!([{"op": "remove", "path": "/disable_power_off"}]))).await;
+    assert_eq!((r.status, &r.body["disable_power_off"]), (StatusCode::OK, &json!(false)), "{}", r.body);
+    let r = api.power(&uuid, "power off").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    api.wait_power(&uuid, "power off").await;
     cluster.assert_no_locks().await;
 }
 }

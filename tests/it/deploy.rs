@@ -106,13 +106,13 @@ async fn power_changes_and_patch_round_trip(stack) {
 
     let r = api.power("pw", "power on").await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    wait_power(api, "pw", "power on").await;
+    api.wait_power("pw", "power on").await;
     let r = api.power("pw", "rebooting").await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    wait_power(api, "pw", "power on").await;
+    api.wait_power("pw", "power on").await;
     let r = api.power("pw", "power off").await;
     assert_eq!(r.status, StatusCode::ACCEPTED);
-    wait_power(api, "pw", "power off").await;
+    api.wait_power("pw", "power off").await;
     let r = api.power("pw", "sideways").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
 
@@ -147,19 +147,6 @@ async fn power_changes_and_patch_round_trip(stack) {
     assert_eq!(stored.driver_info["ipmi_password"], "s3cret");
     cluster.assert_no_locks().await;
 }
-}
-
-async fn wait_power(api: &crate::util::Api, ident: &str, want: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let node = api.node(ident).await;
-        if node["power_state"] == want && node["target_power_state"].is_null() {
-            assert!(node["reservation"].is_null());
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "{node}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 on_both_stacks! {

@@ -9,6 +9,16 @@ use crate::util::{Cluster, ClusterOptions, on_both_stacks};
 
 const V: &str = "1.83";
 
+/// A bad-input row: version, method, path, body, the status and, if given, the exact fault.
+type Row = (
+    &'static str,
+    Method,
+    String,
+    Option<Value>,
+    StatusCode,
+    Option<String>,
+);
+
 on_both_stacks! {
 /// Children are named by their parent's UUID or name, listed by the parent's children endpoint
 /// and by `?parent_node=`, and left out of node lists unless `include_children=True`; deleting a
@@ -75,6 +85,58 @@ async fn child_nodes_name_their_parent(stack) {
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     let r = at(V, Method::GET, format!("/v1/nodes/{c1}"), None).await;
     assert_eq!(r.body["parent_node"], json!(p_uuid), "{}", r.body);
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// parent_node's version gates and bad input: absent below 1.83 (the field, its filters and the
+/// children endpoint), and a parent that is missing, too long, not a string or the node itself
+/// refused with Ironic's one undisclosing sentence; nothing is written by a refused request.
+async fn parent_node_bad_input_gets_ironics_answers(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let parent = api.create_node(json!({"driver": "fake-hardware", "name": "bp"})).await;
+    let p_uuid = parent["uuid"].as_str().unwrap().to_owned();
+    let long = "x".repeat(37);
+    let invalid = |v: &str| format!("Unable to apply the requested parent_node '{v}'. Requested value was invalid.");
+    let rows: Vec<Row> = vec![
+        ("1.82", Method::POST, "/v1/nodes".into(),
+         Some(json!({"driver": "fake-hardware", "parent_node": "bp"})), StatusCode::NOT_ACCEPTABLE, None),
+        ("1.82", Method::PATCH, format!("/v1/nodes/{p_uuid}"),
+         Some(json!([{"op": "add", "path": "/parent_node", "value": "bp"}])), StatusCode::NOT_ACCEPTABLE, None),
+        ("1.82", Method::GET, "/v1/nodes?fields=parent_node".into(), None, StatusCode::NOT_ACCEPTABLE, None),
+        ("1.82", Method::GET, format!("/v1/nodes?parent_node={p_uuid}"), None, StatusCode::NOT_ACCEPTABLE, None),
+        ("1.82", Method::GET, "/v1/nodes?include_children=True".into(), None, StatusCode::NOT_ACCEPTABLE, None),
+        ("1.82", Method::GET, "/v1/nodes/bp/children".into(), None, StatusCode::NOT_FOUND, None),
+        (V, Method::GET, "/v1/nodes/nosuch/children".into(), None, StatusCode::NOT_FOUND, None),
+        (V, Method::POST, "/v1/nodes".into(),
+         Some(json!({"driver": "fake-hardware", "parent_node": "nosuch"})), StatusCode::BAD_REQUEST, Some(invalid("nosuch"))),
+        (V, Method::POST, "/v1/nodes".into(),
+         Some(json!({"driver": "fake-hardware", "parent_node": long})), StatusCode::BAD_REQUEST, None),
+        (V, Method::POST, "/v1/nodes".into(),
+         Some(json!({"driver": "fake-hardware", "parent_node": 7})), StatusCode::BAD_REQUEST, None),
+        (V, Method::PATCH, format!("/v1/nodes/{p_uuid}"),
+         Some(json!([{"op": "add", "path": "/parent_node", "value": "bp"}])), StatusCode::BAD_REQUEST, Some(invalid("bp"))),
+        (V, Method::PATCH, format!("/v1/nodes/{p_uuid}"),
+         Some(json!([{"op": "add", "path": "/parent_node", "value": "nosuch"}])), StatusCode::BAD_REQUEST, Some(invalid("nosuch"))),
+        (V, Method::GET, "/v1/nodes?include_children=maybe".into(), None, StatusCode::BAD_REQUEST, None),
+    ];
+    for (version, method, path, body, status, fault) in rows {
+        let r = api.request_at(version, method.clone(), &path, body.clone()).await;
+        assert_eq!(r.status, status, "{version} {method} {path} {body:?}: {}", r.body);
+        assert!(!r.fault().is_empty(), "{}", r.body);
+        if let Some(fault) = fault {
+            assert_eq!(r.fault(), fault, "{version} {method} {path}");
+        }
+    }
+    let r = api.request_at("1.95", Method::GET, "/v1/nodes?include_children=True", None).await;
+    assert_eq!(r.body["nodes"].as_array().unwrap().len(), 1, "nothing was created: {}", r.body);
+    let r = api.request_at(V, Method::GET, &format!("/v1/nodes/{p_uuid}"), None).await;
+    assert!(r.body["parent_node"].is_null(), "{}", r.body);
     cluster.assert_no_locks().await;
 }
 }

@@ -2,8 +2,6 @@
 //! their filters and paging, shown (target properties masked), patched and deleted by the
 //! node's conductor under Ironic's power and provision state rules, and gone with their node.
 
-use std::time::{Duration, Instant};
-
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -13,18 +11,7 @@ use crate::util::{Api, Cluster, ClusterOptions, on_both_stacks};
 async fn power(api: &Api, node: &str, target: &str) {
     let r = api.power(node, target).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{target}: {}", r.body);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let n = api.node(node).await;
-        if n["power_state"] == target && n["reservation"].is_null() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{node} did not reach {target}: {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api.wait_power(node, target).await;
 }
 
 on_both_stacks! {

@@ -625,6 +625,26 @@ impl Api {
         }
     }
 
+    /// Polls until the node's power state is `want` with no change pending and its lock
+    /// released.
+    pub async fn wait_power(&self, ident: &str, want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let node = self.node(ident).await;
+            if node["power_state"] == want
+                && node["target_power_state"].is_null()
+                && node["reservation"].is_null()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {ident} did not reach {want}: {node}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Polls until the node is in `state` with its lock released, then returns it.
     pub async fn wait_for(&self, ident: &str, state: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);

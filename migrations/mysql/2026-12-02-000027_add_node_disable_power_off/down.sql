@@ -1,0 +1,1 @@
+ALTER TABLE nodes DROP COLUMN disable_power_off;
