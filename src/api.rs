@@ -263,6 +263,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/events", axum::routing::post(events::post))
         .route("/v1/lookup", get(ramdisk::lookup))
         .route(
+            "/v1/continue_inspection",
+            axum::routing::post(ramdisk::continue_inspection),
+        )
+        .route(
             "/v1/heartbeat/{ident}",
             axum::routing::post(ramdisk::heartbeat),
         )
@@ -470,6 +474,7 @@ async fn v1(
         ("events", 54),
         ("allocations", 52),
         ("deploy_templates", 55),
+        ("continue_inspection", 84),
         ("shards", 82),
         ("runbooks", 92),
     ] {

@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod allocations;
 pub mod dispatch;
+pub mod inspection;
 pub mod lease;
 pub mod management;
 pub mod node_ops;

@@ -93,6 +93,13 @@ pub struct ConductorConfig {
     /// `[conductor]deploy_callback_timeout`).
     #[serde(with = "seconds")]
     pub deploy_callback_timeout: Duration,
+    /// How long an inspection may wait in `inspect wait` for the agent's data before it fails
+    /// (Ironic's `[conductor]inspect_wait_timeout`).
+    #[serde(with = "seconds")]
+    pub inspect_wait_timeout: Duration,
+    /// The hooks run over an agent inspection's data, in order (Ironic's `[inspector]hooks`;
+    /// those Ferrum has are `conductor::inspection::HOOKS`).
+    pub inspection_hooks: Vec<String>,
     /// How often nodes waiting for their agent are checked against the callback timeout
     /// (Ironic's `[conductor]check_provision_state_interval`).
     #[serde(with = "seconds")]
@@ -167,6 +174,11 @@ impl Default for ConductorConfig {
             graceful_shutdown_timeout: Duration::from_secs(60),
             fake_vendor_delay: Duration::ZERO,
             deploy_callback_timeout: Duration::from_secs(1800),
+            inspect_wait_timeout: Duration::from_secs(1800),
+            inspection_hooks: crate::conductor::inspection::HOOKS
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect(),
             check_provision_state_interval: Duration::from_secs(60),
             stream_raw_images: true,
             agent_power_off_retries: 6,
@@ -238,6 +250,12 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_DEPLOY_CALLBACK_TIMEOUT", value_parser = parse_seconds)]
     pub deploy_callback_timeout: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_INSPECT_WAIT_TIMEOUT", value_parser = parse_seconds)]
+    pub inspect_wait_timeout: Option<Duration>,
+    /// Comma-separated hook names.
+    #[arg(long, env = "FERRUM_INSPECTION_HOOKS", value_delimiter = ',')]
+    pub inspection_hooks: Option<Vec<String>>,
     /// Seconds.
     #[arg(long, env = "FERRUM_CHECK_PROVISION_STATE_INTERVAL", value_parser = parse_seconds)]
     pub check_provision_state_interval: Option<Duration>,
@@ -345,6 +363,11 @@ impl Config {
             &a.deploy_callback_timeout,
         );
         set(
+            &mut self.conductor.inspect_wait_timeout,
+            &a.inspect_wait_timeout,
+        );
+        set(&mut self.conductor.inspection_hooks, &a.inspection_hooks);
+        set(
             &mut self.conductor.check_provision_state_interval,
             &a.check_provision_state_interval,
         );
@@ -423,6 +446,20 @@ impl Config {
         }
         if self.conductor.deploy_callback_timeout.is_zero() {
             return invalid("conductor.deploy_callback_timeout", "must be above 0");
+        }
+        if self.conductor.inspect_wait_timeout.is_zero() {
+            return invalid("conductor.inspect_wait_timeout", "must be above 0");
+        }
+        if let Some(unknown) = self.conductor.inspection_hooks.iter().find(|h| {
+            !h.trim().is_empty() && !crate::conductor::inspection::HOOKS.contains(&h.trim())
+        }) {
+            return Err(ConfigError::Invalid {
+                name: "conductor.inspection_hooks",
+                reason: format!(
+                    "unknown hook {unknown:?}; the hooks are {}",
+                    crate::conductor::inspection::HOOKS.join(", ")
+                ),
+            });
         }
         if self.conductor.check_provision_state_interval.is_zero() {
             return invalid(

@@ -178,6 +178,12 @@ pub enum RpcRequest {
         node: Box<Node>,
         heartbeat: Heartbeat,
     },
+    /// POST /v1/continue_inspection: what the agent of a node in `inspect wait` found.
+    ContinueInspection {
+        node: Box<Node>,
+        inventory: crate::node::JsonObject,
+        plugin_data: crate::node::JsonObject,
+    },
     /// GET /v1/lookup from 1.62: the node with its agent token, made on the first lookup.
     GetNodeWithToken {
         node: Box<Node>,
@@ -336,6 +342,7 @@ impl RpcRequest {
                 "get_driver_vendor_passthru_methods"
             }
             RpcRequest::Heartbeat { .. } => "heartbeat",
+            RpcRequest::ContinueInspection { .. } => "continue_inspection",
             RpcRequest::GetNodeWithToken { .. } => "get_node_with_token",
             RpcRequest::CreateAllocation { .. } => "create_allocation",
             RpcRequest::DestroyAllocation { .. } => "destroy_allocation",
@@ -410,6 +417,7 @@ impl RpcRequest {
             | RpcRequest::VendorPassthru { node, .. }
             | RpcRequest::GetNodeVendorPassthruMethods { node }
             | RpcRequest::Heartbeat { node, .. }
+            | RpcRequest::ContinueInspection { node, .. }
             | RpcRequest::GetNodeWithToken { node }
             | RpcRequest::GetSupportedIndicators { node }
             | RpcRequest::GetIndicatorState { node, .. }

@@ -2,7 +2,8 @@
 //! which the agent finds its node, and `POST /v1/heartbeat/{node}`, by which it reports in
 //! (Ironic's `v1/ramdisk.py`). Lookup reads the database; from 1.62 it asks the node's conductor
 //! for the node's agent token (made on the first lookup). A heartbeat is checked here and
-//! recorded by the conductor (`conductor::agent`).
+//! recorded by the conductor (`conductor::agent`). `POST /v1/continue_inspection` (1.84) takes
+//! what the agent found on an inspected node (`conductor::inspection`).
 
 use axum::{Json, extract::State, http::StatusCode};
 use serde::Deserialize;
@@ -11,13 +12,13 @@ use tracing::warn;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiPath, ApiQuery, ApiVersion, JsonSuffix, OptionalJson, RequestId},
+    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, JsonSuffix, OptionalJson, RequestId},
     nodes::{call, find},
 };
 use crate::{
     db,
     error::{Error, Result},
-    node::{InterfaceKind, Node, fields::View},
+    node::{InterfaceKind, JsonObject, Node, fields::View},
     ports::normalize_mac,
     resource,
     rpc::{Heartbeat, RpcRequest},
@@ -34,6 +35,11 @@ const VERIFY_CA_SINCE: u32 = 68;
 const AGENT_STATUS_SINCE: u32 = 72;
 /// The statuses an agent may report (Ironic's `AGENT_VALID_STATES`, `ramdisk.py`).
 const AGENT_STATUSES: &[&str] = &["start", "end", "error"];
+
+/// The API minor version of `POST /v1/continue_inspection` and its `node_uuid`. Ironic also
+/// takes it at the base version 1.1, where it answers as ironic-inspector did (`{"uuid"}`):
+/// what the agent sends, which names no version.
+const CONTINUE_INSPECTION_SINCE: u32 = 84;
 
 /// The states lookup finds a node in with `restrict_lookup` (Ironic's `LOOKUP_ALLOWED_STATES`).
 const LOOKUP_ALLOWED: &[ProvisionState] = &[
@@ -141,15 +147,7 @@ pub async fn lookup(
     }
     let with_token = version.at_least(AGENT_TOKEN_SINCE);
     let node = if with_token {
-        call(
-            &state,
-            &request_id,
-            RpcRequest::GetNodeWithToken {
-                node: Box::new(node),
-            },
-        )
-        .await?
-        .into_node()?
+        node_with_token(&state, &request_id, node).await?
     } else {
         node
     };
@@ -157,6 +155,19 @@ pub async fn lookup(
         "node": resource::render_some(&View::new(&node, version.0, &base), LOOKUP_FIELDS),
         "config": agent_config(&state, &node, with_token),
     })))
+}
+
+/// The node with its agent token, which its conductor makes on the first ask (1.62).
+async fn node_with_token(state: &ApiState, request_id: &RequestId, node: Node) -> Result<Node> {
+    call(
+        state,
+        request_id,
+        RpcRequest::GetNodeWithToken {
+            node: Box::new(node),
+        },
+    )
+    .await?
+    .into_node()
 }
 
 /// What the agent is told with its node (Ironic's `ramdisk.config`, its options at Ironic's
@@ -348,6 +359,172 @@ pub async fn heartbeat(
     )
     .await?;
     Ok(StatusCode::ACCEPTED)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ContinueInspectionQuery {
+    node_uuid: Option<String>,
+}
+
+/// POST /v1/continue_inspection[?node_uuid=]: the agent of a node in `inspect wait` sends its
+/// inventory (and, beside it, what its collectors gathered: the plugin data). The node is found
+/// by the inventory's MAC addresses through its ports, or by `node_uuid` (1.84), and must be in
+/// `inspect wait`; anything else is the same undisclosing 404 as lookup's. Its conductor takes
+/// the data and finishes the inspection after the reply. Ironic also finds nodes by the
+/// inventory's BMC addresses and can enroll unknown ones (auto-discovery); Ferrum does neither.
+pub async fn continue_inspection(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    BaseUrl(base): BaseUrl,
+    ApiQuery(query): ApiQuery<ContinueInspectionQuery>,
+    ApiJson(mut data): ApiJson<JsonObject>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let current = version.at_least(CONTINUE_INSPECTION_SINCE);
+    if !current && (version.0 != 1 || query.node_uuid.is_some()) {
+        return Err(Error::NotFound(format!(
+            "API version 1.{CONTINUE_INSPECTION_SINCE} or newer is required"
+        )));
+    }
+    if let Some(uuid) = &query.node_uuid
+        && uuid::Uuid::try_parse(uuid).is_err()
+    {
+        return Err(Error::InvalidParameterValue(format!(
+            "Expected UUID for node_uuid: {uuid}"
+        )));
+    }
+    let inventory = inspection_inventory(&mut data)?;
+    let macs: Vec<String> = inventory["interfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|iface| iface["mac_address"].as_str())
+        .filter_map(|mac| normalize_mac(mac).ok())
+        .collect();
+    if macs.is_empty() && query.node_uuid.is_none() {
+        return Err(Error::InvalidParameterValue(
+            "No lookup information provided".to_owned(),
+        ));
+    }
+    let node = inspected_node(&state, query.node_uuid.as_deref(), &macs).await?;
+    let node = if current {
+        node_with_token(&state, &request_id, node).await?
+    } else {
+        node
+    };
+    let uuid = node.uuid.clone();
+    let reply = if current {
+        json!({
+            "node": resource::render_some(&View::new(&node, version.0, &base), LOOKUP_FIELDS),
+            "config": agent_config(&state, &node, true),
+        })
+    } else {
+        json!({ "uuid": uuid })
+    };
+    call(
+        &state,
+        &request_id,
+        RpcRequest::ContinueInspection {
+            node: Box::new(node),
+            inventory,
+            plugin_data: data,
+        },
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(reply)))
+}
+
+/// Takes the inventory out of the posted data, checked as Ironic's schema checks it: an object
+/// with a non-empty list of interfaces, each an object with a string `mac_address`, and BMC
+/// addresses that are strings or null.
+fn inspection_inventory(data: &mut JsonObject) -> Result<JsonObject> {
+    let invalid =
+        |why: &str| Error::InvalidParameterValue(format!("Invalid inspection data: {why}"));
+    let Some(inventory) = data.remove("inventory") else {
+        return Err(invalid("'inventory' is a required property"));
+    };
+    let Value::Object(inventory) = inventory else {
+        return Err(invalid("'inventory' must be an object"));
+    };
+    for key in ["bmc_address", "bmc_v6address"] {
+        if inventory
+            .get(key)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
+            return Err(invalid(&format!(
+                "inventory '{key}' must be a string or null"
+            )));
+        }
+    }
+    let interfaces = match inventory.get("interfaces") {
+        Some(Value::Array(interfaces)) if !interfaces.is_empty() => interfaces,
+        Some(Value::Array(_)) => return Err(invalid("inventory 'interfaces' must not be empty")),
+        Some(_) => return Err(invalid("inventory 'interfaces' must be a list")),
+        None => {
+            return Err(invalid(
+                "'interfaces' is a required property of the inventory",
+            ));
+        }
+    };
+    for iface in interfaces {
+        if !iface.get("mac_address").is_some_and(Value::is_string) {
+            return Err(invalid(&format!(
+                "each inventory interface needs a string 'mac_address': {iface}"
+            )));
+        }
+    }
+    Ok(inventory)
+}
+
+/// The node an inspection's data names: by `node_uuid` if given, by its ports' MAC addresses
+/// otherwise (which must then agree with it), and in `inspect wait`.
+async fn inspected_node(
+    state: &ApiState,
+    node_uuid: Option<&str>,
+    macs: &[String],
+) -> Result<Node> {
+    let by_macs = if macs.is_empty() {
+        None
+    } else {
+        match db::ports::nodes_with_addresses(&state.db, macs).await?[..] {
+            [ref uuid] => Some(uuid.clone()),
+            [] => None,
+            _ => {
+                warn!(
+                    ?macs,
+                    "Multiple nodes with port addresses {macs:?} were found during inspection lookup"
+                );
+                return Err(not_found());
+            }
+        }
+    };
+    let uuid = match (node_uuid, by_macs) {
+        (Some(given), Some(found)) if !given.eq_ignore_ascii_case(&found) => {
+            warn!(node.uuid = %given, ?macs, "Inspection lookup with node {given} found node {found} by MAC addresses {macs:?}");
+            return Err(not_found());
+        }
+        (Some(given), _) => given.to_ascii_lowercase(),
+        (None, Some(found)) => found,
+        (None, None) => {
+            warn!(
+                ?macs,
+                "No nodes satisfy MAC addresses {macs:?} during inspection lookup"
+            );
+            return Err(not_found());
+        }
+    };
+    let node = match db::nodes::get_by_uuid(&state.db, &uuid).await {
+        Ok(node) => node,
+        Err(Error::NodeNotFound { .. }) => return Err(not_found()),
+        Err(e) => return Err(e),
+    };
+    if node.provision_state != ProvisionState::InspectWait {
+        warn!(node.uuid = %node.uuid, state = %node.provision_state,
+            "Node {} was found during inspection lookup, but it is in provision state {}",
+            node.uuid, node.provision_state);
+        return Err(not_found());
+    }
+    Ok(node)
 }
 
 #[cfg(test)]

@@ -213,6 +213,13 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::Heartbeat { node, heartbeat } => agent::heartbeat(&ctx, *node, heartbeat)
             .await
             .map(|()| RpcReply::Accepted),
+        RpcRequest::ContinueInspection {
+            node,
+            inventory,
+            plugin_data,
+        } => super::inspection::continue_inspection(&ctx, *node, inventory, plugin_data, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
         RpcRequest::GetNodeWithToken { node } => agent::get_node_with_token(&ctx, *node)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),

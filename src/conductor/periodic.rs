@@ -71,7 +71,8 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
     Ok(())
 }
 
-/// Fails, every `check_provision_state_interval`, the deploys of nodes this conductor owns on
+/// Fails, every `check_provision_state_interval`, the deploys (and, past `inspect_wait_timeout`,
+/// the inspections in `inspect wait`) of nodes this conductor owns on
 /// the hash ring that have waited in `wait call-back` for longer than `deploy_callback_timeout`
 /// (Ironic's `_check_deploy_timeouts`): the agent never called back, or never finished a
 /// command. Locked nodes and nodes in maintenance are left, as Ironic leaves them.
@@ -94,30 +95,38 @@ async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
     if !ctx.lease.is_serving() {
         return Ok(());
     }
-    let timeout = chrono::Duration::from_std(ctx.config.deploy_callback_timeout)
-        .unwrap_or(chrono::Duration::MAX);
-    let before = crate::node::now()
-        .checked_sub_signed(timeout)
-        .unwrap_or(chrono::NaiveDateTime::MIN);
-    let nodes = db::nodes::unlocked_in_state_since(
-        &ctx.db,
-        ProvisionState::DeployWait,
-        before,
-        TIMEOUTS_PER_CHECK,
-    )
-    .await?;
-    if nodes.is_empty() {
-        return Ok(());
-    }
-    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    let rings = Rings::from_conductors(&alive);
-    for node in nodes {
-        if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+    let waits = [
+        (
+            ProvisionState::DeployWait,
+            ctx.config.deploy_callback_timeout,
+        ),
+        (ProvisionState::InspectWait, ctx.config.inspect_wait_timeout),
+    ];
+    for (state, timeout) in waits {
+        let timeout = chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
+        let before = crate::node::now()
+            .checked_sub_signed(timeout)
+            .unwrap_or(chrono::NaiveDateTime::MIN);
+        let nodes =
+            db::nodes::unlocked_in_state_since(&ctx.db, state, before, TIMEOUTS_PER_CHECK).await?;
+        if nodes.is_empty() {
             continue;
         }
-        let uuid = node.uuid.clone();
-        if let Err(e) = fail_timed_out_deploy(ctx, node).await {
-            tracing::debug!(node.uuid = %uuid, error = %e, "Timed-out node {uuid} was not failed: {e}");
+        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+        let rings = Rings::from_conductors(&alive);
+        for node in nodes {
+            if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+                continue;
+            }
+            let uuid = node.uuid.clone();
+            let failed = if state == ProvisionState::InspectWait {
+                super::inspection::fail_timed_out_inspection(ctx, node).await
+            } else {
+                fail_timed_out_deploy(ctx, node).await
+            };
+            if let Err(e) = failed {
+                tracing::debug!(node.uuid = %uuid, error = %e, "Timed-out node {uuid} was not failed: {e}");
+            }
         }
     }
     Ok(())

@@ -121,7 +121,7 @@ impl Flow for Work {
             Work::Clean => clean(task).await,
             Work::ManualClean => manual_clean(task, driver).await,
             Work::Verify => verify(task, driver).await,
-            Work::Inspect => inspect(task).await,
+            Work::Inspect => inspect(task, driver).await,
             Work::Adopt => adopt(task, driver).await,
             Work::Rescue => rescue(task).await,
             Work::Unrescue => unrescue(task).await,
@@ -169,6 +169,22 @@ pub(super) async fn start(
     event: Event,
     check: impl Fn(&Node, &Driver) -> Result<NodeChanges>,
 ) -> Result<()> {
+    if let Some((task, work, worker)) = begin(ctx, node, deadline, verb, event, check).await? {
+        worker.run(task, work)?;
+    }
+    Ok(())
+}
+
+/// [`start`] up to the run: the move checked and written; when work follows it, the task that
+/// holds the lock, the work the new state names and the worker reserved for it.
+pub(super) async fn begin(
+    ctx: &Ctx,
+    node: Node,
+    deadline: Option<Instant>,
+    verb: &str,
+    event: Event,
+    check: impl Fn(&Node, &Driver) -> Result<NodeChanges>,
+) -> Result<Option<(Task, Work, Worker)>> {
     let before = node.provision_state;
     let uuid = node.uuid.clone();
     let mut worker: Option<Worker> = None;
@@ -191,10 +207,10 @@ pub(super) async fn start(
     })
     .await?;
     log_change(before, &node, event);
-    if let (Some(task), Some(work), Some(worker)) = (task, work, worker) {
-        worker.run(task, work)?;
-    }
-    Ok(())
+    Ok(match (task, work, worker) {
+        (Some(task), Some(work), Some(worker)) => Some((task, work, worker)),
+        _ => None,
+    })
 }
 
 pub async fn do_node_deploy(
@@ -867,6 +883,25 @@ pub async fn fail_timed_out_deploy(ctx: &Ctx, node: Node) -> Result<()> {
     .await
 }
 
+/// Powers the node off, or reboots it if it may not be powered off (API 1.95); the power
+/// state it is left in.
+pub(super) async fn power_off_or_reboot(
+    task: &Task,
+    driver: &Driver,
+) -> std::result::Result<PowerState, String> {
+    let timeout = Duration::from_secs(60);
+    let (change, power) = if task.node.disable_power_off {
+        (driver.power.reboot(&task.node, timeout), PowerState::On)
+    } else {
+        let off = driver
+            .power
+            .set_power_state(&task.node, PowerState::Off, timeout);
+        (off, PowerState::Off)
+    };
+    hw(task, change).await?.map_err(|e| e.to_string())?;
+    Ok(power)
+}
+
 /// Tear down, power off, forget the instance, then automated cleaning.
 async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
     hw(task, driver.deploy.tear_down(&task.node))
@@ -874,20 +909,8 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
         .map_err(|e| format!("Failed to tear down: {e}"))?;
     // A node that may not be powered off (API 1.95) is rebooted out of its instance instead,
     // as Ironic's `clean_up` does for it.
-    let power_timeout = Duration::from_secs(60);
-    let (power_change, power) = if task.node.disable_power_off {
-        (
-            driver.power.reboot(&task.node, power_timeout),
-            PowerState::On,
-        )
-    } else {
-        let off = driver
-            .power
-            .set_power_state(&task.node, PowerState::Off, power_timeout);
-        (off, PowerState::Off)
-    };
-    hw(task, power_change)
-        .await?
+    let power = power_off_or_reboot(task, driver)
+        .await
         .map_err(|e| format!("Failed to tear down: {e}"))?;
     let mut changes = NodeChanges::default().power(Some(power), None);
     changes.instance_info = Some(Json::default());
@@ -1010,8 +1033,12 @@ async fn unrescue(task: &mut Task) -> std::result::Result<(), String> {
         .map_err(|e| format!("Failed to unrescue: {e}"))
 }
 
-/// Inspection. The fake hardware has nothing to discover, so inspection completes at once.
-async fn inspect(task: &mut Task) -> std::result::Result<(), String> {
+/// Inspection. The `agent` inspect interface boots the ramdisk and waits for its data
+/// (`inspection.rs`); the fake one has nothing to discover, so inspection completes at once.
+async fn inspect(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+    if task.node.interfaces.get(InterfaceKind::Inspect) == super::inspection::AGENT_INSPECT {
+        return super::inspection::start_agent_inspection(task, driver).await;
+    }
     let changes = NodeChanges {
         inspection_finished_at: Some(Some(node::now())),
         ..NodeChanges::default()

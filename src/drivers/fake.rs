@@ -38,7 +38,7 @@ pub fn hardware_type(gate: Option<DeployGate>, vendor_delay: Duration) -> Hardwa
         passive: &[
             (InterfaceKind::Boot, &["fake"]),
             (InterfaceKind::Console, &["no-console", "fake"]),
-            (InterfaceKind::Inspect, &["no-inspect", "fake"]),
+            (InterfaceKind::Inspect, &["no-inspect", "fake", "agent"]),
             (InterfaceKind::Network, &["noop", "flat"]),
             (InterfaceKind::Raid, &["no-raid", "fake"]),
             (InterfaceKind::Storage, &["noop", "fake"]),

@@ -94,7 +94,7 @@ async fn drivers_show_their_interfaces_by_version() {
     assert_eq!(d["default_inspect_interface"], "no-inspect");
     assert_eq!(
         d["enabled_inspect_interfaces"],
-        json!(["no-inspect", "fake"])
+        json!(["no-inspect", "fake", "agent"])
     );
     assert_eq!(d["default_raid_interface"], "no-raid");
     assert_eq!(d["enabled_raid_interfaces"], json!(["no-raid", "fake"]));

@@ -27,6 +27,7 @@ mod failures;
 mod faults;
 mod indicators;
 mod inprocess;
+mod inspection;
 mod limits;
 mod locking;
 mod management;

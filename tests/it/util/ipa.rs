@@ -50,6 +50,11 @@ impl Agent {
     /// disk of `disk_size` (e.g. "16M"). None when the sandbox cannot run here (announced, or
     /// a failure under `FERRUM_REQUIRE_SERVICES=1`).
     pub fn start(api_url: &str, mac: &str, disk_size: &str) -> Option<Agent> {
+        Agent::start_with(api_url, mac, disk_size, &[])
+    }
+
+    /// [`Agent::start`] with more of the agent's own arguments (`--inspection_callback_url ...`).
+    pub fn start_with(api_url: &str, mac: &str, disk_size: &str, extra: &[&str]) -> Option<Agent> {
         let script = ipa_sandbox()?;
         let dir = std::env::temp_dir().join(format!("ferrum-ipa-{}", random_suffix()));
         let port = free_port();
@@ -64,6 +69,7 @@ impl Agent {
             .args(["--extra-args", "--lookup_interval", "1"])
             .args(["--image_download_connection_retries", "1"])
             .args(["--image_download_connection_retry_interval", "1"])
+            .args(extra)
             .output()
             .expect("run the IPA sandbox script");
         assert!(
