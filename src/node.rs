@@ -172,6 +172,9 @@ node_type! {
     /// The node's parent (API 1.83), by its UUID; a node with one is listed only on request.
     #[serde(default)]
     parent_node: Option<String>,
+    /// The service step running (API 1.87), `{}` when the node is not servicing.
+    #[serde(default)]
+    service_step: Json<JsonObject>,
 }
 
 impl NodeChanges {

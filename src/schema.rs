@@ -64,6 +64,7 @@ diesel::table! {
         secure_boot -> Nullable<Bool>,
         shard -> Nullable<Text>,
         parent_node -> Nullable<Text>,
+        service_step -> Text,
     }
 }
 

@@ -702,6 +702,13 @@ pub static FIELDS: &[Field] = &[
         show: |v| json!(v.item.parent_node),
         write: Some(bounded_text!(parent_node, 36)),
     },
+    // Written by the conductor as servicing runs each step, cleared when it ends.
+    Field {
+        name: "service_step",
+        since: 87,
+        show: |v| Value::Object(v.item.service_step.0.clone()),
+        write: None,
+    },
 ];
 
 #[cfg(test)]
@@ -795,7 +802,8 @@ mod tests {
 1.75 boot_mode                read-only
 1.75 secure_boot              read-only
 1.82 shard                    create patch remove=Null
-1.83 parent_node              create patch remove=Null";
+1.83 parent_node              create patch remove=Null
+1.87 service_step             read-only";
 
     #[test]
     fn the_table_matches_the_snapshot() {
