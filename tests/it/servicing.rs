@@ -82,6 +82,8 @@ async fn service_returns_a_deployed_node_to_active(stack) {
         ("1.87", service(json!([step("deploy", "erase_devices")])), StatusCode::BAD_REQUEST, format!("Node {uuid}: the service step deploy.erase_devices is not supported by its driver; supported: vendor.log_passthrough, vendor.trigger_servicewait.")),
         ("1.87", json!({"target": "active", "service_steps": [log]}), StatusCode::BAD_REQUEST, "\"service_steps\" is only valid when setting target provision state to service".to_owned()),
         ("1.87", json!({"target": "service", "clean_steps": [log]}), StatusCode::BAD_REQUEST, "\"clean_steps\" is only valid when setting target provision state to clean".to_owned()),
+        // A clean's own steps are read by the same schema, before the node's state is judged.
+        ("1.87", json!({"target": "clean", "clean_steps": [{"interface": "deploy"}]}), StatusCode::BAD_REQUEST, "Invalid clean_steps: 'step' is a required property of a step".to_owned()),
         ("1.87", json!({"target": "service", "service_steps": [log], "disable_ramdisk": true}), StatusCode::NOT_ACCEPTABLE, "disable_ramdisk is not acceptable in this API version".to_owned()),
         ("1.91", json!({"target": "service", "runbook": "CUSTOM_FW"}), StatusCode::NOT_ACCEPTABLE, "runbook requires API version 1.92".to_owned()),
     ];
@@ -220,6 +222,14 @@ async fn service_holds_unholds_and_aborts(stack) {
     let r = provision_at(api, "1.87", &uuid, json!({"target": "abort"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     api.wait_for(&uuid, "service failed").await;
+    // Not aborted in maintenance (Ironic's InvalidState, 409).
+    let r = api.request(Method::PUT, &format!("/v1/nodes/{uuid}/maintenance"), Some(json!({"reason": "x"}))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let r = provision_at(api, "1.87", &uuid, json!({"target": "abort"})).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert!(r.fault().starts_with(&format!("Can not abort service on node \"{uuid}\" while it is in maintenance mode.")), "{}", r.fault());
+    let r = api.request(Method::DELETE, &format!("/v1/nodes/{uuid}/maintenance"), None).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     let r = provision_at(api, "1.87", &uuid, json!({"target": "rescue", "rescue_password": "pw"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     api.wait_for(&uuid, "rescue").await;
