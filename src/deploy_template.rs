@@ -124,6 +124,8 @@ pub struct StepSchema {
     pub what: &'static str,
     pub rank: &'static str,
     pub args_required: bool,
+    /// Whether a step must give its rank (a clean or service request's need not: 0 then).
+    pub rank_required: bool,
 }
 
 /// A deploy template's steps.
@@ -131,6 +133,7 @@ pub const TEMPLATE_STEPS: StepSchema = StepSchema {
     what: "deploy template",
     rank: "priority",
     args_required: true,
+    rank_required: true,
 };
 
 /// One step as a client wrote it, its rank read from the schema's `rank` key.
@@ -181,7 +184,9 @@ impl StepSchema {
         };
         let keys = ["interface", "step", "args", self.rank];
         for key in keys {
-            if !m.contains_key(key) && (key != "args" || self.args_required) {
+            let optional =
+                (key == "args" && !self.args_required) || (key == self.rank && !self.rank_required);
+            if !m.contains_key(key) && !optional {
                 return Err(self.invalid(format!("'{key}' is a required property of a step")));
             }
         }
@@ -217,6 +222,7 @@ impl StepSchema {
             }
         };
         let rank = match m.remove(self.rank) {
+            None if !self.rank_required => Some(0),
             Some(Value::Number(n)) => n.as_u64().and_then(|p| u32::try_from(p).ok()),
             Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
                 s.parse::<u32>().ok()
@@ -257,6 +263,7 @@ const REQUEST_STEPS: StepSchema = StepSchema {
     what: "deploy_steps",
     rank: "priority",
     args_required: true,
+    rank_required: true,
 };
 
 /// The `deploy_steps` of a deploy request (API 1.69) as Ironic's schema takes them
@@ -279,6 +286,35 @@ pub fn read_user_steps(v: Value) -> Result<Vec<DeployStep>> {
             })
         })
         .collect()
+}
+
+/// The `clean_steps` (API 1.15) or `service_steps` (1.87), named by `what`, of a provision
+/// request as Ironic's `_STEPS_SCHEMA` takes them (`api/controllers/v1/node.py`): a list of
+/// steps, each of `interface` and `step` with optional `args` and `order`, kept as given.
+/// Ironic's `execute_on_child_nodes` and `limit_child_node_execution` are refused by name:
+/// Ferrum does not run steps on child nodes.
+pub fn read_run_steps(what: &'static str, v: Value) -> Result<Vec<Value>> {
+    let schema = StepSchema {
+        what,
+        rank: "order",
+        args_required: false,
+        rank_required: false,
+    };
+    let Value::Array(items) = v else {
+        return Err(schema.invalid(format!("{v} is not of type 'array'")));
+    };
+    for item in &items {
+        let child = ["execute_on_child_nodes", "limit_child_node_execution"]
+            .into_iter()
+            .find(|key| item.get(key).is_some());
+        if let Some(key) = child {
+            return Err(schema.invalid(format!(
+                "'{key}' is not supported: Ferrum does not run steps on child nodes"
+            )));
+        }
+        schema.read_step(item.clone())?;
+    }
+    Ok(items)
 }
 
 /// A new template as a create request's `body` asks for it: `name` and `steps` are required.

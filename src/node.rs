@@ -176,6 +176,9 @@ node_type! {
     /// flows that would power it off reboot it instead.
     #[serde(default)]
     disable_power_off: bool,
+    /// The service step running (API 1.87), `{}` when the node is not servicing.
+    #[serde(default)]
+    service_step: Json<JsonObject>,
 }
 
 impl NodeChanges {

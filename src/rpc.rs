@@ -82,6 +82,11 @@ pub enum RpcRequest {
         #[serde(default)]
         disable_ramdisk: bool,
     },
+    /// Servicing a deployed node with steps (the `service` verb, API 1.87).
+    DoNodeService {
+        node: Box<Node>,
+        service_steps: Vec<Value>,
+    },
     DoNodeRescue {
         node: Box<Node>,
         rescue_password: String,
@@ -305,6 +310,7 @@ impl RpcRequest {
             RpcRequest::DoNodeDeploy { .. } => "do_node_deploy",
             RpcRequest::DoNodeTearDown { .. } => "do_node_tear_down",
             RpcRequest::DoNodeClean { .. } => "do_node_clean",
+            RpcRequest::DoNodeService { .. } => "do_node_service",
             RpcRequest::AddNodeTraits { .. } => "add_node_traits",
             RpcRequest::RemoveNodeTraits { .. } => "remove_node_traits",
             RpcRequest::DoNodeRescue { .. } => "do_node_rescue",
@@ -398,6 +404,7 @@ impl RpcRequest {
             | RpcRequest::DoNodeDeploy { node, .. }
             | RpcRequest::DoNodeTearDown { node }
             | RpcRequest::DoNodeClean { node, .. }
+            | RpcRequest::DoNodeService { node, .. }
             | RpcRequest::AddNodeTraits { node, .. }
             | RpcRequest::RemoveNodeTraits { node, .. }
             | RpcRequest::DoNodeRescue { node, .. }

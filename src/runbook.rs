@@ -68,6 +68,7 @@ pub const RUNBOOK_STEPS: StepSchema = StepSchema {
     what: "runbook",
     rank: "order",
     args_required: false,
+    rank_required: true,
 };
 
 pub fn not_found(ident: &str) -> Error {

@@ -65,6 +65,7 @@ diesel::table! {
         shard -> Nullable<Text>,
         parent_node -> Nullable<Text>,
         disable_power_off -> Bool,
+        service_step -> Text,
     }
 }
 

@@ -116,6 +116,12 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => provision::do_node_clean(&ctx, *node, clean_steps, disable_ramdisk, deadline)
             .await
             .map(|()| RpcReply::Accepted),
+        RpcRequest::DoNodeService {
+            node,
+            service_steps,
+        } => provision::do_node_service(&ctx, *node, service_steps, deadline)
+            .await
+            .map(|()| RpcReply::Accepted),
         RpcRequest::AddNodeTraits {
             node,
             traits,

@@ -1,5 +1,5 @@
 //! Provisioning flows: deploy, rebuild, tear down, clean, manage, provide, inspect, adopt,
-//! rescue, unrescue, abort.
+//! rescue, unrescue, service, abort.
 //!
 //! Each RPC handler takes the lock, checks the event against the state table, validates, applies
 //! the event (clearing `last_error`) and returns; the flow then continues as a [`Work`] value on a
@@ -36,6 +36,9 @@ pub enum Work {
     Clean,
     /// Cleaning asked for with steps (`clean` verb): ends manageable.
     ManualClean,
+    /// Servicing a deployed node with steps (`service` verb, API 1.87): ends active. It also
+    /// continues a servicing sent back to `service wait` by `unhold`.
+    Service,
     Verify,
     Inspect,
     Adopt,
@@ -59,18 +62,19 @@ impl Work {
             S::Adopting => Ok(Some(Work::Adopt)),
             S::Rescuing => Ok(Some(Work::Rescue)),
             S::Unrescuing => Ok(Some(Work::Unrescue)),
+            S::Servicing => Ok(Some(Work::Service)),
             // Unholding a deploy or a cleaning only lets the next heartbeat pick the node up
-            // again (Ironic's `do_provisioning_action`): no worker follows.
+            // again (Ironic's `do_provisioning_action`): no worker follows. Unholding servicing
+            // continues it at once, from the step after the hold (Ironic spawns
+            // `continue_node_service`).
             S::DeployWait | S::CleanWait if event == Event::Unhold => Ok(None),
+            S::ServiceWait if event == Event::Unhold => Ok(Some(Work::Service)),
             // Unstable states whose work Ferrum does not run yet.
-            S::DeployWait
-            | S::CleanWait
-            | S::InspectWait
-            | S::RescueWait
-            | S::Servicing
-            | S::ServiceWait => Err(Error::InvalidParameterValue(format!(
-                "Moving a node to \"{to}\" is not supported by Ferrum yet."
-            ))),
+            S::DeployWait | S::CleanWait | S::InspectWait | S::RescueWait | S::ServiceWait => {
+                Err(Error::InvalidParameterValue(format!(
+                    "Moving a node to \"{to}\" is not supported by Ferrum yet."
+                )))
+            }
             // Stable, failure and hold states: the move completes the operation.
             S::Enroll
             | S::Manageable
@@ -106,6 +110,7 @@ impl Flow for Work {
             Work::Deploy => "Deploy",
             Work::TearDown => "Tear down",
             Work::Clean | Work::ManualClean => "Cleaning",
+            Work::Service => "Servicing",
             Work::Verify => "Verification",
             Work::Inspect => "Inspection",
             Work::Adopt => "Adoption",
@@ -120,6 +125,7 @@ impl Flow for Work {
             Work::TearDown => tear_down(task, driver).await,
             Work::Clean => clean(task).await,
             Work::ManualClean => manual_clean(task, driver).await,
+            Work::Service => service(task).await,
             Work::Verify => verify(task, driver).await,
             Work::Inspect => inspect(task, driver).await,
             Work::Adopt => adopt(task, driver).await,
@@ -141,7 +147,13 @@ impl Flow for Work {
             Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(node))),
             // The next cleaning decides for itself whether to boot the ramdisk.
             Work::ManualClean => {
-                extra.driver_internal_info = Some(Json(without_cleaning_info(node)));
+                extra.driver_internal_info = Some(Json(StepRun::Clean.without_info(node)));
+            }
+            // A failed servicing has no current step, nor steps left (Ironic's
+            // `servicing_error_handler`).
+            Work::Service => {
+                extra.service_step = Some(Json::default());
+                extra.driver_internal_info = Some(Json(StepRun::Service.without_info(node)));
             }
             Work::TearDown
             | Work::Clean
@@ -341,8 +353,14 @@ pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>)
                 node: node.uuid.clone(),
             });
         }
+        // A servicing torn down from `service wait` or `service failed` is forgotten.
+        let mut info = without_agent_boot(&node.driver_internal_info);
+        let (steps, index) = StepRun::Service.keys();
+        info.remove(steps);
+        info.remove(index);
         Ok(NodeChanges {
-            driver_internal_info: Some(Json(without_agent_boot(&node.driver_internal_info))),
+            driver_internal_info: Some(Json(info)),
+            service_step: Some(Json::default()),
             ..NodeChanges::default()
         })
     })
@@ -418,6 +436,246 @@ pub(super) fn without_rescue_password(node: &Node) -> serde_json::Map<String, Va
     instance_info
 }
 
+/// A run of the steps a client named: manual cleaning (`clean`, API 1.15) or servicing
+/// (`service`, 1.87). Ironic runs both alike (`cleaning.py`, `servicing.py`): the steps are
+/// checked against what the driver offers before the request is accepted, kept in
+/// `driver_internal_info` with the index of the one reached, run in order, and the reserved
+/// `hold` step pauses the run in its hold state with the lock released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StepRun {
+    Clean,
+    Service,
+}
+
+/// A step the fake hardware offers a run, on the interface implementation it needs (`None`:
+/// any), and whether it leaves the node waiting for its ramdisk (as Ironic's fake vendor
+/// `trigger_servicewait`, which nothing in Ferrum continues: the node waits for an abort).
+struct FakeStep {
+    interface: &'static str,
+    implementation: Option<&'static str>,
+    step: &'static str,
+    waits: bool,
+}
+
+/// The fake deploy's clean steps, which do nothing.
+const CLEAN_OFFERED: &[FakeStep] = &[
+    FakeStep {
+        interface: "deploy",
+        implementation: None,
+        step: "erase_devices",
+        waits: false,
+    },
+    FakeStep {
+        interface: "deploy",
+        implementation: None,
+        step: "erase_devices_metadata",
+        waits: false,
+    },
+];
+
+/// The service steps of Ironic's fake vendor interface (`FakeVendorB`): `log_passthrough`
+/// logs, `trigger_servicewait` leaves the node in `service wait`.
+const SERVICE_OFFERED: &[FakeStep] = &[
+    FakeStep {
+        interface: "vendor",
+        implementation: Some("fake"),
+        step: "log_passthrough",
+        waits: false,
+    },
+    FakeStep {
+        interface: "vendor",
+        implementation: Some("fake"),
+        step: "trigger_servicewait",
+        waits: true,
+    },
+];
+
+impl StepRun {
+    fn name(self) -> &'static str {
+        match self {
+            StepRun::Clean => "clean",
+            StepRun::Service => "service",
+        }
+    }
+
+    /// Where the run keeps its steps and the index of the one reached (Ironic's
+    /// `clean_steps`/`clean_step_index`, `service_steps`/`service_step_index`).
+    fn keys(self) -> (&'static str, &'static str) {
+        match self {
+            StepRun::Clean => ("clean_steps", "clean_step_index"),
+            StepRun::Service => ("service_steps", "service_step_index"),
+        }
+    }
+
+    /// The steps `node`'s interfaces offer the run.
+    fn offered(self, node: &Node) -> impl Iterator<Item = &'static FakeStep> + '_ {
+        let table = match self {
+            StepRun::Clean => CLEAN_OFFERED,
+            StepRun::Service => SERVICE_OFFERED,
+        };
+        table.iter().filter(|s| match s.implementation {
+            None => true,
+            Some(name) => InterfaceKind::from_name(s.interface)
+                .is_some_and(|kind| node.interfaces.get(kind) == name),
+        })
+    }
+
+    /// Refuses, before the request is accepted, a run without steps or with a step `node`'s
+    /// driver does not offer (Ironic's `_validate_user_steps`: "node does not support this
+    /// ... step"); the reserved `hold` step is the conductor's own, on any interface.
+    fn check(self, node: &Node, steps: &[Value]) -> Result<()> {
+        let what = self.name();
+        if steps.is_empty() {
+            return Err(Error::InvalidParameterValue(format!(
+                "{what}_steps must hold at least one step."
+            )));
+        }
+        for step in steps {
+            let interface = step.get("interface").and_then(Value::as_str);
+            let name = step.get("step").and_then(Value::as_str);
+            match (interface, name) {
+                // Reserved: the conductor itself pauses there (Ironic's `use_reserved_step_handler`).
+                (Some(_), Some(HOLD_STEP)) => {}
+                (Some(i), Some(n))
+                    if self.offered(node).any(|s| s.interface == i && s.step == n) => {}
+                (Some(i), Some(n)) => {
+                    let offered: Vec<_> = self
+                        .offered(node)
+                        .map(|s| format!("{}.{}", s.interface, s.step))
+                        .collect();
+                    let offered = if offered.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        offered.join(", ")
+                    };
+                    return Err(Error::InvalidParameterValue(format!(
+                        "Node {}: the {what} step {i}.{n} is not supported by its driver; supported: {offered}.",
+                        node.uuid
+                    )));
+                }
+                _ => {
+                    return Err(Error::InvalidParameterValue(format!(
+                        "Each {what} step needs \"interface\" and \"step\": {step}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `node`'s `driver_internal_info` with `steps` to run from the first, and nothing left of
+    /// a run before.
+    fn with_steps(self, node: &Node, steps: &[Value]) -> serde_json::Map<String, Value> {
+        let mut info = self.without_info(node);
+        info.insert(self.keys().0.to_owned(), Value::Array(steps.to_vec()));
+        info
+    }
+
+    /// `driver_internal_info` without what the run keeps there.
+    fn without_info(self, node: &Node) -> serde_json::Map<String, Value> {
+        let mut info = node.driver_internal_info.0.clone();
+        let (steps, index) = self.keys();
+        info.remove(steps);
+        info.remove(index);
+        if self == StepRun::Clean {
+            info.remove(DISABLE_RAMDISK);
+        }
+        info
+    }
+
+    /// The index of the step the run stopped at (held or waiting).
+    fn reached(self, node: &Node) -> Option<usize> {
+        node.driver_internal_info
+            .get(self.keys().1)
+            .and_then(Value::as_u64)
+            .and_then(|i| usize::try_from(i).ok())
+    }
+
+    /// The changes showing that the run is at `step`, number `index`: the index, and for
+    /// servicing the node's `service_step` (the nodes table has no `clean_step` column; the API
+    /// shows `{}` for it).
+    fn at_step(self, node: &Node, index: usize, step: &Value) -> NodeChanges {
+        let mut info = node.driver_internal_info.0.clone();
+        info.insert(self.keys().1.to_owned(), Value::from(index));
+        let mut changes = NodeChanges {
+            driver_internal_info: Some(Json(info)),
+            ..NodeChanges::default()
+        };
+        if self == StepRun::Service {
+            changes.service_step = Some(Json(step.as_object().cloned().unwrap_or_default()));
+        }
+        changes
+    }
+
+    /// The changes that end the run, and the event they go with: manual cleaning goes back to
+    /// manageable, servicing is done.
+    fn end(self, node: &Node) -> (Event, NodeChanges) {
+        let mut changes = NodeChanges {
+            driver_internal_info: Some(Json(self.without_info(node))),
+            ..NodeChanges::default()
+        };
+        match self {
+            StepRun::Clean => (Event::Manage, changes),
+            StepRun::Service => {
+                changes.service_step = Some(Json::default());
+                (Event::Done, changes)
+            }
+        }
+    }
+}
+
+/// Runs the steps `run` keeps on the task's node from the one at `first`: a step of the fake
+/// hardware does nothing, or leaves the node waiting (`wait`, the lock released); the reserved
+/// `hold` step stops the run in its hold state with the lock released; after the last step the
+/// run ends. Servicing shows each step in `service_step` as it starts.
+async fn run_steps(task: &mut Task, run: StepRun, first: usize) -> std::result::Result<(), String> {
+    let what = run.name();
+    let steps = task
+        .node
+        .driver_internal_info
+        .get(run.keys().0)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (index, step) in steps.iter().enumerate().skip(first) {
+        let interface = step
+            .get("interface")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let name = step.get("step").and_then(Value::as_str).unwrap_or_default();
+        let changes = run.at_step(&task.node, index, step);
+        if name == HOLD_STEP {
+            tracing::info!(node.uuid = %task.node.uuid, "The {what} of node {} holds at step {index}", task.node.uuid);
+            return task
+                .process_event(Event::Hold, false, changes.release())
+                .await
+                .map_err(|e| format!("Failed to record that the {what} holds: {e}"));
+        }
+        let waits = run
+            .offered(&task.node)
+            .any(|s| s.interface == interface && s.step == name && s.waits);
+        if waits {
+            tracing::info!(node.uuid = %task.node.uuid, "The {what} step {interface}.{name} of node {} waits", task.node.uuid);
+            return task
+                .process_event(Event::Wait, false, changes.release())
+                .await
+                .map_err(|e| {
+                    format!("Failed to record that {what} step {interface}.{name} waits: {e}")
+                });
+        }
+        if run == StepRun::Service {
+            task.write(changes)
+                .await
+                .map_err(|e| format!("Failed to record {what} step {interface}.{name}: {e}"))?;
+        }
+        tracing::info!(node.uuid = %task.node.uuid, "Executing {what} step {interface}.{name} on node {}", task.node.uuid);
+    }
+    let (event, changes) = run.end(&task.node);
+    task.process_event(event, false, changes.release())
+        .await
+        .map_err(|e| format!("Failed to finish the {what}: {e}"))
+}
+
 /// Manual cleaning with `clean_steps`. The fake hardware's deploy interface offers the steps
 /// `erase_devices` and `erase_devices_metadata`, which do nothing; any other step is refused.
 pub async fn do_node_clean(
@@ -427,45 +685,11 @@ pub async fn do_node_clean(
     disable_ramdisk: bool,
     deadline: Option<Instant>,
 ) -> Result<()> {
-    const STEPS: &[(&str, &str)] = &[
-        ("deploy", "erase_devices"),
-        ("deploy", "erase_devices_metadata"),
-    ];
-    if clean_steps.is_empty() {
-        return Err(Error::InvalidParameterValue(
-            "clean_steps must hold at least one step.".to_owned(),
-        ));
-    }
-    for step in &clean_steps {
-        let interface = step.get("interface").and_then(Value::as_str);
-        let name = step.get("step").and_then(Value::as_str);
-        match (interface, name) {
-            // Reserved: the conductor itself pauses there (Ironic's `use_reserved_step_handler`).
-            (Some(_), Some(HOLD_STEP)) => {}
-            (Some(i), Some(n)) if STEPS.contains(&(i, n)) => {}
-            (Some(i), Some(n)) => {
-                return Err(Error::InvalidParameterValue(format!(
-                    "Node {}: the clean step {i}.{n} is not supported by its driver; supported: {}.",
-                    node.uuid,
-                    STEPS
-                        .iter()
-                        .map(|(i, n)| format!("{i}.{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            _ => {
-                return Err(Error::InvalidParameterValue(format!(
-                    "Each clean step needs \"interface\" and \"step\": {step}"
-                )));
-            }
-        }
-    }
     // Whether the ramdisk is booted is kept with the node while it cleans, as Ironic keeps it.
     start(ctx, node, deadline, "clean", Event::Clean, |node, _| {
-        let mut info = node.driver_internal_info.0.clone();
+        StepRun::Clean.check(node, &clean_steps)?;
+        let mut info = StepRun::Clean.with_steps(node, &clean_steps);
         info.insert(DISABLE_RAMDISK.to_owned(), Value::Bool(disable_ramdisk));
-        info.insert(CLEAN_STEPS.to_owned(), Value::Array(clean_steps.clone()));
         Ok(NodeChanges {
             driver_internal_info: Some(Json(info)),
             ..NodeChanges::default()
@@ -474,31 +698,64 @@ pub async fn do_node_clean(
     .await
 }
 
+/// Servicing a deployed node (API 1.87; Ironic's `do_node_service`) with `service_steps`, from
+/// `active`, `service hold` or `service failed`: not in maintenance, the power credentials
+/// valid, every step offered by the node's driver (the fake vendor interface's), then the steps
+/// run as manual cleaning's do, and the node is active again. Ferrum's fake hardware boots no
+/// ramdisk for servicing (Ironic's `prepare_service` is called only for a step that needs one).
+pub async fn do_node_service(
+    ctx: &Ctx,
+    node: Node,
+    service_steps: Vec<Value>,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    start(
+        ctx,
+        node,
+        deadline,
+        "service",
+        Event::Service,
+        |node, driver| {
+            refuse_in_maintenance(node, "service")?;
+            driver.power.validate(node).map_err(|e| {
+                Error::InvalidParameterValue(format!(
+                    "Validation of node {} for servicing failed: {e}",
+                    node.uuid
+                ))
+            })?;
+            StepRun::Service.check(node, &service_steps)?;
+            Ok(NodeChanges {
+                service_step: Some(Json::default()),
+                driver_internal_info: Some(Json(StepRun::Service.with_steps(node, &service_steps))),
+                ..NodeChanges::default()
+            })
+        },
+    )
+    .await
+}
+
 /// Where manual cleaning keeps whether it runs without booting the ramdisk (API 1.70, Ironic's
 /// `driver_internal_info.cleaning_disable_ramdisk`), removed when cleaning ends.
 const DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
 
-/// Where a manual cleaning keeps the steps it was asked for and the one it is at (Ironic's
-/// `driver_internal_info.clean_steps`, `clean_step_index`), removed when cleaning ends.
-const CLEAN_STEPS: &str = "clean_steps";
-const CLEAN_STEP_INDEX: &str = "clean_step_index";
-
-/// The reserved step name that pauses a deploy or a cleaning in its hold state until `unhold`
-/// (Ironic's `steps.use_reserved_step_handler`); it belongs to no interface's steps.
+/// The reserved step name that pauses a deploy, a cleaning or a servicing in its hold state
+/// until `unhold` (Ironic's `steps.use_reserved_step_handler`); it belongs to no interface's
+/// steps.
 pub(crate) const HOLD_STEP: &str = "hold";
 
-/// `driver_internal_info` without what a manual cleaning keeps there.
-fn without_cleaning_info(node: &Node) -> serde_json::Map<String, Value> {
-    let mut info = node.driver_internal_info.0.clone();
-    info.remove(DISABLE_RAMDISK);
-    info.remove(CLEAN_STEPS);
-    info.remove(CLEAN_STEP_INDEX);
-    info
+/// A step's `interface.step` (Ironic's `steps.step_id`), None for no step.
+fn step_id(step: &serde_json::Map<String, Value>) -> Option<String> {
+    let interface = step.get("interface").and_then(Value::as_str)?;
+    let name = step.get("step").and_then(Value::as_str)?;
+    Some(format!("{interface}.{name}"))
 }
 
 /// manage, provide, inspect, adopt, abort and unhold (API 1.85: clean hold and deploy hold go
-/// back to their wait state, where the next heartbeat continues; service hold is not reached,
-/// servicing is not built).
+/// back to their wait state, where the next heartbeat continues; service hold goes to `service
+/// wait` and servicing continues at once). Abort stops a servicing that waits or holds in
+/// `service failed`, the table's abort edge, and from there a second abort returns the node to
+/// `active`; Ironic takes both edges in one request (and, for a step not marked abortable, only
+/// marks it to abort after it), Ferrum takes them one request each, as it aborts a held cleaning.
 pub async fn do_provisioning_action(
     ctx: &Ctx,
     node: Node,
@@ -552,10 +809,25 @@ pub async fn do_provisioning_action(
             if what == "deploy" {
                 extra.deploy_step = Some(Json::default());
             }
-            // An aborted cleaning forgets its steps and where it was (Ironic's
-            // `do_node_clean_abort`).
+            // An aborted cleaning or servicing forgets its steps and where it was (Ironic's
+            // `do_node_clean_abort`, `do_node_service_abort`, which names the step reached).
             if what == "clean" {
-                extra.driver_internal_info = Some(Json(without_cleaning_info(node)));
+                extra.driver_internal_info = Some(Json(StepRun::Clean.without_info(node)));
+            }
+            if what == "service" {
+                if node.maintenance && node.provision_state == ProvisionState::ServiceFail {
+                    return Err(Error::InvalidState(format!(
+                        "Can not abort service on node \"{}\" while it is in maintenance mode. Please remove the node from maintenance prior to issuing the request to abort the service operation.",
+                        node.uuid
+                    )));
+                }
+                if let Some(step) = step_id(&node.service_step) {
+                    extra = extra.last_error(Some(format!(
+                        "By request, the service operation was aborted during or after the completion of step \"{step}\""
+                    )));
+                }
+                extra.service_step = Some(Json::default());
+                extra.driver_internal_info = Some(Json(StepRun::Service.without_info(node)));
             }
         }
         Ok(extra)
@@ -958,9 +1230,9 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
 
 /// Manual cleaning: the deploy interface prepares the ramdisk unless the request disabled it
 /// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps were checked when the request was
-/// accepted, and the fake ones do nothing; then back to manageable. A reserved `hold` step
-/// stops there in `clean hold`, remembering its index, with the lock released (Ironic's
-/// `cleaning.do_next_clean_step`); nothing in Ferrum continues a cleaning from `clean wait`
+/// accepted, and the fake ones do nothing ([`run_steps`]); then back to manageable. A reserved
+/// `hold` step stops there in `clean hold`, remembering its index, with the lock released
+/// (Ironic's `cleaning.do_next_clean_step`); nothing in Ferrum continues a cleaning from `clean wait`
 /// after `unhold` (the fake deploy has no agent), so such a node waits for its timeout or an
 /// abort, as a fake-hardware node does in Ironic.
 async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
@@ -983,36 +1255,21 @@ async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
                 )
             })?;
     }
-    let steps = task
-        .node
-        .driver_internal_info
-        .get(CLEAN_STEPS)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(index) = steps
-        .iter()
-        .position(|s| s.get("step").and_then(Value::as_str) == Some(HOLD_STEP))
-    {
-        let mut info = task.node.driver_internal_info.0.clone();
-        info.insert(CLEAN_STEP_INDEX.to_owned(), Value::from(index));
-        let changes = NodeChanges {
-            driver_internal_info: Some(Json(info)),
-            ..NodeChanges::default()
-        };
-        tracing::info!(node.uuid = %task.node.uuid, "Cleaning of node {} holds at step {index}", task.node.uuid);
-        return task
-            .process_event(Event::Hold, false, changes.release())
+    run_steps(task, StepRun::Clean, 0).await
+}
+
+/// Servicing, from the first step, or, when `unhold` sent it back to `service wait`, from the
+/// step after the hold (Ironic's `continue_node_service`, which resumes into `servicing`).
+async fn service(task: &mut Task) -> std::result::Result<(), String> {
+    let first = if task.node.provision_state == ProvisionState::ServiceWait {
+        task.process_event(Event::Resume, true, NodeChanges::default())
             .await
-            .map_err(|e| format!("Failed to record that cleaning holds: {e}"));
-    }
-    let changes = NodeChanges {
-        driver_internal_info: Some(Json(without_cleaning_info(&task.node))),
-        ..NodeChanges::default()
+            .map_err(|e| format!("Failed to resume servicing: {e}"))?;
+        StepRun::Service.reached(&task.node).map_or(0, |i| i + 1)
+    } else {
+        0
     };
-    task.process_event(Event::Manage, false, changes.release())
-        .await
-        .map_err(|e| format!("Failed to finish cleaning: {e}"))
+    run_steps(task, StepRun::Service, first).await
 }
 
 /// Rescue on the fake rescue interface: the "ramdisk" is up at once.
@@ -1089,8 +1346,8 @@ mod tests {
     #[test]
     fn work_follows_a_move_into_a_state_the_conductor_works_in() {
         for state in ProvisionState::ALL {
-            // The states whose work runs on a conductor, less servicing, which Ferrum lacks.
-            let runs = state.stuck_fail_event_applies() && state != ProvisionState::Servicing;
+            // The states whose work runs on a conductor.
+            let runs = state.stuck_fail_event_applies();
             match Work::after(state, Event::Deploy) {
                 Ok(Some(_)) => assert!(runs, "{state}"),
                 Ok(None) => assert!(!state.is_unstable(), "{state}"),
@@ -1100,5 +1357,13 @@ mod tests {
         let clean = |event| Work::after(ProvisionState::Cleaning, event).ok().flatten();
         assert!(matches!(clean(Event::Clean), Some(Work::ManualClean)));
         assert!(matches!(clean(Event::Provide), Some(Work::Clean)));
+        // Unholding servicing continues it; unholding a deploy or a cleaning waits.
+        let unhold = |state| Work::after(state, Event::Unhold).ok().flatten();
+        assert!(matches!(
+            unhold(ProvisionState::ServiceWait),
+            Some(Work::Service)
+        ));
+        assert!(unhold(ProvisionState::CleanWait).is_none());
+        assert!(unhold(ProvisionState::DeployWait).is_none());
     }
 }

@@ -706,6 +706,13 @@ pub static FIELDS: &[Field] = &[
         show: |v| json!(v.item.disable_power_off),
         write: Some(flag!(disable_power_off, create: true)),
     },
+    // Written by the conductor as servicing runs each step, cleared when it ends.
+    Field {
+        name: "service_step",
+        since: 87,
+        show: |v| Value::Object(v.item.service_step.0.clone()),
+        write: None,
+    },
 ];
 
 #[cfg(test)]
@@ -800,6 +807,7 @@ mod tests {
 1.75 secure_boot              read-only
 1.82 shard                    create patch remove=Null
 1.83 parent_node              create patch remove=Null
+1.87 service_step             read-only
 1.95 disable_power_off        create patch remove=False";
 
     #[test]

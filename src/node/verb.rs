@@ -102,27 +102,6 @@ impl Verb {
             Verb::Deploy | Verb::Undeploy => 73,
         }
     }
-
-    /// Whether Ferrum carries the verb out (servicing is not built).
-    pub fn is_supported(self) -> bool {
-        match self {
-            Verb::Service => false,
-            Verb::Unhold
-            | Verb::Active
-            | Verb::Deploy
-            | Verb::Rebuild
-            | Verb::Deleted
-            | Verb::Undeploy
-            | Verb::Manage
-            | Verb::Provide
-            | Verb::Inspect
-            | Verb::Abort
-            | Verb::Clean
-            | Verb::Adopt
-            | Verb::Rescue
-            | Verb::Unrescue => true,
-        }
-    }
 }
 
 impl std::fmt::Display for Verb {

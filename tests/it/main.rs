@@ -43,5 +43,6 @@ mod raid;
 mod ramdisk;
 mod resilience;
 mod runbooks;
+mod servicing;
 mod vmedia;
 mod volume;

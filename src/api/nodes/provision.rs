@@ -24,11 +24,13 @@ use crate::{
 pub struct ProvisionBody {
     target: String,
     configdrive: Option<Value>,
-    clean_steps: Option<Vec<Value>>,
+    clean_steps: Option<Value>,
     deploy_steps: Option<Value>,
+    /// The steps a `service` runs (1.87).
+    service_steps: Option<Value>,
     disable_ramdisk: Option<Value>,
     rescue_password: Option<String>,
-    /// A runbook (1.92) whose steps a clean runs instead of `clean_steps`.
+    /// A runbook (1.92) whose steps a clean or a service runs instead of its own.
     runbook: Option<String>,
 }
 
@@ -46,11 +48,6 @@ pub async fn set_provision_state(
             "\"{target}\" is not a valid provision state target."
         )));
     };
-    if !verb.is_supported() {
-        return Err(Error::InvalidParameterValue(format!(
-            "The provision state target \"{target}\" is not supported by Ferrum yet."
-        )));
-    }
     require_version(version, verb.since(), &format!("The \"{target}\" target"))?;
     if body.configdrive.is_some() && !matches!(verb, Verb::Active | Verb::Deploy | Verb::Rebuild) {
         return Err(Error::InvalidParameterValue(
@@ -71,10 +68,24 @@ pub async fn set_provision_state(
             "\"clean_steps\" is only valid when setting target provision state to clean".to_owned(),
         ));
     }
-    if verb == Verb::Clean && body.clean_steps.is_none() && body.runbook.is_none() {
+    if body.service_steps.is_some() && verb != Verb::Service {
         return Err(Error::InvalidParameterValue(
-            "\"clean_steps\" is required when setting target provision state to clean".to_owned(),
+            "\"service_steps\" is only valid when setting target provision state to service"
+                .to_owned(),
         ));
+    }
+    // The steps a clean or a service names itself; only those two verbs may get this far with
+    // any (checked just above).
+    let (what, given) = if verb == Verb::Service {
+        ("service_steps", body.service_steps)
+    } else {
+        ("clean_steps", body.clean_steps)
+    };
+    let given = read_run_steps(what, given)?;
+    if matches!(verb, Verb::Clean | Verb::Service) && given.is_none() && body.runbook.is_none() {
+        return Err(Error::InvalidParameterValue(format!(
+            "\"{what}\" is required when setting target provision state to {verb}"
+        )));
     }
     let deploy_steps = read_deploy_steps(version, verb, body.deploy_steps)?;
     if body.rescue_password.is_some() {
@@ -93,18 +104,18 @@ pub async fn set_provision_state(
         check_configdrive(version, configdrive)?;
     }
     let node = find(&state, &ident, version).await?;
-    let clean_steps = match &body.runbook {
+    let steps = match &body.runbook {
         Some(ident) => {
             let runbook = crate::db::runbooks::get(&state.db, ident).await?;
             runbook::check_usable(&runbook, &node.uuid, &node.traits.0)?;
-            if body.clean_steps.as_ref().is_some_and(|s| !s.is_empty()) {
-                return Err(Error::InvalidParameterValue(
-                    "Please provide either \"clean_steps\" or a runbook, but not both.".to_owned(),
-                ));
+            if given.is_some() {
+                return Err(Error::InvalidParameterValue(format!(
+                    "Please provide either \"{what}\" or a runbook, but not both."
+                )));
             }
-            Some(runbook::clean_steps(&runbook))
+            runbook::clean_steps(&runbook)
         }
-        None => body.clean_steps,
+        None => given.unwrap_or_default(),
     };
     let node = Box::new(node);
     let request = match verb {
@@ -136,39 +147,50 @@ pub async fn set_provision_state(
         Verb::Unrescue => RpcRequest::DoNodeUnrescue { node },
         Verb::Clean => RpcRequest::DoNodeClean {
             node,
-            clean_steps: clean_steps.unwrap_or_default(),
+            clean_steps: steps,
             disable_ramdisk,
         },
-        Verb::Manage
-        | Verb::Provide
-        | Verb::Inspect
-        | Verb::Abort
-        | Verb::Adopt
-        | Verb::Unhold
-        | Verb::Service => RpcRequest::DoProvisioningAction { node, action: verb },
+        Verb::Service => RpcRequest::DoNodeService {
+            node,
+            service_steps: steps,
+        },
+        Verb::Manage | Verb::Provide | Verb::Inspect | Verb::Abort | Verb::Adopt | Verb::Unhold => {
+            RpcRequest::DoProvisioningAction { node, action: verb }
+        }
     };
     call(&state, &request_id, request).await?;
     Ok(accepted(&base, &ident))
 }
 
-/// `disable_ramdisk` (1.70, Ironic's `check_allow_disable_ramdisk`): with manual cleaning only
-/// (servicing takes it from 1.108, above Ferrum's range), 406 below 1.70, a boolean as Ironic
-/// reads one.
+/// `disable_ramdisk` (1.70, Ironic's `check_allow_disable_ramdisk`): with manual cleaning, 406
+/// below 1.70; with servicing, 406 below 1.108, that is at every version Ferrum serves; a
+/// boolean as Ironic reads one.
 fn read_disable_ramdisk(version: ApiVersion, verb: Verb, value: Option<Value>) -> Result<bool> {
     let Some(disable) = resource::boolean("disable_ramdisk", value.unwrap_or_default())? else {
         return Ok(false);
     };
-    if verb != Verb::Clean {
+    if !matches!(verb, Verb::Clean | Verb::Service) {
         return Err(Error::InvalidParameterValue(
             "disable_ramdisk is supported only with manual cleaning or servicing".to_owned(),
         ));
     }
-    if !version.at_least(70) {
+    if verb == Verb::Service || !version.at_least(70) {
         return Err(Error::NotAcceptable(
             "disable_ramdisk is not acceptable in this API version".to_owned(),
         ));
     }
     Ok(disable)
+}
+
+/// The steps a `clean` or `service` request names itself (`clean_steps`, `service_steps`),
+/// checked as Ironic's `_STEPS_SCHEMA` checks them; None when it names none (null or an empty
+/// list, as Ironic reads them), so that a runbook may give them.
+fn read_run_steps(what: &'static str, given: Option<Value>) -> Result<Option<Vec<Value>>> {
+    match given {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) if items.is_empty() => Ok(None),
+        Some(v) => deploy_template::read_run_steps(what, v).map(Some),
+    }
 }
 
 /// `deploy_steps` (1.69, Ironic's `check_allow_deploy_steps` and `_check_deploy_steps`): null or
