@@ -10,6 +10,7 @@
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
 pub mod allocations;
+pub mod bios;
 pub mod chassis;
 pub mod children;
 pub mod conductors;

@@ -11,6 +11,7 @@
 //! Owns: the shape and the validity of a node's values. Must not: run queries (that is `db`),
 //! know microversions (that is `api`), or decide transitions (that is `states` and `conductor`).
 
+pub mod bios;
 pub mod fields;
 pub mod history;
 mod interfaces;

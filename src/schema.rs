@@ -225,3 +225,22 @@ diesel::table! {
         updated_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    bios_settings (node_id, name) {
+        node_id -> Integer,
+        name -> Text,
+        value -> Nullable<Text>,
+        attribute_type -> Nullable<Text>,
+        allowable_values -> Nullable<Text>,
+        lower_bound -> Nullable<BigInt>,
+        max_length -> Nullable<Integer>,
+        min_length -> Nullable<Integer>,
+        read_only -> Nullable<Bool>,
+        reset_required -> Nullable<Bool>,
+        unique -> Nullable<Bool>,
+        upper_bound -> Nullable<BigInt>,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}

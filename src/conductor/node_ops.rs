@@ -312,7 +312,11 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     ];
     // The others have nothing to configure on fake hardware; a `no-*` one is Ironic's
     // "not supported".
-    for (kind, name) in node.interfaces.passive() {
+    let bios = (
+        InterfaceKind::Bios,
+        node.interfaces.get(InterfaceKind::Bios),
+    );
+    for (kind, name) in node.interfaces.passive().chain([bios]) {
         let verdict = if name.starts_with("no-") {
             (None, Some("not supported".to_owned()))
         } else {

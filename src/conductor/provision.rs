@@ -402,8 +402,10 @@ pub(super) fn without_rescue_password(node: &Node) -> serde_json::Map<String, Va
     instance_info
 }
 
-/// Manual cleaning with `clean_steps`. The fake hardware's deploy interface offers the steps
-/// `erase_devices` and `erase_devices_metadata`, which do nothing; any other step is refused.
+/// Manual cleaning with `clean_steps`, each checked against the steps the node's interfaces
+/// offer (`Driver::clean_steps`: the deploy interface's disk erasures, which do nothing on fake
+/// hardware, and the BIOS interface's), with Ironic's `_validate_user_step` rules for their
+/// arguments; a step another interface (or a `no-*` one) does not offer is refused.
 pub async fn do_node_clean(
     ctx: &Ctx,
     node: Node,
@@ -411,39 +413,14 @@ pub async fn do_node_clean(
     disable_ramdisk: bool,
     deadline: Option<Instant>,
 ) -> Result<()> {
-    const STEPS: &[(&str, &str)] = &[
-        ("deploy", "erase_devices"),
-        ("deploy", "erase_devices_metadata"),
-    ];
     if clean_steps.is_empty() {
         return Err(Error::InvalidParameterValue(
             "clean_steps must hold at least one step.".to_owned(),
         ));
     }
+    let driver = ctx.drivers.for_node(&node)?;
     for step in &clean_steps {
-        let interface = step.get("interface").and_then(Value::as_str);
-        let name = step.get("step").and_then(Value::as_str);
-        match (interface, name) {
-            // Reserved: the conductor itself pauses there (Ironic's `use_reserved_step_handler`).
-            (Some(_), Some(HOLD_STEP)) => {}
-            (Some(i), Some(n)) if STEPS.contains(&(i, n)) => {}
-            (Some(i), Some(n)) => {
-                return Err(Error::InvalidParameterValue(format!(
-                    "Node {}: the clean step {i}.{n} is not supported by its driver; supported: {}.",
-                    node.uuid,
-                    STEPS
-                        .iter()
-                        .map(|(i, n)| format!("{i}.{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            _ => {
-                return Err(Error::InvalidParameterValue(format!(
-                    "Each clean step needs \"interface\" and \"step\": {step}"
-                )));
-            }
-        }
+        check_clean_step(&node, &driver, step)?;
     }
     // Whether the ramdisk is booted is kept with the node while it cleans, as Ironic keeps it.
     start(ctx, node, deadline, "clean", Event::Clean, |node, _| {
@@ -456,6 +433,67 @@ pub async fn do_node_clean(
         })
     })
     .await
+}
+
+/// Checks one step of a manual cleaning against the node's driver (Ironic's
+/// `_validate_user_clean_steps`): offered by an interface, no argument it does not take, every
+/// required one given, and the arguments as the interface wants them. The reserved `hold` step
+/// belongs to the conductor.
+fn check_clean_step(node: &Node, driver: &Driver, step: &Value) -> Result<()> {
+    let interface = step.get("interface").and_then(Value::as_str);
+    let name = step.get("step").and_then(Value::as_str);
+    let (Some(interface), Some(name)) = (interface, name) else {
+        return Err(Error::InvalidParameterValue(format!(
+            "Each clean step needs \"interface\" and \"step\": {step}"
+        )));
+    };
+    if name == HOLD_STEP {
+        return Ok(());
+    }
+    let Some(offered) = driver
+        .clean_steps()
+        .into_iter()
+        .find(|s| s.interface == interface && s.step == name)
+    else {
+        return Err(Error::InvalidParameterValue(format!(
+            "node does not support this clean step: {interface}.{name}"
+        )));
+    };
+    let args = step_args(step);
+    let unexpected: Vec<&str> = args
+        .keys()
+        .map(String::as_str)
+        .filter(|a| !offered.args.iter().any(|(known, _)| known == a))
+        .collect();
+    if !unexpected.is_empty() {
+        return Err(Error::InvalidParameterValue(format!(
+            "clean step {step} has these unexpected arguments: {}",
+            unexpected.join(", ")
+        )));
+    }
+    let missing: Vec<&str> = offered
+        .args
+        .iter()
+        .filter(|(a, required)| *required && !args.contains_key(*a))
+        .map(|(a, _)| *a)
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::InvalidParameterValue(format!(
+            "clean step {step} is missing these required arguments: {}",
+            missing.join(", ")
+        )));
+    }
+    driver
+        .check_clean_step(interface, name, &args)
+        .map_err(|e| e.into_error(&node.driver))
+}
+
+/// A step's `args` (an empty object when it has none).
+fn step_args(step: &Value) -> serde_json::Map<String, Value> {
+    step.get("args")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Where manual cleaning keeps whether it runs without booting the ramdisk (API 1.70, Ironic's
@@ -925,8 +963,9 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
 }
 
 /// Manual cleaning: the deploy interface prepares the ramdisk unless the request disabled it
-/// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps were checked when the request was
-/// accepted, and the fake ones do nothing; then back to manageable. A reserved `hold` step
+/// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps, checked when the request was
+/// accepted, run in order on their interfaces (the deploy's erasures do nothing on fake
+/// hardware; a BIOS step's settings are stored); then back to manageable. A reserved `hold` step
 /// stops there in `clean hold`, remembering its index, with the lock released (Ironic's
 /// `cleaning.do_next_clean_step`); nothing in Ferrum continues a cleaning from `clean wait`
 /// after `unhold` (the fake deploy has no agent), so such a node waits for its timeout or an
@@ -958,21 +997,38 @@ async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    if let Some(index) = steps
-        .iter()
-        .position(|s| s.get("step").and_then(Value::as_str) == Some(HOLD_STEP))
-    {
-        let mut info = task.node.driver_internal_info.0.clone();
-        info.insert(CLEAN_STEP_INDEX.to_owned(), Value::from(index));
-        let changes = NodeChanges {
-            driver_internal_info: Some(Json(info)),
-            ..NodeChanges::default()
-        };
-        tracing::info!(node.uuid = %task.node.uuid, "Cleaning of node {} holds at step {index}", task.node.uuid);
-        return task
-            .process_event(Event::Hold, false, changes.release())
-            .await
-            .map_err(|e| format!("Failed to record that cleaning holds: {e}"));
+    for (index, step) in steps.iter().enumerate() {
+        let interface = step.get("interface").and_then(Value::as_str).unwrap_or("");
+        let name = step.get("step").and_then(Value::as_str).unwrap_or("");
+        if name == HOLD_STEP {
+            let mut info = task.node.driver_internal_info.0.clone();
+            info.insert(CLEAN_STEP_INDEX.to_owned(), Value::from(index));
+            let changes = NodeChanges {
+                driver_internal_info: Some(Json(info)),
+                ..NodeChanges::default()
+            };
+            tracing::info!(node.uuid = %task.node.uuid, "Cleaning of node {} holds at step {index}", task.node.uuid);
+            return task
+                .process_event(Event::Hold, false, changes.release())
+                .await
+                .map_err(|e| format!("Failed to record that cleaning holds: {e}"));
+        }
+        let args = step_args(step);
+        let uuid = task.node.uuid.clone();
+        let failed = |e: &dyn std::fmt::Display| format!("Node {uuid} failed step {step}: {e}");
+        let done = hw(
+            task,
+            driver.execute_clean_step(&task.node, interface, name, &args),
+        )
+        .await?
+        .map_err(|e| failed(&e))?;
+        // What the step did to the BIOS is stored under the lock the cleaning holds, as
+        // Ironic's BIOS interfaces store it.
+        if let Some(settings) = done.bios_settings {
+            db::bios::sync(&task.ctx().db, task.node.id, &settings)
+                .await
+                .map_err(|e| failed(&e))?;
+        }
     }
     let changes = NodeChanges {
         driver_internal_info: Some(Json(without_cleaning_info(&task.node))),

@@ -1,6 +1,6 @@
 //! A node's hardware interfaces, one per [`InterfaceKind`].
 //!
-//! The conductor drives four of them (deploy, power, management, vendor); the others are names
+//! The conductor drives five of them (deploy, power, management, vendor, bios); the others are names
 //! a hardware type lists (see `drivers::HardwareType::passive`), stored and validated.
 
 use diesel::prelude::*;
@@ -42,8 +42,7 @@ impl InterfaceKind {
     ];
 
     /// The kinds the conductor only stores and validates, in name order.
-    pub const PASSIVE: [InterfaceKind; 8] = [
-        InterfaceKind::Bios,
+    pub const PASSIVE: [InterfaceKind; 7] = [
         InterfaceKind::Boot,
         InterfaceKind::Console,
         InterfaceKind::Inspect,
