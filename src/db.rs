@@ -16,6 +16,7 @@ pub mod children;
 pub mod conductors;
 pub mod deploy_templates;
 mod errors;
+pub mod firmware;
 pub mod history;
 pub mod inventory;
 pub mod models;

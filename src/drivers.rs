@@ -658,6 +658,7 @@ pub struct HardwareType {
     pub deploy: Vec<Arc<dyn DeployInterface>>,
     pub vendor: Vec<Arc<dyn VendorInterface>>,
     pub bios: Vec<Arc<dyn StepInterface>>,
+    pub firmware: Vec<Arc<dyn StepInterface>>,
 }
 
 impl HardwareType {
@@ -669,6 +670,7 @@ impl HardwareType {
             InterfaceKind::Management => self.management.iter().map(|i| i.name()).collect(),
             InterfaceKind::Vendor => self.vendor.iter().map(|i| i.name()).collect(),
             InterfaceKind::Bios => self.bios.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Firmware => self.firmware.iter().map(|i| i.name()).collect(),
             InterfaceKind::Boot
             | InterfaceKind::Console
             | InterfaceKind::Inspect
@@ -708,14 +710,16 @@ pub struct Driver {
     pub deploy: Arc<dyn DeployInterface>,
     pub vendor: Arc<dyn VendorInterface>,
     pub bios: Arc<dyn StepInterface>,
+    pub firmware: Arc<dyn StepInterface>,
 }
 
 impl Driver {
-    /// Every clean step the node's interfaces offer (deploy, bios): the one list a
+    /// Every clean step the node's interfaces offer (deploy, bios, firmware): the one list a
     /// manual cleaning's steps are checked against (Ironic's `_get_cleaning_steps`).
     pub fn clean_steps(&self) -> Vec<DriverStep> {
         let mut steps = self.deploy.clean_steps().to_vec();
         steps.extend_from_slice(self.bios.clean_steps());
+        steps.extend_from_slice(self.firmware.clean_steps());
         steps
     }
 
@@ -728,6 +732,7 @@ impl Driver {
     ) -> Result<(), DriverError> {
         match interface {
             "bios" => self.bios.check_step(step, args),
+            "firmware" => self.firmware.check_step(step, args),
             _ => Ok(()),
         }
     }
@@ -743,6 +748,7 @@ impl Driver {
         match interface {
             "deploy" => self.deploy.execute_clean_step(node, step, args).await,
             "bios" => self.bios.execute_clean_step(node, step, args).await,
+            "firmware" => self.firmware.execute_clean_step(node, step, args).await,
             other => Err(unsupported(node, &format!("{other}.{step}"))),
         }
     }
@@ -823,6 +829,7 @@ impl Registry {
             rescue: pick(InterfaceKind::Rescue)?,
             storage: pick(InterfaceKind::Storage)?,
             vendor: pick(InterfaceKind::Vendor)?,
+            firmware: pick(InterfaceKind::Firmware)?,
         })
     }
 
@@ -856,6 +863,9 @@ impl Registry {
             deploy: find("deploy", &node.interfaces.deploy, &hw.deploy, |i| i.name())?,
             vendor: find("vendor", &node.interfaces.vendor, &hw.vendor, |i| i.name())?,
             bios: find("bios", &node.interfaces.bios, &hw.bios, |i| i.name())?,
+            firmware: find("firmware", &node.interfaces.firmware, &hw.firmware, |i| {
+                i.name()
+            })?,
         })
     }
 

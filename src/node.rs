@@ -13,6 +13,7 @@
 
 pub mod bios;
 pub mod fields;
+pub mod firmware;
 pub mod history;
 mod interfaces;
 pub mod inventory;
@@ -311,6 +312,7 @@ pub(crate) mod tests_support {
                 rescue: "no-rescue".into(),
                 storage: "noop".into(),
                 vendor: "no-vendor".into(),
+                firmware: "no-firmware".into(),
             },
             provision_state: ProvisionState::DeployFail,
             target_provision_state: Some(ProvisionState::Active),
@@ -334,6 +336,7 @@ mod tests {
             "storage_interface",
             "rescue_interface",
             "bios_interface",
+            "firmware_interface",
             "traits",
             "fault",
             "deploy_step",

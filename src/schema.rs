@@ -64,6 +64,7 @@ diesel::table! {
         secure_boot -> Nullable<Bool>,
         shard -> Nullable<Text>,
         parent_node -> Nullable<Text>,
+        firmware_interface -> Text,
     }
 }
 
@@ -240,6 +241,19 @@ diesel::table! {
         reset_required -> Nullable<Bool>,
         unique -> Nullable<Bool>,
         upper_bound -> Nullable<BigInt>,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    firmware_components (id) {
+        id -> Integer,
+        node_id -> Integer,
+        component -> Text,
+        initial_version -> Text,
+        current_version -> Nullable<Text>,
+        last_version_flashed -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
     }

@@ -54,6 +54,41 @@ pub fn hardware_type(gate: Option<DeployGate>, vendor_delay: Duration) -> Hardwa
             }),
         ],
         bios: vec![Arc::new(NoSteps("no-bios")), Arc::new(FakeBios)],
+        firmware: vec![Arc::new(NoSteps("no-firmware")), Arc::new(FakeFirmware)],
+    }
+}
+
+/// The fake firmware (Ironic's `FakeFirmware`): its clean step `update` accepts its
+/// `settings` and does nothing else.
+pub struct FakeFirmware;
+
+const FAKE_FIRMWARE_STEPS: &[DriverStep] = &[DriverStep::manual(
+    "firmware",
+    "update",
+    &[("settings", true)],
+)];
+
+#[async_trait]
+impl StepInterface for FakeFirmware {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    fn clean_steps(&self) -> &'static [DriverStep] {
+        FAKE_FIRMWARE_STEPS
+    }
+
+    async fn execute_clean_step(
+        &self,
+        node: &Node,
+        step: &str,
+        args: &JsonObject,
+    ) -> Result<StepDone, DriverError> {
+        if step != "update" {
+            return Err(super::unsupported(node, step));
+        }
+        tracing::debug!(node.uuid = %node.uuid, "Fake firmware update with settings {:?}", args.get("settings"));
+        Ok(StepDone::done())
     }
 }
 

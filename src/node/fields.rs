@@ -514,6 +514,7 @@ pub static FIELDS: &[Field] = &[
     },
     interface!("rescue_interface", rescue, 38),
     interface!("bios_interface", bios, 40),
+    interface!("firmware_interface", firmware, 86),
     Field {
         name: "fault",
         since: 42,
@@ -795,7 +796,8 @@ mod tests {
 1.75 boot_mode                read-only
 1.75 secure_boot              read-only
 1.82 shard                    create patch remove=Null
-1.83 parent_node              create patch remove=Null";
+1.83 parent_node              create patch remove=Null
+1.86 firmware_interface       create patch remove=DriverDefault";
 
     #[test]
     fn the_table_matches_the_snapshot() {

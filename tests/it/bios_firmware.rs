@@ -1,7 +1,8 @@
 //! BIOS settings (API 1.40, registry fields 1.74), on both stacks: stored by the fake BIOS
 //! interface's manual clean steps (`bios.apply_configuration`, `bios.factory_reset`), listed
 //! and shown with and without the registry fields, refused on `no-bios`, with the version gates
-//! and bad input of Ironic's BIOS API.
+//! and bad input of Ironic's BIOS API. The firmware interface (API 1.86): the node field, the
+//! drivers' fields, GET /v1/nodes/{id}/firmware and the fake `firmware.update` step.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -156,6 +157,104 @@ async fn no_bios_refuses_the_bios_steps(stack) {
     assert_eq!(api.node(&uuid).await["provision_state"], "manageable");
     let r = api.request_at(V, Method::GET, &format!("/v1/nodes/{uuid}/bios"), None).await;
     assert_eq!(r.body, json!({"bios": []}));
+    cluster.assert_no_locks().await;
+}
+}
+
+const FW: &str = "1.86";
+
+on_both_stacks! {
+/// firmware_interface is written at create and by PATCH from 1.86 (406 below, hidden below),
+/// `remove` resets it to the driver's default, a bad one is 400; drivers show their firmware
+/// interfaces from 1.86; /firmware is an empty list from 1.86 and 404 below; the fake
+/// `firmware.update` runs in a manual cleaning, `no-firmware` refuses it.
+async fn the_firmware_interface(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let at = |v: &'static str, method: Method, path: String, body: Option<Value>| async move {
+        api.request_at(v, method, &path, body).await
+    };
+    let r = at(FW, Method::POST, "/v1/nodes".into(), Some(json!({"driver": "fake-hardware", "name": "fw1", "firmware_interface": "fake"}))).await;
+    assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::CREATED, &json!("fake")), "{}", r.body);
+    let uuid = r.body["uuid"].as_str().unwrap().to_owned();
+    let r = at(FW, Method::POST, "/v1/nodes".into(), Some(json!({"driver": "fake-hardware", "name": "fw2"}))).await;
+    assert_eq!(r.body["firmware_interface"], "no-firmware", "{}", r.body);
+    let r = at("1.85", Method::GET, "/v1/nodes/fw1".into(), None).await;
+    assert!(r.body.get("firmware_interface").is_none(), "{}", r.body);
+    let r = at(FW, Method::GET, "/v1/nodes/fw1?fields=firmware_interface".into(), None).await;
+    assert_eq!(r.body["firmware_interface"], "fake", "{}", r.body);
+
+    let patch = |v: &'static str, ops: Value| at(v, Method::PATCH, "/v1/nodes/fw1".into(), Some(ops));
+    let r = patch(FW, json!([{"op": "remove", "path": "/firmware_interface"}])).await;
+    assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::OK, &json!("no-firmware")), "{}", r.body);
+    let r = patch(FW, json!([{"op": "replace", "path": "/firmware_interface", "value": "fake"}])).await;
+    assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::OK, &json!("fake")), "{}", r.body);
+
+    let rows = [
+        ("1.85", Method::POST, "/v1/nodes".to_owned(), Some(json!({"driver": "fake-hardware", "firmware_interface": "fake"})), StatusCode::NOT_ACCEPTABLE, ""),
+        ("1.85", Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "no-firmware"}])), StatusCode::NOT_ACCEPTABLE, ""),
+        ("1.85", Method::GET, "/v1/nodes/fw1?fields=firmware_interface".to_owned(), None, StatusCode::NOT_ACCEPTABLE, ""),
+        (FW, Method::POST, "/v1/nodes".to_owned(), Some(json!({"driver": "fake-hardware", "firmware_interface": "redfish"})), StatusCode::BAD_REQUEST, "redfish"),
+        (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "redfish"}])), StatusCode::BAD_REQUEST, "Valid interfaces are no-firmware, fake"),
+        (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": 7}])), StatusCode::BAD_REQUEST, "firmware_interface"),
+        ("1.85", Method::GET, format!("/v1/nodes/{uuid}/firmware"), None, StatusCode::NOT_FOUND, ""),
+        (FW, Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=component,vendor"), None, StatusCode::BAD_REQUEST, "Fields vendor are not allowed in this API version"),
+        (FW, Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=bogus"), None, StatusCode::BAD_REQUEST, "Field bogus is not a valid field."),
+        (FW, Method::GET, format!("/v1/nodes/{uuid}/firmware?detail=True&fields=component"), None, StatusCode::BAD_REQUEST, "Can not specify"),
+        (FW, Method::GET, "/v1/nodes/nope/firmware".to_owned(), None, StatusCode::NOT_FOUND, "nope"),
+    ];
+    for (v, method, path, body, status, fault) in rows {
+        let r = at(v, method.clone(), path.clone(), body.clone()).await;
+        assert_eq!(r.status, status, "{v} {method} {path} {body:?}: {}", r.body);
+        if !fault.is_empty() {
+            assert!(r.fault().contains(fault), "{v} {path}: {}", r.fault());
+        }
+    }
+    let r = at(FW, Method::GET, "/v1/nodes/fw1".into(), None).await;
+    assert_eq!(r.body["firmware_interface"], "fake", "unchanged by the refused writes");
+
+    let r = at(FW, Method::GET, format!("/v1/nodes/{uuid}/firmware"), None).await;
+    assert_eq!((r.status, &r.body), (StatusCode::OK, &json!({"firmware": []})), "{}", r.body);
+    let r = at(FW, Method::GET, "/v1/nodes/fw1/firmware?fields=component,current_version".into(), None).await;
+    assert_eq!((r.status, &r.body), (StatusCode::OK, &json!({"firmware": []})), "{}", r.body);
+
+    // Drivers show the firmware interfaces from 1.86.
+    let r = at(FW, Method::GET, "/v1/drivers/fake-hardware".into(), None).await;
+    assert_eq!((&r.body["default_firmware_interface"], &r.body["enabled_firmware_interfaces"]),
+               (&json!("no-firmware"), &json!(["no-firmware", "fake"])), "{}", r.body);
+    let r = at("1.85", Method::GET, "/v1/drivers/fake-hardware".into(), None).await;
+    assert!(r.body.get("default_firmware_interface").is_none() && r.body.get("enabled_firmware_interfaces").is_none(), "{}", r.body);
+    assert_eq!(r.body["default_bios_interface"], "no-bios", "{}", r.body);
+    let r = at(FW, Method::GET, "/v1/drivers?detail=True".into(), None).await;
+    assert_eq!(r.body["drivers"][0]["enabled_firmware_interfaces"], json!(["no-firmware", "fake"]), "{}", r.body);
+
+    // The fake firmware's update step: accepted and run (it changes nothing); settings required;
+    // no-firmware offers it not.
+    for name in ["fw1", "fw2"] {
+        api.accepted(name, "manage").await;
+        api.wait_for(name, "manageable").await;
+    }
+    let update = |args: Value| json!({"target": "clean", "clean_steps": [{"interface": "firmware", "step": "update", "args": args}]});
+    let clean = |name: &'static str, body: Value| at(FW, Method::PUT, format!("/v1/nodes/{name}/states/provision"), Some(body));
+    let r = clean("fw1", update(json!({}))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("is missing these required arguments: settings"), "{}", r.fault());
+    let r = clean("fw2", update(json!({"settings": []}))).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.fault().contains("node does not support this clean step: firmware.update"), "{}", r.fault());
+    let r = clean("fw1", update(json!({"settings": [{"component": "bmc", "url": "http://x/bmc.bin"}]}))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let n = api.wait_for("fw1", "manageable").await;
+    assert!(n["last_error"].is_null(), "{n}");
+    let r = at(FW, Method::GET, "/v1/nodes/fw1/firmware".into(), None).await;
+    assert_eq!(r.body, json!({"firmware": []}));
+
+    // The validation of the node names its firmware interface.
+    let r = at(FW, Method::GET, "/v1/nodes/fw2/validate".into(), None).await;
+    assert_eq!(r.body["firmware"]["result"], Value::Null, "{}", r.body);
     cluster.assert_no_locks().await;
 }
 }
