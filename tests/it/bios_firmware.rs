@@ -130,6 +130,16 @@ async fn bios_settings_come_from_the_fake_bios_clean_steps(stack) {
     api.wait_for(&uuid, "manageable").await;
     let r = get(V, bios.clone()).await;
     assert_eq!(r.body, json!({"bios": []}));
+
+    // A node's settings go with it.
+    let r = clean(apply(json!([{"name": "Turbo", "value": "on"}]))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    api.wait_for(&uuid, "manageable").await;
+    assert_eq!(get(V, bios.clone()).await.body["bios"][0]["value"], "on");
+    let r = api.request_at(V, Method::DELETE, &format!("/v1/nodes/{uuid}"), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = get(V, bios.clone()).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     cluster.assert_no_locks().await;
 }
 }
