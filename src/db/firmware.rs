@@ -15,3 +15,13 @@ pub async fn list(db: &Db, node_id: i32) -> Result<Vec<FirmwareComponent>> {
         .load(conn)
         .await?))
 }
+
+/// Stores a component of its node: what a firmware interface that reads the hardware's versions
+/// writes (Ironic's `cache_firmware_components`; Ferrum's fake one reads none, as Ironic's).
+pub async fn insert(db: &Db, component: &FirmwareComponent) -> Result<()> {
+    with_conn!(db, |conn| diesel::insert_into(firmware_components::table)
+        .values(component)
+        .execute(conn)
+        .await?);
+    Ok(())
+}

@@ -231,6 +231,30 @@ async fn the_firmware_interface(stack) {
     let r = at(FW, Method::GET, "/v1/nodes/fw1/firmware?fields=component,current_version".into(), None).await;
     assert_eq!((r.status, &r.body), (StatusCode::OK, &json!({"firmware": []})), "{}", r.body);
 
+    // A stored component: its versions, and `fields` picks among them (the timestamps always).
+    let node_id = ferrum::db::nodes::get_by_uuid(&cluster.db.db, &uuid).await.unwrap().id;
+    let bmc = ferrum::node::firmware::FirmwareComponent {
+        id: 0,
+        node_id,
+        component: "bmc".into(),
+        initial_version: "1.0".into(),
+        current_version: Some("1.2".into()),
+        last_version_flashed: None,
+        created_at: ferrum::node::now(),
+        updated_at: None,
+    };
+    ferrum::db::firmware::insert(&cluster.db.db, &bmc).await.unwrap();
+    let r = at(FW, Method::GET, format!("/v1/nodes/{uuid}/firmware"), None).await;
+    let one = &r.body["firmware"][0];
+    assert_eq!((&one["component"], &one["initial_version"], &one["current_version"], &one["last_version_flashed"]),
+               (&json!("bmc"), &json!("1.0"), &json!("1.2"), &Value::Null), "{}", r.body);
+    assert!(one["created_at"].is_string() && one["updated_at"].is_null(), "{}", r.body);
+    let r = at(FW, Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=current_version"), None).await;
+    let one = r.body["firmware"][0].as_object().unwrap();
+    let mut keys: Vec<_> = one.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["created_at", "current_version", "updated_at"], "{}", r.body);
+
     // Drivers show the firmware interfaces from 1.86.
     let r = at(FW, Method::GET, "/v1/drivers/fake-hardware".into(), None).await;
     assert_eq!((&r.body["default_firmware_interface"], &r.body["enabled_firmware_interfaces"]),
@@ -260,7 +284,8 @@ async fn the_firmware_interface(stack) {
     let n = api.wait_for("fw1", "manageable").await;
     assert!(n["last_error"].is_null(), "{n}");
     let r = at(FW, Method::GET, "/v1/nodes/fw1/firmware".into(), None).await;
-    assert_eq!(r.body, json!({"firmware": []}));
+    let components = r.body["firmware"].as_array().unwrap();
+    assert_eq!((components.len(), &components[0]["current_version"]), (1, &json!("1.2")), "the fake update changes nothing: {}", r.body);
 
     // The validation of the node names its firmware interface.
     let r = at(FW, Method::GET, "/v1/nodes/fw2/validate".into(), None).await;
