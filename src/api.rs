@@ -14,6 +14,7 @@ pub mod drivers;
 pub mod error_body;
 pub mod events;
 pub mod extract;
+pub mod firmware;
 pub mod history;
 pub mod inventory;
 pub mod listing;
@@ -113,6 +114,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/{ident}/bios/{name}", get(bios::show))
         .route("/{ident}/history", get(history::list))
         .route("/{ident}/history/{event}", get(history::show))
+        .route("/{ident}/firmware", get(firmware::list))
         .route("/{ident}/inventory", get(inventory::show))
         .route("/{ident}/children", get(nodes::children::list))
         .route(

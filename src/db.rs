@@ -10,11 +10,13 @@
 //! `nodes.reservation`, and every write to a locked node is conditional on holding it.
 
 pub mod allocations;
+pub mod bios;
 pub mod chassis;
 pub mod children;
 pub mod conductors;
 pub mod deploy_templates;
 mod errors;
+pub mod firmware;
 pub mod history;
 pub mod inventory;
 pub mod models;

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::{
     config::ConductorConfig,
     error::Error,
-    node::{InterfaceKind, Interfaces, JsonObject, Node, PowerState},
+    node::{InterfaceKind, Interfaces, JsonObject, Node, PowerState, bios::BiosValue},
 };
 
 /// What a driver can raise, with Ironic's message texts.
@@ -85,10 +85,31 @@ impl DriverStep {
         args: &[],
     };
 
+    /// A step that runs only when asked for (priority 0), as clean steps of manual cleaning.
+    pub const fn manual(
+        interface: &'static str,
+        step: &'static str,
+        args: &'static [(&'static str, bool)],
+    ) -> DriverStep {
+        DriverStep {
+            interface,
+            step,
+            priority: 0,
+            args,
+        }
+    }
+
     pub fn is_core(&self) -> bool {
         self.interface == "deploy" && self.step == "deploy"
     }
 }
+
+/// The disk erasures every deploy interface offers in cleaning (see
+/// [`DeployInterface::clean_steps`]).
+const ERASE_STEPS: &[DriverStep] = &[
+    DriverStep::manual("deploy", "erase_devices", &[]),
+    DriverStep::manual("deploy", "erase_devices_metadata", &[]),
+];
 
 /// The outcome of a deploy: done, or waiting for an agent to call back (`wait call-back`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +136,9 @@ pub struct StepDone {
     pub remember: JsonObject,
     /// The power state the step left the node in.
     pub power: Option<PowerState>,
+    /// The node's BIOS settings as the step left them, for the conductor to store in place of
+    /// the ones before (a BIOS step's outcome).
+    pub bios_settings: Option<Vec<BiosValue>>,
 }
 
 impl StepDone {
@@ -557,9 +581,69 @@ pub trait DeployInterface: Send + Sync + 'static {
             StepPoll::Running
         })
     }
+    /// The clean steps it offers: by default the disk erasures, which do nothing on fake
+    /// hardware (a manual cleaning may name them; Ferrum runs no automated clean steps).
+    fn clean_steps(&self) -> &'static [DriverStep] {
+        ERASE_STEPS
+    }
+    /// Runs one of its [`clean_steps`](DeployInterface::clean_steps); by default nothing.
+    async fn execute_clean_step(
+        &self,
+        _node: &Node,
+        _step: &str,
+        _args: &JsonObject,
+    ) -> Result<StepDone, DriverError> {
+        Ok(StepDone::done())
+    }
     async fn tear_down(&self, node: &Node) -> Result<(), DriverError>;
     /// Undoes `prepare` after a failure; best effort.
     async fn clean_up(&self, node: &Node) -> Result<(), DriverError>;
+}
+
+/// An interface whose calls are clean steps (Ironic's BIOS and firmware interfaces, as Ferrum
+/// has them): the steps it offers and how one runs. A `no-*` one ([`NoSteps`]) offers none.
+#[async_trait]
+pub trait StepInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// The clean steps it offers.
+    fn clean_steps(&self) -> &'static [DriverStep];
+    /// Checks a step's arguments before a cleaning is accepted (a failure is the caller's 400);
+    /// the step is one of [`clean_steps`](StepInterface::clean_steps), its required arguments
+    /// present.
+    fn check_step(&self, _step: &str, _args: &JsonObject) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// Runs one of its clean steps.
+    async fn execute_clean_step(
+        &self,
+        node: &Node,
+        step: &str,
+        args: &JsonObject,
+    ) -> Result<StepDone, DriverError>;
+}
+
+/// `no-bios`, `no-firmware`: no steps, so a cleaning naming one is refused when it is asked
+/// for (Ironic's `NoBIOS`, `NoFirmware`, whose methods are not clean steps).
+pub struct NoSteps(pub &'static str);
+
+#[async_trait]
+impl StepInterface for NoSteps {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn clean_steps(&self) -> &'static [DriverStep] {
+        &[]
+    }
+
+    async fn execute_clean_step(
+        &self,
+        node: &Node,
+        step: &str,
+        _args: &JsonObject,
+    ) -> Result<StepDone, DriverError> {
+        Err(unsupported(node, step))
+    }
 }
 
 /// A hardware type: the interfaces it supports, the first of each being its default.
@@ -573,6 +657,8 @@ pub struct HardwareType {
     pub management: Vec<Arc<dyn ManagementInterface>>,
     pub deploy: Vec<Arc<dyn DeployInterface>>,
     pub vendor: Vec<Arc<dyn VendorInterface>>,
+    pub bios: Vec<Arc<dyn StepInterface>>,
+    pub firmware: Vec<Arc<dyn StepInterface>>,
 }
 
 impl HardwareType {
@@ -583,8 +669,9 @@ impl HardwareType {
             InterfaceKind::Power => self.power.iter().map(|i| i.name()).collect(),
             InterfaceKind::Management => self.management.iter().map(|i| i.name()).collect(),
             InterfaceKind::Vendor => self.vendor.iter().map(|i| i.name()).collect(),
-            InterfaceKind::Bios
-            | InterfaceKind::Boot
+            InterfaceKind::Bios => self.bios.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Firmware => self.firmware.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Boot
             | InterfaceKind::Console
             | InterfaceKind::Inspect
             | InterfaceKind::Network
@@ -622,6 +709,49 @@ pub struct Driver {
     pub management: Arc<dyn ManagementInterface>,
     pub deploy: Arc<dyn DeployInterface>,
     pub vendor: Arc<dyn VendorInterface>,
+    pub bios: Arc<dyn StepInterface>,
+    pub firmware: Arc<dyn StepInterface>,
+}
+
+impl Driver {
+    /// Every clean step the node's interfaces offer (deploy, bios, firmware): the one list a
+    /// manual cleaning's steps are checked against (Ironic's `_get_cleaning_steps`).
+    pub fn clean_steps(&self) -> Vec<DriverStep> {
+        let mut steps = self.deploy.clean_steps().to_vec();
+        steps.extend_from_slice(self.bios.clean_steps());
+        steps.extend_from_slice(self.firmware.clean_steps());
+        steps
+    }
+
+    /// Checks the arguments of one of [`clean_steps`](Driver::clean_steps) with its interface.
+    pub fn check_clean_step(
+        &self,
+        interface: &str,
+        step: &str,
+        args: &JsonObject,
+    ) -> Result<(), DriverError> {
+        match interface {
+            "bios" => self.bios.check_step(step, args),
+            "firmware" => self.firmware.check_step(step, args),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs one of [`clean_steps`](Driver::clean_steps) on its interface.
+    pub async fn execute_clean_step(
+        &self,
+        node: &Node,
+        interface: &str,
+        step: &str,
+        args: &JsonObject,
+    ) -> Result<StepDone, DriverError> {
+        match interface {
+            "deploy" => self.deploy.execute_clean_step(node, step, args).await,
+            "bios" => self.bios.execute_clean_step(node, step, args).await,
+            "firmware" => self.firmware.execute_clean_step(node, step, args).await,
+            other => Err(unsupported(node, &format!("{other}.{step}"))),
+        }
+    }
 }
 
 /// The hardware types this conductor has enabled.
@@ -699,6 +829,7 @@ impl Registry {
             rescue: pick(InterfaceKind::Rescue)?,
             storage: pick(InterfaceKind::Storage)?,
             vendor: pick(InterfaceKind::Vendor)?,
+            firmware: pick(InterfaceKind::Firmware)?,
         })
     }
 
@@ -731,6 +862,10 @@ impl Registry {
             )?,
             deploy: find("deploy", &node.interfaces.deploy, &hw.deploy, |i| i.name())?,
             vendor: find("vendor", &node.interfaces.vendor, &hw.vendor, |i| i.name())?,
+            bios: find("bios", &node.interfaces.bios, &hw.bios, |i| i.name())?,
+            firmware: find("firmware", &node.interfaces.firmware, &hw.firmware, |i| {
+                i.name()
+            })?,
         })
     }
 

@@ -11,7 +11,9 @@
 //! Owns: the shape and the validity of a node's values. Must not: run queries (that is `db`),
 //! know microversions (that is `api`), or decide transitions (that is `states` and `conductor`).
 
+pub mod bios;
 pub mod fields;
+pub mod firmware;
 pub mod history;
 mod interfaces;
 pub mod inventory;
@@ -317,6 +319,7 @@ pub(crate) mod tests_support {
                 rescue: "no-rescue".into(),
                 storage: "noop".into(),
                 vendor: "no-vendor".into(),
+                firmware: "no-firmware".into(),
             },
             provision_state: ProvisionState::DeployFail,
             target_provision_state: Some(ProvisionState::Active),
@@ -340,6 +343,7 @@ mod tests {
             "storage_interface",
             "rescue_interface",
             "bios_interface",
+            "firmware_interface",
             "traits",
             "fault",
             "deploy_step",

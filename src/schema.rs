@@ -66,6 +66,7 @@ diesel::table! {
         parent_node -> Nullable<Text>,
         disable_power_off -> Bool,
         service_step -> Text,
+        firmware_interface -> Text,
     }
 }
 
@@ -223,6 +224,38 @@ diesel::table! {
         node_id -> Integer,
         inventory_data -> Text,
         plugin_data -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    bios_settings (node_id, name) {
+        node_id -> Integer,
+        name -> Text,
+        value -> Nullable<Text>,
+        attribute_type -> Nullable<Text>,
+        allowable_values -> Nullable<Text>,
+        lower_bound -> Nullable<BigInt>,
+        max_length -> Nullable<Integer>,
+        min_length -> Nullable<Integer>,
+        read_only -> Nullable<Bool>,
+        reset_required -> Nullable<Bool>,
+        unique -> Nullable<Bool>,
+        upper_bound -> Nullable<BigInt>,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    firmware_components (id) {
+        id -> Integer,
+        node_id -> Integer,
+        component -> Text,
+        initial_version -> Text,
+        current_version -> Nullable<Text>,
+        last_version_flashed -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
     }

@@ -48,6 +48,7 @@ fn interfaces_shown_since(kind: InterfaceKind) -> u32 {
         InterfaceKind::Storage => 33,
         InterfaceKind::Rescue => 38,
         InterfaceKind::Bios => 40,
+        InterfaceKind::Firmware => 86,
         InterfaceKind::Deploy
         | InterfaceKind::Power
         | InterfaceKind::Management

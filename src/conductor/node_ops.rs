@@ -312,7 +312,9 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     ];
     // The others have nothing to configure on fake hardware; a `no-*` one is Ironic's
     // "not supported".
-    for (kind, name) in node.interfaces.passive() {
+    let stepped = [InterfaceKind::Bios, InterfaceKind::Firmware]
+        .map(|kind| (kind, node.interfaces.get(kind)));
+    for (kind, name) in node.interfaces.passive().chain(stepped) {
         let verdict = if name.starts_with("no-") {
             (None, Some("not supported".to_owned()))
         } else {

@@ -125,7 +125,7 @@ impl Flow for Work {
             Work::TearDown => tear_down(task, driver).await,
             Work::Clean => clean(task).await,
             Work::ManualClean => manual_clean(task, driver).await,
-            Work::Service => service(task).await,
+            Work::Service => service(task, driver).await,
             Work::Verify => verify(task, driver).await,
             Work::Inspect => inspect(task, driver).await,
             Work::Adopt => adopt(task, driver).await,
@@ -457,22 +457,6 @@ struct FakeStep {
     waits: bool,
 }
 
-/// The fake deploy's clean steps, which do nothing.
-const CLEAN_OFFERED: &[FakeStep] = &[
-    FakeStep {
-        interface: "deploy",
-        implementation: None,
-        step: "erase_devices",
-        waits: false,
-    },
-    FakeStep {
-        interface: "deploy",
-        implementation: None,
-        step: "erase_devices_metadata",
-        waits: false,
-    },
-];
-
 /// The service steps of Ironic's fake vendor interface (`FakeVendorB`): `log_passthrough`
 /// logs, `trigger_servicewait` leaves the node in `service wait`.
 const SERVICE_OFFERED: &[FakeStep] = &[
@@ -507,10 +491,11 @@ impl StepRun {
         }
     }
 
-    /// The steps `node`'s interfaces offer the run.
+    /// The service steps `node`'s interfaces offer; clean steps are the driver's
+    /// (`Driver::clean_steps`), so none here.
     fn offered(self, node: &Node) -> impl Iterator<Item = &'static FakeStep> + '_ {
         let table = match self {
-            StepRun::Clean => CLEAN_OFFERED,
+            StepRun::Clean => &[],
             StepRun::Service => SERVICE_OFFERED,
         };
         table.iter().filter(|s| match s.implementation {
@@ -522,8 +507,9 @@ impl StepRun {
 
     /// Refuses, before the request is accepted, a run without steps or with a step `node`'s
     /// driver does not offer (Ironic's `_validate_user_steps`: "node does not support this
-    /// ... step"); the reserved `hold` step is the conductor's own, on any interface.
-    fn check(self, node: &Node, steps: &[Value]) -> Result<()> {
+    /// ... step"); the reserved `hold` step is the conductor's own, on any interface. Clean
+    /// steps are the driver's, with their arguments ([`check_clean_step`]).
+    fn check(self, node: &Node, driver: &Driver, steps: &[Value]) -> Result<()> {
         let what = self.name();
         if steps.is_empty() {
             return Err(Error::InvalidParameterValue(format!(
@@ -531,6 +517,10 @@ impl StepRun {
             )));
         }
         for step in steps {
+            if self == StepRun::Clean {
+                check_clean_step(node, driver, step)?;
+                continue;
+            }
             let interface = step.get("interface").and_then(Value::as_str);
             let name = step.get("step").and_then(Value::as_str);
             match (interface, name) {
@@ -628,7 +618,12 @@ impl StepRun {
 /// hardware does nothing, or leaves the node waiting (`wait`, the lock released); the reserved
 /// `hold` step stops the run in its hold state with the lock released; after the last step the
 /// run ends. Servicing shows each step in `service_step` as it starts.
-async fn run_steps(task: &mut Task, run: StepRun, first: usize) -> std::result::Result<(), String> {
+async fn run_steps(
+    task: &mut Task,
+    driver: &Driver,
+    run: StepRun,
+    first: usize,
+) -> std::result::Result<(), String> {
     let what = run.name();
     let steps = task
         .node
@@ -663,12 +658,14 @@ async fn run_steps(task: &mut Task, run: StepRun, first: usize) -> std::result::
                     format!("Failed to record that {what} step {interface}.{name} waits: {e}")
                 });
         }
-        if run == StepRun::Service {
-            task.write(changes)
-                .await
-                .map_err(|e| format!("Failed to record {what} step {interface}.{name}: {e}"))?;
-        }
         tracing::info!(node.uuid = %task.node.uuid, "Executing {what} step {interface}.{name} on node {}", task.node.uuid);
+        match run {
+            StepRun::Service => task
+                .write(changes)
+                .await
+                .map_err(|e| format!("Failed to record {what} step {interface}.{name}: {e}"))?,
+            StepRun::Clean => execute_clean_step(task, driver, step, interface, name).await?,
+        }
     }
     let (event, changes) = run.end(&task.node);
     task.process_event(event, false, changes.release())
@@ -676,8 +673,36 @@ async fn run_steps(task: &mut Task, run: StepRun, first: usize) -> std::result::
         .map_err(|e| format!("Failed to finish the {what}: {e}"))
 }
 
-/// Manual cleaning with `clean_steps`. The fake hardware's deploy interface offers the steps
-/// `erase_devices` and `erase_devices_metadata`, which do nothing; any other step is refused.
+/// Runs one clean step on its interface; what a BIOS step did to the settings is stored under
+/// the lock the cleaning holds, as Ironic's BIOS interfaces store it.
+async fn execute_clean_step(
+    task: &Task,
+    driver: &Driver,
+    step: &Value,
+    interface: &str,
+    name: &str,
+) -> std::result::Result<(), String> {
+    let args = step_args(step);
+    let uuid = task.node.uuid.clone();
+    let failed = |e: &dyn std::fmt::Display| format!("Node {uuid} failed step {step}: {e}");
+    let done = hw(
+        task,
+        driver.execute_clean_step(&task.node, interface, name, &args),
+    )
+    .await?
+    .map_err(|e| failed(&e))?;
+    if let Some(settings) = done.bios_settings {
+        db::bios::sync(&task.ctx().db, task.node.id, &settings)
+            .await
+            .map_err(|e| failed(&e))?;
+    }
+    Ok(())
+}
+
+/// Manual cleaning with `clean_steps`, each checked against the steps the node's interfaces
+/// offer (`Driver::clean_steps`: the deploy interface's disk erasures, which do nothing on fake
+/// hardware, and the BIOS interface's), with Ironic's `_validate_user_step` rules for their
+/// arguments; a step another interface (or a `no-*` one) does not offer is refused.
 pub async fn do_node_clean(
     ctx: &Ctx,
     node: Node,
@@ -686,15 +711,22 @@ pub async fn do_node_clean(
     deadline: Option<Instant>,
 ) -> Result<()> {
     // Whether the ramdisk is booted is kept with the node while it cleans, as Ironic keeps it.
-    start(ctx, node, deadline, "clean", Event::Clean, |node, _| {
-        StepRun::Clean.check(node, &clean_steps)?;
-        let mut info = StepRun::Clean.with_steps(node, &clean_steps);
-        info.insert(DISABLE_RAMDISK.to_owned(), Value::Bool(disable_ramdisk));
-        Ok(NodeChanges {
-            driver_internal_info: Some(Json(info)),
-            ..NodeChanges::default()
-        })
-    })
+    start(
+        ctx,
+        node,
+        deadline,
+        "clean",
+        Event::Clean,
+        |node, driver| {
+            StepRun::Clean.check(node, driver, &clean_steps)?;
+            let mut info = StepRun::Clean.with_steps(node, &clean_steps);
+            info.insert(DISABLE_RAMDISK.to_owned(), Value::Bool(disable_ramdisk));
+            Ok(NodeChanges {
+                driver_internal_info: Some(Json(info)),
+                ..NodeChanges::default()
+            })
+        },
+    )
     .await
 }
 
@@ -723,7 +755,7 @@ pub async fn do_node_service(
                     node.uuid
                 ))
             })?;
-            StepRun::Service.check(node, &service_steps)?;
+            StepRun::Service.check(node, driver, &service_steps)?;
             Ok(NodeChanges {
                 service_step: Some(Json::default()),
                 driver_internal_info: Some(Json(StepRun::Service.with_steps(node, &service_steps))),
@@ -732,6 +764,67 @@ pub async fn do_node_service(
         },
     )
     .await
+}
+
+/// Checks one step of a manual cleaning against the node's driver (Ironic's
+/// `_validate_user_clean_steps`): offered by an interface, no argument it does not take, every
+/// required one given, and the arguments as the interface wants them. The reserved `hold` step
+/// belongs to the conductor.
+fn check_clean_step(node: &Node, driver: &Driver, step: &Value) -> Result<()> {
+    let interface = step.get("interface").and_then(Value::as_str);
+    let name = step.get("step").and_then(Value::as_str);
+    let (Some(interface), Some(name)) = (interface, name) else {
+        return Err(Error::InvalidParameterValue(format!(
+            "Each clean step needs \"interface\" and \"step\": {step}"
+        )));
+    };
+    if name == HOLD_STEP {
+        return Ok(());
+    }
+    let Some(offered) = driver
+        .clean_steps()
+        .into_iter()
+        .find(|s| s.interface == interface && s.step == name)
+    else {
+        return Err(Error::InvalidParameterValue(format!(
+            "node does not support this clean step: {interface}.{name}"
+        )));
+    };
+    let args = step_args(step);
+    let unexpected: Vec<&str> = args
+        .keys()
+        .map(String::as_str)
+        .filter(|a| !offered.args.iter().any(|(known, _)| known == a))
+        .collect();
+    if !unexpected.is_empty() {
+        return Err(Error::InvalidParameterValue(format!(
+            "clean step {step} has these unexpected arguments: {}",
+            unexpected.join(", ")
+        )));
+    }
+    let missing: Vec<&str> = offered
+        .args
+        .iter()
+        .filter(|(a, required)| *required && !args.contains_key(*a))
+        .map(|(a, _)| *a)
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::InvalidParameterValue(format!(
+            "clean step {step} is missing these required arguments: {}",
+            missing.join(", ")
+        )));
+    }
+    driver
+        .check_clean_step(interface, name, &args)
+        .map_err(|e| e.into_error(&node.driver))
+}
+
+/// A step's `args` (an empty object when it has none).
+fn step_args(step: &Value) -> serde_json::Map<String, Value> {
+    step.get("args")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Where manual cleaning keeps whether it runs without booting the ramdisk (API 1.70, Ironic's
@@ -1229,8 +1322,9 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
 }
 
 /// Manual cleaning: the deploy interface prepares the ramdisk unless the request disabled it
-/// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps were checked when the request was
-/// accepted, and the fake ones do nothing ([`run_steps`]); then back to manageable. A reserved
+/// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps, checked when the request was
+/// accepted, run in order on their interfaces ([`run_steps`]: the deploy's erasures do nothing on
+/// fake hardware; a BIOS step's settings are stored); then back to manageable. A reserved
 /// `hold` step stops there in `clean hold`, remembering its index, with the lock released
 /// (Ironic's `cleaning.do_next_clean_step`); nothing in Ferrum continues a cleaning from `clean wait`
 /// after `unhold` (the fake deploy has no agent), so such a node waits for its timeout or an
@@ -1255,12 +1349,12 @@ async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
                 )
             })?;
     }
-    run_steps(task, StepRun::Clean, 0).await
+    run_steps(task, driver, StepRun::Clean, 0).await
 }
 
 /// Servicing, from the first step, or, when `unhold` sent it back to `service wait`, from the
 /// step after the hold (Ironic's `continue_node_service`, which resumes into `servicing`).
-async fn service(task: &mut Task) -> std::result::Result<(), String> {
+async fn service(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
     let first = if task.node.provision_state == ProvisionState::ServiceWait {
         task.process_event(Event::Resume, true, NodeChanges::default())
             .await
@@ -1269,7 +1363,7 @@ async fn service(task: &mut Task) -> std::result::Result<(), String> {
     } else {
         0
     };
-    run_steps(task, StepRun::Service, first).await
+    run_steps(task, driver, StepRun::Service, first).await
 }
 
 /// Rescue on the fake rescue interface: the "ramdisk" is up at once.

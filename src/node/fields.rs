@@ -532,6 +532,7 @@ pub static FIELDS: &[Field] = &[
     },
     interface!("rescue_interface", rescue, 38),
     interface!("bios_interface", bios, 40),
+    interface!("firmware_interface", firmware, 86),
     Field {
         name: "fault",
         since: 42,
@@ -807,6 +808,7 @@ mod tests {
 1.75 secure_boot              read-only
 1.82 shard                    create patch remove=Null
 1.83 parent_node              create patch remove=Null
+1.86 firmware_interface       create patch remove=DriverDefault
 1.87 service_step             read-only
 1.95 disable_power_off        create patch remove=False";
 

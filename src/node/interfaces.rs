@@ -1,6 +1,6 @@
 //! A node's hardware interfaces, one per [`InterfaceKind`].
 //!
-//! The conductor drives four of them (deploy, power, management, vendor); the others are names
+//! The conductor drives six of them (deploy, power, management, vendor, bios, firmware); the others are names
 //! a hardware type lists (see `drivers::HardwareType::passive`), stored and validated.
 
 use diesel::prelude::*;
@@ -22,17 +22,19 @@ pub enum InterfaceKind {
     Rescue,
     Storage,
     Vendor,
+    Firmware,
 }
 
 impl InterfaceKind {
     /// Every kind: deploy, power and management, then the others in name order.
-    pub const ALL: [InterfaceKind; 12] = [
+    pub const ALL: [InterfaceKind; 13] = [
         InterfaceKind::Deploy,
         InterfaceKind::Power,
         InterfaceKind::Management,
         InterfaceKind::Bios,
         InterfaceKind::Boot,
         InterfaceKind::Console,
+        InterfaceKind::Firmware,
         InterfaceKind::Inspect,
         InterfaceKind::Network,
         InterfaceKind::Raid,
@@ -42,8 +44,7 @@ impl InterfaceKind {
     ];
 
     /// The kinds the conductor only stores and validates, in name order.
-    pub const PASSIVE: [InterfaceKind; 8] = [
-        InterfaceKind::Bios,
+    pub const PASSIVE: [InterfaceKind; 7] = [
         InterfaceKind::Boot,
         InterfaceKind::Console,
         InterfaceKind::Inspect,
@@ -68,6 +69,7 @@ impl InterfaceKind {
             InterfaceKind::Rescue => "rescue",
             InterfaceKind::Storage => "storage",
             InterfaceKind::Vendor => "vendor",
+            InterfaceKind::Firmware => "firmware",
         }
     }
 
@@ -86,6 +88,7 @@ impl InterfaceKind {
             InterfaceKind::Rescue => "rescue_interface",
             InterfaceKind::Storage => "storage_interface",
             InterfaceKind::Vendor => "vendor_interface",
+            InterfaceKind::Firmware => "firmware_interface",
         }
     }
 
@@ -143,10 +146,18 @@ pub struct Interfaces {
     #[diesel(column_name = vendor_interface)]
     #[serde(rename = "vendor_interface")]
     pub vendor: String,
+    // API 1.86, defaulted as `bios` is.
+    #[diesel(column_name = firmware_interface)]
+    #[serde(rename = "firmware_interface", default = "default_firmware")]
+    pub firmware: String,
 }
 
 fn default_bios() -> String {
     "no-bios".to_owned()
+}
+
+fn default_firmware() -> String {
+    "no-firmware".to_owned()
 }
 
 fn default_rescue() -> String {
@@ -172,6 +183,7 @@ impl Interfaces {
             InterfaceKind::Rescue => &self.rescue,
             InterfaceKind::Storage => &self.storage,
             InterfaceKind::Vendor => &self.vendor,
+            InterfaceKind::Firmware => &self.firmware,
         }
     }
 
@@ -189,6 +201,7 @@ impl Interfaces {
             InterfaceKind::Rescue => &mut self.rescue,
             InterfaceKind::Storage => &mut self.storage,
             InterfaceKind::Vendor => &mut self.vendor,
+            InterfaceKind::Firmware => &mut self.firmware,
         }
     }
 
@@ -228,6 +241,8 @@ pub struct InterfaceChanges {
     pub storage: Option<String>,
     #[diesel(column_name = vendor_interface)]
     pub vendor: Option<String>,
+    #[diesel(column_name = firmware_interface)]
+    pub firmware: Option<String>,
 }
 
 impl InterfaceChanges {
@@ -245,6 +260,7 @@ impl InterfaceChanges {
             InterfaceKind::Rescue => &mut self.rescue,
             InterfaceKind::Storage => &mut self.storage,
             InterfaceKind::Vendor => &mut self.vendor,
+            InterfaceKind::Firmware => &mut self.firmware,
         }
     }
 
@@ -262,6 +278,7 @@ impl InterfaceChanges {
             InterfaceKind::Rescue => self.rescue.as_deref(),
             InterfaceKind::Storage => self.storage.as_deref(),
             InterfaceKind::Vendor => self.vendor.as_deref(),
+            InterfaceKind::Firmware => self.firmware.as_deref(),
         }
     }
 

@@ -161,6 +161,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
             rescue: "no-rescue".into(),
             storage: "noop".into(),
             vendor: "no-vendor".into(),
+            firmware: "no-firmware".into(),
         },
         provision_state: ProvisionState::Available,
         created_at: ferrum::node::now(),

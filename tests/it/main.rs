@@ -16,6 +16,7 @@ mod amqp_reconnect;
 mod api;
 mod api_1_7x;
 mod api_1_8x;
+mod bios_firmware;
 mod clients;
 mod configdrive;
 mod db;

@@ -1,0 +1,2 @@
+DROP TABLE firmware_components;
+ALTER TABLE nodes DROP COLUMN firmware_interface;
