@@ -274,7 +274,7 @@ pub fn router(state: ApiState) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
-    let max = ServedMax::new(state.config.preview_versions);
+    let max = ServedMax::default();
     with_middleware(routes, state, max)
 }
 

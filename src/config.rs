@@ -53,10 +53,6 @@ pub struct ApiConfig {
     /// How often the agent is told to heartbeat at the latest (`[api]ramdisk_heartbeat_timeout`).
     #[serde(with = "seconds")]
     pub ramdisk_heartbeat_timeout: Duration,
-    /// Also serve the microversions above the announced maximum up to
-    /// `extract::PREVIEW_MAX_VERSION`: built and tested, but with versions below them still
-    /// incomplete, so not announced (off by default; the test suites turn it on).
-    pub preview_versions: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -154,7 +150,6 @@ impl Default for ApiConfig {
             header_read_timeout: Duration::from_secs(10),
             restrict_lookup: true,
             ramdisk_heartbeat_timeout: Duration::from_secs(300),
-            preview_versions: false,
         }
     }
 }
@@ -221,9 +216,6 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_API_HEADER_TIMEOUT", value_parser = parse_seconds)]
     pub api_header_timeout: Option<Duration>,
-    /// Serve the unannounced preview microversions too (`[api]preview_versions`).
-    #[arg(long, env = "FERRUM_API_PREVIEW_VERSIONS")]
-    pub api_preview_versions: Option<bool>,
     #[arg(long, env = "FERRUM_CONDUCTOR_HOST")]
     pub conductor_host: Option<String>,
     #[arg(long, env = "FERRUM_CONDUCTOR_GROUP")]
@@ -333,7 +325,6 @@ impl Config {
         set(&mut self.transport.rpc_timeout, &a.rpc_timeout);
         set(&mut self.api.bind, &a.api_bind);
         set(&mut self.api.header_read_timeout, &a.api_header_timeout);
-        set(&mut self.api.preview_versions, &a.api_preview_versions);
         set(&mut self.conductor.host, &a.conductor_host);
         set(&mut self.conductor.conductor_group, &a.conductor_group);
         set(

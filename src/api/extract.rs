@@ -17,25 +17,12 @@ pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
 /// 1.71 (scope-based roles) and 1.80 (project-scoped node creation) change only Keystone
 /// policy in Ironic; Ferrum has no Keystone nor policy, so they change nothing here.
-pub const MAX_VERSION: ApiVersion = ApiVersion(73);
-/// The highest microversion served with `[api]preview_versions`: what is built above
-/// [`MAX_VERSION`] (1.74 and 1.82-1.84, 1.86, 1.87 are not complete yet, so these are not
-/// announced; each one that is served is real and tested).
-pub const PREVIEW_MAX_VERSION: ApiVersion = ApiVersion(95);
+pub const MAX_VERSION: ApiVersion = ApiVersion(95);
 
-/// The highest microversion a server serves and announces.
+/// The highest microversion the server serves and announces ([`MAX_VERSION`]), carried to the
+/// handlers as a request extension so that negotiation and the version documents read one value.
 #[derive(Debug, Clone, Copy)]
 pub struct ServedMax(pub ApiVersion);
-
-impl ServedMax {
-    pub fn new(preview_versions: bool) -> ServedMax {
-        ServedMax(if preview_versions {
-            PREVIEW_MAX_VERSION
-        } else {
-            MAX_VERSION
-        })
-    }
-}
 
 impl Default for ServedMax {
     fn default() -> Self {
@@ -154,7 +141,7 @@ impl JsonSuffix {
             return request;
         };
         if !asked_for
-            || !ApiVersion::negotiate(request.headers(), ServedMax(PREVIEW_MAX_VERSION))
+            || !ApiVersion::negotiate(request.headers(), ServedMax::default())
                 .is_ok_and(|v| v.0 < 91)
         {
             return request;
@@ -474,22 +461,5 @@ mod tests {
             .unwrap_err();
             assert_eq!(e.status(), axum::http::StatusCode::NOT_ACCEPTABLE, "{bad}");
         }
-    }
-
-    #[test]
-    fn preview_versions_are_served_only_when_asked_for() {
-        let past: &'static str = format!("baremetal 1.{}", MAX_VERSION.0 + 1).leak();
-        let asked = headers(&[("openstack-api-version", past)]);
-        let e = ApiVersion::negotiate(&asked, ServedMax::new(false)).unwrap_err();
-        assert_eq!(e.status(), axum::http::StatusCode::NOT_ACCEPTABLE);
-        assert_eq!(
-            ApiVersion::negotiate(&asked, ServedMax::new(true)).unwrap(),
-            ApiVersion(MAX_VERSION.0 + 1)
-        );
-        let latest = headers(&[("openstack-api-version", "baremetal latest")]);
-        assert_eq!(
-            ApiVersion::negotiate(&latest, ServedMax::new(true)).unwrap(),
-            PREVIEW_MAX_VERSION
-        );
     }
 }

@@ -11,8 +11,6 @@ async fn baremetal_cli_and_openstacksdk_work_unchanged() {
     };
     let Some(cluster) = Cluster::start(ClusterOptions {
         stack: Stack::Embedded,
-        // The clients negotiate what an operator's Ferrum announces.
-        preview_versions: false,
         ..ClusterOptions::default()
     })
     .await

@@ -289,23 +289,19 @@ async fn the_v1_document_links_resources_by_version() {
 /// `description` (python-ironicclient reads `description`) inside `error_message`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_microversion_is_406_in_the_framework_envelope() {
-    // What an operator sees: the announced range, without the preview versions.
-    let app = TestApp::builder()
-        .configure(|c| c.api.preview_versions = false)
-        .start()
-        .await;
+    let app = TestApp::start().await;
     for (version, description) in [
         (
-            "1.74",
-            "Version 1.74 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.73].",
+            "1.96",
+            "Version 1.96 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.95].",
         ),
         (
             "1.0",
-            "Version 1.0 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.73].",
+            "Version 1.0 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.95].",
         ),
         (
             "2.1",
-            "Mutually exclusive versions requested. Version 2.1 requested but not supported by this service. The supported version range is: [1.1, 1.73].",
+            "Mutually exclusive versions requested. Version 2.1 requested but not supported by this service. The supported version range is: [1.1, 1.95].",
         ),
         (
             "one.two",

@@ -109,7 +109,6 @@ impl TestApp {
         let mut config = Config::default();
         config.database.pool_size = 8;
         config.transport.rpc_timeout = Duration::from_secs(5);
-        config.api.preview_versions = true;
         let conductor = &mut config.conductor;
         conductor.host = format!("c1-{}", random_suffix());
         conductor.lock_retry_attempts = 1;

@@ -42,9 +42,6 @@ pub struct ClusterOptions {
     pub fake_vendor_delay: Option<f64>,
     /// More `FERRUM_*` settings for every process.
     pub env: Vec<(&'static str, String)>,
-    /// Serve the unannounced preview microversions (`FERRUM_API_PREVIEW_VERSIONS`): on in the
-    /// suites that test them, off where a client must see what an operator sees.
-    pub preview_versions: bool,
 }
 
 impl Default for ClusterOptions {
@@ -64,7 +61,6 @@ impl Default for ClusterOptions {
             amqp_url: None,
             fake_vendor_delay: None,
             env: Vec::new(),
-            preview_versions: true,
         }
     }
 }
@@ -141,10 +137,6 @@ impl Cluster {
                 options.graceful_shutdown_timeout.to_string(),
             ),
             ("RUST_LOG", "info,ferrum=debug".to_owned()),
-            (
-                "FERRUM_API_PREVIEW_VERSIONS",
-                options.preview_versions.to_string(),
-            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
