@@ -491,6 +491,56 @@ def template_suite():
     cli("deploy", "template", "delete", "CUSTOM_NO_IMAGE", "CUSTOM_RAID")
 
 
+def metal3_suite():
+    """What API 1.74-1.95 added, as the CLI drives it (Metal3 asks for 1.95): BIOS settings
+    applied by manual cleaning, the firmware interface, disable_power_off refusing power off,
+    servicing a deployed node, parent and child nodes, history and inventory."""
+    n = cli("node", "create", "--driver", "fake-hardware", "--name", "m3-1",
+            "--bios-interface", "fake", "--firmware-interface", "fake",
+            "--vendor-interface", "fake", "-f", "json")
+    expect((n["firmware_interface"], n["disable_power_off"], n["service_step"]),
+           ("fake", False, {}), "the 1.86-1.95 fields of a new node")
+    cli("node", "manage", "m3-1", "--wait", "30")
+    steps = [{"interface": "bios", "step": "apply_configuration",
+              "args": {"settings": [{"name": "ProcTurboMode", "value": "Disabled"}]}}]
+    cli("node", "clean", "m3-1", "--clean-steps", json.dumps(steps), "--wait", "30")
+    expect(cli("node", "bios", "setting", "list", "m3-1", "-f", "json"),
+           [{"name": "ProcTurboMode", "value": "Disabled"}], "BIOS settings after cleaning")
+    setting = cli("node", "bios", "setting", "show", "m3-1", "ProcTurboMode", "-f", "json")
+    expect((setting["value"], "allowable_values" in setting), ("Disabled", True),
+           "a BIOS setting with its registry fields (1.74)")
+    expect(cli("node", "firmware", "list", "m3-1", "-f", "json"), [], "no firmware components")
+    cli("node", "set", "m3-1", "--firmware-interface", "no-firmware")
+    expect(show("m3-1")["firmware_interface"], "no-firmware", "firmware interface set")
+
+    cli("node", "power", "on", "m3-1")
+    cli("node", "set", "m3-1", "--disable-power-off")
+    expect(show("m3-1")["disable_power_off"], True, "disable_power_off set")
+    err = cli("node", "power", "off", "m3-1", ok=False)
+    expect("Failed to set node power state to power off." in err, True, f"power off refused: {err}")
+    cli("node", "set", "m3-1", "--enable-power-off")
+    expect(show("m3-1")["disable_power_off"], False, "disable_power_off unset")
+
+    cli("node", "provide", "m3-1", "--wait", "30")
+    cli("node", "deploy", "m3-1", "--wait", "30")
+    service = [{"interface": "vendor", "step": "log_passthrough", "args": {}}]
+    cli("node", "service", "m3-1", "--service-steps", json.dumps(service), "--wait", "30")
+    n = show("m3-1")
+    expect((n["provision_state"], n["service_step"]), ("active", {}), "serviced, active again")
+
+    child = cli("node", "create", "--driver", "fake-hardware", "--name", "m3-child",
+                "--parent-node", "m3-1", "-f", "json")
+    expect(child["parent_node"], n["uuid"], "parent node stored as its UUID")
+    expect(cli("node", "children", "list", "m3-1", "-f", "json"), {"children": [child["uuid"]]},
+           "children list")
+    expect(cli("node", "history", "list", "m3-1", "-f", "json"), [], "no failures, no history")
+    err = cli("node", "inventory", "save", "m3-1", ok=False)
+    expect("Node inventory record for node" in err, True, f"no inventory before inspection: {err}")
+    cli("node", "delete", "m3-child")
+    cli("node", "undeploy", "m3-1", "--wait", "30")
+    cli("node", "delete", "m3-1")
+
+
 def sdk_suite():
     import openstack
 
@@ -565,5 +615,6 @@ if __name__ == "__main__":
     lifecycle_suite()
     allocation_suite()
     template_suite()
+    metal3_suite()
     sdk_suite()
     print("clients: all steps passed")
