@@ -447,28 +447,29 @@ enum StepRun {
     Service,
 }
 
-/// A step the fake hardware offers a run, on the interface implementation it needs (`None`:
-/// any), and whether it leaves the node waiting for its ramdisk (as Ironic's fake vendor
+/// A service step the fake hardware offers, on the interface implementation it needs, and
+/// whether it leaves the node waiting for its ramdisk (as Ironic's fake vendor
 /// `trigger_servicewait`, which nothing in Ferrum continues: the node waits for an abort).
-struct FakeStep {
+/// Clean steps are the driver's (`Driver::clean_steps`).
+struct ServiceStep {
     interface: &'static str,
-    implementation: Option<&'static str>,
+    implementation: &'static str,
     step: &'static str,
     waits: bool,
 }
 
 /// The service steps of Ironic's fake vendor interface (`FakeVendorB`): `log_passthrough`
 /// logs, `trigger_servicewait` leaves the node in `service wait`.
-const SERVICE_OFFERED: &[FakeStep] = &[
-    FakeStep {
+const SERVICE_STEPS: &[ServiceStep] = &[
+    ServiceStep {
         interface: "vendor",
-        implementation: Some("fake"),
+        implementation: "fake",
         step: "log_passthrough",
         waits: false,
     },
-    FakeStep {
+    ServiceStep {
         interface: "vendor",
-        implementation: Some("fake"),
+        implementation: "fake",
         step: "trigger_servicewait",
         waits: true,
     },
@@ -491,20 +492,6 @@ impl StepRun {
         }
     }
 
-    /// The service steps `node`'s interfaces offer; clean steps are the driver's
-    /// (`Driver::clean_steps`), so none here.
-    fn offered(self, node: &Node) -> impl Iterator<Item = &'static FakeStep> + '_ {
-        let table = match self {
-            StepRun::Clean => &[],
-            StepRun::Service => SERVICE_OFFERED,
-        };
-        table.iter().filter(|s| match s.implementation {
-            None => true,
-            Some(name) => InterfaceKind::from_name(s.interface)
-                .is_some_and(|kind| node.interfaces.get(kind) == name),
-        })
-    }
-
     /// Refuses, before the request is accepted, a run without steps or with a step `node`'s
     /// driver does not offer (Ironic's `_validate_user_steps`: "node does not support this
     /// ... step"); the reserved `hold` step is the conductor's own, on any interface. Clean
@@ -517,37 +504,9 @@ impl StepRun {
             )));
         }
         for step in steps {
-            if self == StepRun::Clean {
-                check_clean_step(node, driver, step)?;
-                continue;
-            }
-            let interface = step.get("interface").and_then(Value::as_str);
-            let name = step.get("step").and_then(Value::as_str);
-            match (interface, name) {
-                // Reserved: the conductor itself pauses there (Ironic's `use_reserved_step_handler`).
-                (Some(_), Some(HOLD_STEP)) => {}
-                (Some(i), Some(n))
-                    if self.offered(node).any(|s| s.interface == i && s.step == n) => {}
-                (Some(i), Some(n)) => {
-                    let offered: Vec<_> = self
-                        .offered(node)
-                        .map(|s| format!("{}.{}", s.interface, s.step))
-                        .collect();
-                    let offered = if offered.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        offered.join(", ")
-                    };
-                    return Err(Error::InvalidParameterValue(format!(
-                        "Node {}: the {what} step {i}.{n} is not supported by its driver; supported: {offered}.",
-                        node.uuid
-                    )));
-                }
-                _ => {
-                    return Err(Error::InvalidParameterValue(format!(
-                        "Each {what} step needs \"interface\" and \"step\": {step}"
-                    )));
-                }
+            match self {
+                StepRun::Clean => check_clean_step(node, driver, step)?,
+                StepRun::Service => check_service_step(node, step)?,
             }
         }
         Ok(())
@@ -646,9 +605,9 @@ async fn run_steps(
                 .await
                 .map_err(|e| format!("Failed to record that the {what} holds: {e}"));
         }
-        let waits = run
-            .offered(&task.node)
-            .any(|s| s.interface == interface && s.step == name && s.waits);
+        let waits = run == StepRun::Service
+            && service_steps_offered(&task.node)
+                .any(|s| s.interface == interface && s.step == name && s.waits);
         if waits {
             tracing::info!(node.uuid = %task.node.uuid, "The {what} step {interface}.{name} of node {} waits", task.node.uuid);
             return task
@@ -817,6 +776,43 @@ fn check_clean_step(node: &Node, driver: &Driver, step: &Value) -> Result<()> {
     driver
         .check_clean_step(interface, name, &args)
         .map_err(|e| e.into_error(&node.driver))
+}
+
+/// The service steps `node`'s interfaces offer.
+fn service_steps_offered(node: &Node) -> impl Iterator<Item = &'static ServiceStep> + '_ {
+    SERVICE_STEPS.iter().filter(|s| {
+        InterfaceKind::from_name(s.interface)
+            .is_some_and(|kind| node.interfaces.get(kind) == s.implementation)
+    })
+}
+
+/// Checks one service step against the ones `node`'s interfaces offer; the reserved `hold`
+/// step belongs to the conductor (Ironic's `use_reserved_step_handler`), on any interface.
+fn check_service_step(node: &Node, step: &Value) -> Result<()> {
+    let interface = step.get("interface").and_then(Value::as_str);
+    let name = step.get("step").and_then(Value::as_str);
+    let (Some(interface), Some(name)) = (interface, name) else {
+        return Err(Error::InvalidParameterValue(format!(
+            "Each service step needs \"interface\" and \"step\": {step}"
+        )));
+    };
+    if name == HOLD_STEP
+        || service_steps_offered(node).any(|s| s.interface == interface && s.step == name)
+    {
+        return Ok(());
+    }
+    let offered: Vec<_> = service_steps_offered(node)
+        .map(|s| format!("{}.{}", s.interface, s.step))
+        .collect();
+    let offered = if offered.is_empty() {
+        "none".to_owned()
+    } else {
+        offered.join(", ")
+    };
+    Err(Error::InvalidParameterValue(format!(
+        "Node {}: the service step {interface}.{name} is not supported by its driver; supported: {offered}.",
+        node.uuid
+    )))
 }
 
 /// A step's `args` (an empty object when it has none).
