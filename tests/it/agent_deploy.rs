@@ -289,3 +289,33 @@ async fn several_agents_deploy_at_once(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+on_both_stacks! {
+/// A node that may not be powered off (API 1.95): the real agent writes its image, and
+/// `tear_down_agent` reboots the node into its instance instead of powering it off (its
+/// conductor says so); the node ends active, powered on.
+async fn a_node_that_may_not_be_powered_off_is_rebooted_into_its_instance(stack) {
+    let Some(cluster) = cluster(stack, 120).await else { return };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let raw = raw_disk_image(IMAGE_SIZE, 5);
+    let url = images.add("disk.raw", raw.clone());
+    let mac = random_mac();
+    let uuid = node_for(api, &mac, &url, &sha256_hex(&raw), "raw").await;
+    let r = api
+        .request_at("1.95", Method::PATCH, &format!("/v1/nodes/{uuid}"),
+            Some(json!([{"op": "replace", "path": "/disable_power_off", "value": true}])))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted(&uuid, "active").await;
+    wait_state(api, &uuid, "wait call-back", Duration::from_secs(20), None).await;
+    let Some(agent) = Agent::start(&api.base, &mac, "16M") else { return };
+    let active = wait_state(api, &uuid, "active", Duration::from_secs(90), Some(&agent)).await;
+    assert_eq!(agent.disk_prefix(raw.len()), raw, "the agent's disk holds the image");
+    assert_eq!(active["power_state"], "power on", "{active}");
+    let logs: String = cluster.process_names().iter().map(|p| cluster.log_of(p)).collect();
+    let rebooted = format!("Node {uuid} does not support power off, rebooting it into the instance");
+    assert!(logs.contains(&rebooted), "tear_down_agent rebooted the node");
+    cluster.assert_no_locks().await;
+}
+}
