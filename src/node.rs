@@ -181,6 +181,14 @@ node_type! {
     /// The service step running (API 1.87), `{}` when the node is not servicing.
     #[serde(default)]
     service_step: Json<JsonObject>,
+    /// The instance's name (API 1.104): written by clients, or copied from
+    /// `instance_info.display_name` (what Nova sets) when it has none; forgotten with the instance.
+    #[serde(default)]
+    instance_name: Option<String>,
+    /// The hardware's health (API 1.109): `OK`, `Warning` or `Critical` as the management
+    /// interface last reported it; None where the driver reports none (the fake hardware).
+    #[serde(default)]
+    health: Option<String>,
 }
 
 impl NodeChanges {

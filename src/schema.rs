@@ -67,6 +67,8 @@ diesel::table! {
         disable_power_off -> Bool,
         service_step -> Text,
         firmware_interface -> Text,
+        instance_name -> Nullable<Text>,
+        health -> Nullable<Text>,
     }
 }
 

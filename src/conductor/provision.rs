@@ -896,7 +896,21 @@ pub async fn do_provisioning_action(
                 "By request, the {what} operation was aborted"
             )));
             if what == "deploy" {
+                // From `wait call-back` (API 1.110) or `deploy hold`: the deploy forgets its
+                // steps and the agent's URL, so that no heartbeat or poll resumes it (Ironic's
+                // `_do_abort` and `do_node_deploy_abort`). Every deploy step Ferrum runs is
+                // abortable (Ironic's default), so none is left to finish first; the deploy
+                // interfaces' `clean_up` has nothing to undo (neither holds a resource), so no
+                // worker follows.
+                if let Some(step) = step_id(&node.deploy_step) {
+                    extra = extra.last_error(Some(format!(
+                        "By request, the deploy operation was aborted during or after the completion of step \"{step}\""
+                    )));
+                }
+                let mut info = without_deploy_steps(node);
+                info.remove("agent_url");
                 extra.deploy_step = Some(Json::default());
+                extra.driver_internal_info = Some(Json(info));
             }
             // An aborted cleaning or servicing forgets its steps and where it was (Ironic's
             // `do_node_clean_abort`, `do_node_service_abort`, which names the step reached).
@@ -1276,6 +1290,7 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     let mut changes = NodeChanges::default().power(Some(power), None);
     changes.instance_info = Some(Json::default());
     changes.instance_uuid = Some(None);
+    changes.instance_name = Some(None);
     changes.deploy_step = Some(Json::default());
     // The node's allocation (API 1.52) ends with its instance, as in Ironic's tear-down: only a
     // node that has one pays the one more statement.

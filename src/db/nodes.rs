@@ -74,6 +74,8 @@ pub struct NodeFilter {
     /// Some(true): nodes with an instance; Some(false): nodes without.
     pub associated: Option<bool>,
     pub instance_uuid: Option<String>,
+    /// Nodes whose instance is named so (API 1.104).
+    pub instance_name: Option<String>,
     pub resource_class: Option<String>,
     pub conductor_group: Option<String>,
     pub fault: Option<String>,
@@ -203,6 +205,9 @@ pub async fn list_filtered(
         }
         if let Some(v) = &filter.instance_uuid {
             q = q.filter(nodes::instance_uuid.eq(v.clone()));
+        }
+        if let Some(v) = &filter.instance_name {
+            q = q.filter(nodes::instance_name.eq(v));
         }
         if let Some(v) = &filter.resource_class {
             q = q.filter(nodes::resource_class.eq(v.clone()));

@@ -40,7 +40,28 @@ impl resource::Resource for Node {
 
     fn check_changes(&self, changes: &mut NodeChanges) -> Result<()> {
         protection_rules(self, changes)?;
-        retirement_rules(self, changes)
+        retirement_rules(self, changes)?;
+        instance_name_from_display_name(self, changes);
+        Ok(())
+    }
+}
+
+/// A write of `instance_info` with a `display_name` (what Nova sets) names the instance when the
+/// node has no `instance_name` (Ironic's node PATCH, API 1.104, for Nova's sake; at every version,
+/// as there).
+fn instance_name_from_display_name(node: &Node, changes: &mut NodeChanges) {
+    let has_name = match &changes.instance_name {
+        Some(name) => name.is_some(),
+        None => node.instance_name.is_some(),
+    };
+    let display_name = changes
+        .instance_info
+        .as_ref()
+        .and_then(|info| info.get("display_name"))
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty());
+    if let (false, Some(name)) = (has_name, display_name) {
+        changes.instance_name = Some(Some(name.chars().take(255).collect()));
     }
 }
 
@@ -714,6 +735,39 @@ pub static FIELDS: &[Field] = &[
         show: |v| Value::Object(v.item.service_step.0.clone()),
         write: None,
     },
+    // 1 to 255 characters or null in Ironic's schema. A write of `instance_info` with a
+    // `display_name` fills it when it is empty (`Resource::check_changes`); a tear-down clears it.
+    Field {
+        name: "instance_name",
+        since: 104,
+        show: |v| json!(v.item.instance_name),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::Null,
+            get: |_, n| json!(n.instance_name),
+            set: |f, n, v, c| {
+                let new = opt_string(f, v)?;
+                if let Some(text) = &new {
+                    if text.is_empty() {
+                        return Err(Error::InvalidParameterValue(format!(
+                            "{f} must be at least 1 character"
+                        )));
+                    }
+                    validate_length(f, text, 255)?;
+                }
+                set_if(&mut c.instance_name, new, &n.instance_name);
+                Ok(())
+            },
+        }),
+    },
+    // Read from the management interface by the conductor; the fake hardware reports none.
+    Field {
+        name: "health",
+        since: 109,
+        show: |v| json!(v.item.health),
+        write: None,
+    },
 ];
 
 #[cfg(test)]
@@ -810,7 +864,9 @@ mod tests {
 1.83 parent_node              create patch remove=Null
 1.86 firmware_interface       create patch remove=DriverDefault
 1.87 service_step             read-only
-1.95 disable_power_off        create patch remove=False";
+1.95 disable_power_off        create patch remove=False
+1.104 instance_name            create patch remove=Null
+1.109 health                   read-only";
 
     #[test]
     fn the_table_matches_the_snapshot() {

@@ -43,6 +43,7 @@ pub struct ListQuery {
     sharded: Option<String>,
     include_children: Option<String>,
     parent_node: Option<String>,
+    instance_name: Option<String>,
     pub(in crate::api) chassis_uuid: Option<String>,
 }
 
@@ -81,6 +82,7 @@ fn next_link(base: &str, path: &str, q: &ListQuery, limit: i64, marker: &str) ->
         ("sharded", &q.sharded),
         ("include_children", &q.include_children),
         ("parent_node", &q.parent_node),
+        ("instance_name", &q.instance_name),
     ];
     let mut url = format!("{base}/v1/{path}?");
     for (k, v) in params {
@@ -239,6 +241,10 @@ async fn list_page(
     if let Some(s) = &q.sharded {
         require_version(version, 82, "The sharded filter")?;
         filter.sharded = Some(parse_bool("sharded", s)?);
+    }
+    if let Some(n) = &q.instance_name {
+        require_version(version, 104, "The instance_name filter")?;
+        filter.instance_name = Some(n.clone());
     }
     // As Ironic lists nodes (at every version): only those without a parent, or the children
     // of `parent_node`, unless `include_children` is true (which then ignores `parent_node`).

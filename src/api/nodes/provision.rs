@@ -17,6 +17,7 @@ use crate::{
     resource,
     rpc::RpcRequest,
     runbook,
+    states::ProvisionState,
 };
 
 #[derive(Debug, Deserialize)]
@@ -104,6 +105,15 @@ pub async fn set_provision_state(
         check_configdrive(version, configdrive)?;
     }
     let node = find(&state, &ident, version).await?;
+    // Aborting an inspection that waits came with 1.41, aborting a deploy that waits for its
+    // agent with 1.110 (Ironic's `_do_provision_action` answers 406 below them).
+    if verb == Verb::Abort {
+        match node.provision_state {
+            ProvisionState::InspectWait => require_version(version, 41, "Aborting inspect wait")?,
+            ProvisionState::DeployWait => require_version(version, 110, "Aborting wait call-back")?,
+            _ => {}
+        }
+    }
     let steps = match &body.runbook {
         Some(ident) => {
             let runbook = crate::db::runbooks::get(&state.db, ident).await?;
