@@ -90,6 +90,18 @@ pub fn validate<R: Resource>(patch: &[PatchOp]) -> Result<(), Error> {
                 op.path
             )));
         }
+        // RFC 6901: a `~` escapes `~` (`~0`) or `/` (`~1`), nothing else (jsonpointer's
+        // "Found invalid escape", which Ironic answers as a PatchError).
+        if let Some(bad) = op.path[1..].split('/').find(|seg| {
+            seg.split('~')
+                .skip(1)
+                .any(|rest| !rest.starts_with(['0', '1']))
+        }) {
+            return Err(Error::PatchError {
+                patch: op.describe(),
+                reason: format!("Found invalid escape {bad}"),
+            });
+        }
         let root = op.segments().remove(0);
         let patchable = resource::writable::<R>(&root).is_some_and(|w| w.patch);
         if !patchable {
@@ -310,6 +322,41 @@ mod tests {
         );
         assert_eq!(c.name, Some(Some("n2".into())));
         assert_eq!(c.properties, None, "unchanged fields are not written");
+    }
+
+    /// RFC 6901 escapes: `~0` is `~`, `~1` is `/`, in any segment; any other `~` is refused.
+    #[test]
+    fn escaped_keys_are_decoded_and_stray_tildes_refused() {
+        let c = apply(
+            &node(),
+            &ops(json!([
+                {"op": "add", "path": "/extra/a~1b", "value": 1},
+                {"op": "add", "path": "/extra/~0c~1~0", "value": 2},
+            ])),
+        )
+        .unwrap();
+        assert_eq!(
+            c.extra.map(|e| e.0),
+            json!({"a/b": 1, "~c/~": 2}).as_object().cloned()
+        );
+        for path in ["/extra/a~2b", "/extra/a~", "/na~me"] {
+            let e = apply(
+                &node(),
+                &ops(json!([{"op": "add", "path": path, "value": 1}])),
+            );
+            assert!(
+                matches!(&e, Err(Error::PatchError { reason, .. }) if reason.starts_with("Found invalid escape")),
+                "{path}: {e:?}"
+            );
+        }
+        let e = apply(
+            &node(),
+            &ops(json!([{"op": "add", "path": "/extra~1x", "value": 1}])),
+        );
+        assert!(
+            matches!(&e, Err(Error::InvalidParameterValue(m)) if m.starts_with("Cannot patch /extra/x.")),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub enum RpcRequest {
     DoNodeService {
         node: Box<Node>,
         service_steps: Vec<Value>,
+        /// Service without booting the ramdisk (API 1.108).
+        #[serde(default)]
+        disable_ramdisk: bool,
     },
     DoNodeRescue {
         node: Box<Node>,

@@ -217,6 +217,10 @@ diesel::table! {
         user -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        project -> Nullable<Text>,
+        state -> Nullable<Text>,
+        target_provision_state -> Nullable<Text>,
+        duration_seconds -> Nullable<Integer>,
     }
 }
 
@@ -260,5 +264,8 @@ diesel::table! {
         last_version_flashed -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        vendor -> Nullable<Text>,
+        model -> Nullable<Text>,
+        serial_number -> Nullable<Text>,
     }
 }

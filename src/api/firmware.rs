@@ -1,7 +1,7 @@
 //! /v1/nodes/{id}/firmware (API 1.86): the firmware components stored for a node (Ironic's
 //! `NodeFirmwareController`), `{"firmware": [...]}`, each with its `component` and versions
-//! and, always, `created_at` and `updated_at`; `?fields=` picks among them. Ironic's identity
-//! fields (`vendor`, `model`, `serial_number`) are of 1.114, past Ferrum's versions.
+//! and, always, `created_at` and `updated_at`; `?fields=` picks among them. From 1.114 each also
+//! shows the identity of the hardware it runs on (`vendor`, `model`, `serial_number`).
 
 use axum::{Json, extract::State};
 use serde::Deserialize;
@@ -29,7 +29,9 @@ const DEFAULT_FIELDS: &[&str] = &[
     "current_version",
     "last_version_flashed",
 ];
-/// Ironic's identity fields, which `?fields=` may not name before 1.114.
+/// The version the identity fields appeared in.
+const IDENTITY: u32 = 114;
+/// Ironic's identity fields, shown by default from 1.114, which `?fields=` may not name before.
 const IDENTITY_FIELDS: &[&str] = &["vendor", "model", "serial_number"];
 
 #[derive(Debug, Default, Deserialize)]
@@ -56,10 +58,12 @@ pub async fn list(
                 "Can not specify ?detail=True and fields in the same request.".to_owned(),
             ));
         }
-        Some(f) => checked_fields(f)?,
+        Some(f) => checked_fields(f, version.at_least(IDENTITY))?,
         // Ironic shows only the timestamps with `detail=True` (its fields are then none); the
         // default fields are what a client asking for detail means.
-        None => DEFAULT_FIELDS.iter().map(|f| (*f).to_owned()).collect(),
+        None => default_fields(version.at_least(IDENTITY))
+            .map(str::to_owned)
+            .collect(),
     };
     let node = find(&state, &ident, version).await?;
     let components = db::firmware::list(&state.db, node.id).await?;
@@ -70,14 +74,20 @@ pub async fn list(
     Ok(Json(json!({ "firmware": items })))
 }
 
-/// The names of `?fields=`: the default fields and the timestamps; the identity fields are a
-/// later version's (Ironic's message).
-fn checked_fields(fields: &str) -> Result<Vec<String>> {
+/// The fields a component shows by default: the identity fields too from 1.114.
+fn default_fields(identity: bool) -> impl Iterator<Item = &'static str> {
+    let identity_fields: &[&str] = if identity { IDENTITY_FIELDS } else { &[] };
+    DEFAULT_FIELDS.iter().chain(identity_fields).copied()
+}
+
+/// The names of `?fields=`: the default fields and the timestamps; before 1.114 the identity
+/// fields are a later version's (Ironic's message).
+fn checked_fields(fields: &str, identity: bool) -> Result<Vec<String>> {
     let names = field_names(fields);
     let mut later: Vec<&str> = names
         .iter()
         .map(String::as_str)
-        .filter(|n| IDENTITY_FIELDS.contains(n))
+        .filter(|n| !identity && IDENTITY_FIELDS.contains(n))
         .collect();
     if !later.is_empty() {
         later.sort_unstable();
@@ -87,7 +97,8 @@ fn checked_fields(fields: &str) -> Result<Vec<String>> {
         )));
     }
     if let Some(bad) = names.iter().find(|n| {
-        !DEFAULT_FIELDS.contains(&n.as_str()) && !["created_at", "updated_at"].contains(&n.as_str())
+        !default_fields(identity).any(|f| f == n.as_str())
+            && !["created_at", "updated_at"].contains(&n.as_str())
     }) {
         return Err(Error::InvalidParameterValue(format!(
             "Field {bad} is not a valid field."
@@ -107,6 +118,9 @@ fn render(c: &FirmwareComponent, names: &[String]) -> Map<String, Value> {
             "initial_version" => json!(c.initial_version),
             "current_version" => json!(c.current_version),
             "last_version_flashed" => json!(c.last_version_flashed),
+            "vendor" => json!(c.vendor),
+            "model" => json!(c.model),
+            "serial_number" => json!(c.serial_number),
             // The timestamps, shown above.
             _ => continue,
         };

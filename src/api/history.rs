@@ -1,9 +1,8 @@
 //! /v1/nodes/{id}/history (API 1.78): the events recorded on a node, oldest first (Ironic's
 //! `NodeHistoryController`). A listing shows each entry's `uuid`, `created_at`, `severity` and
 //! `event` (cut to 255 characters), `?detail=True` and a single entry also `event_type`,
-//! `conductor` and `user`; pages of `limit` after `marker` (an entry's UUID), with a `next` link.
-//! Ironic's `project` (1.113) and `state`, `target_provision_state`, `duration_seconds` (1.115)
-//! are later than Ferrum's versions.
+//! `conductor` and `user`, from 1.113 `project`, from 1.115 `state`, `target_provision_state` and
+//! `duration_seconds`; pages of `limit` after `marker` (an entry's UUID), with a `next` link.
 
 use axum::{Json, extract::State};
 use serde::Deserialize;
@@ -24,6 +23,10 @@ use crate::{
 
 /// The version node history appeared in; below it the resource does not exist (404).
 const HISTORY: u32 = 78;
+
+/// The versions that added `project`, and the state fields, to an entry's detail.
+const PROJECT: u32 = 113;
+const STATE_FIELDS: u32 = 115;
 
 /// The longest `event` a listing shows without `detail`; longer ones are cut to 251 characters
 /// and `...` (Ironic's rule).
@@ -77,7 +80,7 @@ pub async fn list(
     let entries = db::history::list(&state.db, node.id, marker.as_ref(), limit, descending).await?;
     let items: Vec<Value> = entries
         .iter()
-        .map(|e| Value::Object(render(e, &node.uuid, detail, &base)))
+        .map(|e| Value::Object(render(e, &node.uuid, detail.then_some(version), &base)))
         .collect();
     let mut body = Map::new();
     body.insert("history".to_owned(), Value::Array(items));
@@ -120,7 +123,12 @@ pub async fn show(
     }
     let node = nodes::find(&state, &ident, version).await?;
     let entry = entry_of(&state, &node.uuid, node.id, &event).await?;
-    Ok(Json(Value::Object(render(&entry, &node.uuid, true, &base))))
+    Ok(Json(Value::Object(render(
+        &entry,
+        &node.uuid,
+        Some(version),
+        &base,
+    ))))
 }
 
 /// The entry `uuid` of the node `node_id`: one of another node is not found here either.
@@ -141,17 +149,34 @@ async fn entry_of(
     }
 }
 
-/// An entry as the API shows it: the summary fields or, with `detail`, all of 1.78's.
-fn render(entry: &HistoryEntry, node_uuid: &str, detail: bool, base: &str) -> Map<String, Value> {
+/// An entry as the API shows it: the summary fields or, with `detail` (the version asked for),
+/// all of that version's.
+fn render(
+    entry: &HistoryEntry,
+    node_uuid: &str,
+    detail: Option<ApiVersion>,
+    base: &str,
+) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("uuid".into(), json!(entry.uuid));
     m.insert("created_at".into(), json!(timestamp(&entry.created_at)));
     m.insert("severity".into(), json!(entry.severity));
-    if detail {
+    if let Some(version) = detail {
         m.insert("event_type".into(), json!(entry.event_type));
         m.insert("event".into(), json!(entry.event));
         m.insert("conductor".into(), json!(entry.conductor));
         m.insert("user".into(), json!(entry.user));
+        if version.at_least(PROJECT) {
+            m.insert("project".into(), json!(entry.project));
+        }
+        if version.at_least(STATE_FIELDS) {
+            m.insert("state".into(), json!(entry.state));
+            m.insert(
+                "target_provision_state".into(),
+                json!(entry.target_provision_state),
+            );
+            m.insert("duration_seconds".into(), json!(entry.duration_seconds));
+        }
     } else {
         m.insert("event".into(), json!(summary_event(&entry.event)));
     }
@@ -178,6 +203,7 @@ fn summary_event(event: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::states::ProvisionState;
 
     #[test]
     fn a_long_event_is_cut_in_a_summary() {
@@ -191,13 +217,20 @@ mod tests {
 
     #[test]
     fn detail_adds_the_type_conductor_and_user() {
-        let e = HistoryEntry::error(1, "c1", "deploying", "boom");
-        let summary = render(&e, "n", false, "http://h");
+        let e = HistoryEntry::error(1, "c1", "deploying", "boom", ProvisionState::Deploying);
+        let summary = render(&e, "n", None, "http://h");
         let mut keys: Vec<_> = summary.keys().cloned().collect();
         keys.sort();
         assert_eq!(keys, ["created_at", "event", "links", "severity", "uuid"]);
-        let detail = render(&e, "n", true, "http://h");
+        let detail = render(&e, "n", Some(ApiVersion(112)), "http://h");
         assert_eq!(detail.len(), 8);
+        assert_eq!(render(&e, "n", Some(ApiVersion(113)), "http://h").len(), 9);
+        let latest = render(&e, "n", Some(ApiVersion(115)), "http://h");
+        assert_eq!(latest.len(), 12);
+        assert_eq!(
+            (&latest["state"], &latest["target_provision_state"]),
+            (&json!("deploying"), &json!("active"))
+        );
         assert_eq!(detail["event_type"], "deploying");
         assert_eq!(detail["conductor"], "c1");
         assert_eq!(

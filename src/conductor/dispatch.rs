@@ -119,7 +119,8 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::DoNodeService {
             node,
             service_steps,
-        } => provision::do_node_service(&ctx, *node, service_steps, deadline)
+            disable_ramdisk,
+        } => provision::do_node_service(&ctx, *node, service_steps, disable_ramdisk, deadline)
             .await
             .map(|()| RpcReply::Accepted),
         RpcRequest::AddNodeTraits {

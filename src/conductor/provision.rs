@@ -483,6 +483,15 @@ impl StepRun {
         }
     }
 
+    /// Where the run keeps, while it runs, whether it was asked to run without booting the
+    /// ramdisk (API 1.70 for cleaning, 1.108 for servicing; Ironic's keys).
+    fn disable_ramdisk_key(self) -> &'static str {
+        match self {
+            StepRun::Clean => DISABLE_RAMDISK,
+            StepRun::Service => "service_disable_ramdisk",
+        }
+    }
+
     /// Where the run keeps its steps and the index of the one reached (Ironic's
     /// `clean_steps`/`clean_step_index`, `service_steps`/`service_step_index`).
     fn keys(self) -> (&'static str, &'static str) {
@@ -526,9 +535,7 @@ impl StepRun {
         let (steps, index) = self.keys();
         info.remove(steps);
         info.remove(index);
-        if self == StepRun::Clean {
-            info.remove(DISABLE_RAMDISK);
-        }
+        info.remove(self.disable_ramdisk_key());
         info
     }
 
@@ -679,7 +686,10 @@ pub async fn do_node_clean(
         |node, driver| {
             StepRun::Clean.check(node, driver, &clean_steps)?;
             let mut info = StepRun::Clean.with_steps(node, &clean_steps);
-            info.insert(DISABLE_RAMDISK.to_owned(), Value::Bool(disable_ramdisk));
+            info.insert(
+                StepRun::Clean.disable_ramdisk_key().to_owned(),
+                Value::Bool(disable_ramdisk),
+            );
             Ok(NodeChanges {
                 driver_internal_info: Some(Json(info)),
                 ..NodeChanges::default()
@@ -692,12 +702,15 @@ pub async fn do_node_clean(
 /// Servicing a deployed node (API 1.87; Ironic's `do_node_service`) with `service_steps`, from
 /// `active`, `service hold` or `service failed`: not in maintenance, the power credentials
 /// valid, every step offered by the node's driver (the fake vendor interface's), then the steps
-/// run as manual cleaning's do, and the node is active again. Ferrum's fake hardware boots no
-/// ramdisk for servicing (Ironic's `prepare_service` is called only for a step that needs one).
+/// run as manual cleaning's do, and the node is active again. No service step Ferrum's drivers
+/// offer needs the ramdisk, so none is booted (Ironic's `prepare_service` is called only for a
+/// step that needs one); `disable_ramdisk` (API 1.108) is kept with the node while it services,
+/// as Ironic keeps it, for a step that would.
 pub async fn do_node_service(
     ctx: &Ctx,
     node: Node,
     service_steps: Vec<Value>,
+    disable_ramdisk: bool,
     deadline: Option<Instant>,
 ) -> Result<()> {
     start(
@@ -715,9 +728,14 @@ pub async fn do_node_service(
                 ))
             })?;
             StepRun::Service.check(node, driver, &service_steps)?;
+            let mut info = StepRun::Service.with_steps(node, &service_steps);
+            info.insert(
+                StepRun::Service.disable_ramdisk_key().to_owned(),
+                Value::Bool(disable_ramdisk),
+            );
             Ok(NodeChanges {
                 service_step: Some(Json::default()),
-                driver_internal_info: Some(Json(StepRun::Service.with_steps(node, &service_steps))),
+                driver_internal_info: Some(Json(info)),
                 ..NodeChanges::default()
             })
         },

@@ -467,7 +467,7 @@ pub async fn update_held_as(
     event_type: &str,
 ) -> Result<()> {
     let changes = stamped(changes);
-    let entry = failure_entry(db, node_id, holder, event_type, &changes);
+    let entry = failure_entry(db, node_id, holder, event_type, expected, &changes);
     let max = db.history_max_entries();
     let changed = with_conn_result!(db, |conn| {
         macro_rules! conditional_write {
@@ -488,9 +488,17 @@ pub async fn update_held_as(
             None => conditional_write!(conn),
             Some(entry) => {
                 conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+                    // How long the node had been in its state, read before the write moves it.
+                    let since: Option<Option<NaiveDateTime>> = nodes::table
+                        .find(node_id)
+                        .select(nodes::provision_updated_at)
+                        .first(conn)
+                        .await
+                        .optional()?;
                     let changed = conditional_write!(conn);
                     if changed == 1 {
-                        record_entry!(conn, entry, max);
+                        let entry = entry.clone().in_state_since(since.flatten());
+                        record_entry!(conn, &entry, max);
                     }
                     Ok(changed)
                 })
@@ -518,7 +526,14 @@ pub async fn update_unlocked(
     changes: NodeChanges,
 ) -> Result<bool> {
     let changes = stamped(changes);
-    let entry = failure_entry(db, node_id, host, events::event_type(state), &changes);
+    let entry = failure_entry(
+        db,
+        node_id,
+        host,
+        events::event_type(state),
+        state,
+        &changes,
+    );
     let max = db.history_max_entries();
     let changed = with_conn_result!(db, |conn| {
         macro_rules! conditional_write {
@@ -538,9 +553,17 @@ pub async fn update_unlocked(
             None => conditional_write!(conn),
             Some(entry) => {
                 conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+                    // How long the node had been in its state, read before the write moves it.
+                    let since: Option<Option<NaiveDateTime>> = nodes::table
+                        .find(node_id)
+                        .select(nodes::provision_updated_at)
+                        .first(conn)
+                        .await
+                        .optional()?;
                     let changed = conditional_write!(conn);
                     if changed == 1 {
-                        record_entry!(conn, entry, max);
+                        let entry = entry.clone().in_state_since(since.flatten());
+                        record_entry!(conn, &entry, max);
                     }
                     Ok(changed)
                 })
@@ -559,15 +582,16 @@ fn failure_entry(
     node_id: i32,
     conductor: &str,
     event_type: &str,
+    state: ProvisionState,
     changes: &NodeChanges,
 ) -> Option<HistoryEntry> {
     if db.history_max_entries() == 0 {
         return None;
     }
     match &changes.last_error {
-        Some(Some(message)) if !message.is_empty() => {
-            Some(HistoryEntry::error(node_id, conductor, event_type, message))
-        }
+        Some(Some(message)) if !message.is_empty() => Some(HistoryEntry::error(
+            node_id, conductor, event_type, message, state,
+        )),
         _ => None,
     }
 }

@@ -16,4 +16,9 @@ pub struct FirmwareComponent {
     pub last_version_flashed: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: Option<NaiveDateTime>,
+    /// Who made the hardware the firmware runs on, its model and serial number (API 1.114),
+    /// where the interface that caches the component knows them.
+    pub vendor: Option<String>,
+    pub model: Option<String>,
+    pub serial_number: Option<String>,
 }

@@ -31,12 +31,30 @@ pub struct HistoryEntry {
     pub user: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: Option<NaiveDateTime>,
+    /// The project whose request led to it (API 1.113), when known: like `user`, none without
+    /// authentication.
+    pub project: Option<String>,
+    /// The node's provision state and target when the event was recorded (API 1.115): for a
+    /// failure, the state the failing work ran in, before the node moved to its failure state.
+    pub state: Option<String>,
+    pub target_provision_state: Option<String>,
+    /// How long the node had been in `state` when the event was recorded (API 1.115), from its
+    /// `provision_updated_at`; none when that is unknown.
+    pub duration_seconds: Option<i32>,
 }
 
 impl HistoryEntry {
     /// A failure of node `node_id` that `conductor` records, the `last_error` it writes as its
-    /// event.
-    pub fn error(node_id: i32, conductor: &str, event_type: &str, event: &str) -> HistoryEntry {
+    /// event, met in provision state `state` (its target the one the state table names). The
+    /// duration is the database layer's to fill in ([`HistoryEntry::in_state_since`]), as only
+    /// it reads the node in the failure's transaction.
+    pub fn error(
+        node_id: i32,
+        conductor: &str,
+        event_type: &str,
+        event: &str,
+        state: ProvisionState,
+    ) -> HistoryEntry {
         HistoryEntry {
             id: 0,
             uuid: uuid::Uuid::new_v4().to_string(),
@@ -48,7 +66,19 @@ impl HistoryEntry {
             user: None,
             created_at: super::now(),
             updated_at: None,
+            project: None,
+            state: Some(state.api_name().to_owned()),
+            target_provision_state: state.target().map(|t| t.api_name().to_owned()),
+            duration_seconds: None,
         }
+    }
+
+    /// The entry, recording that the node had been in its state since `since` (its
+    /// `provision_updated_at`; Ironic's `duration_seconds`).
+    pub fn in_state_since(mut self, since: Option<NaiveDateTime>) -> HistoryEntry {
+        self.duration_seconds = since
+            .and_then(|since| i32::try_from((self.created_at - since).num_seconds().max(0)).ok());
+        self
     }
 }
 
@@ -90,11 +120,17 @@ mod tests {
         assert_eq!(event_type(ProvisionState::CleanWait), "cleaning");
         assert_eq!(event_type(ProvisionState::InspectWait), "introspection");
         assert_eq!(event_type(ProvisionState::Available), "UNKNOWN");
-        let e = HistoryEntry::error(7, "c1", "deploying", "boom");
+        let e = HistoryEntry::error(7, "c1", "deploying", "boom", ProvisionState::Deploying);
         assert_eq!(
             (e.severity.as_str(), e.node_id, e.event.as_str()),
             ("ERROR", 7, "boom")
         );
         assert_eq!(e.uuid.len(), 36);
+        assert_eq!(
+            (e.state.as_deref(), e.target_provision_state.as_deref()),
+            (Some("deploying"), Some("active"))
+        );
+        let since = e.created_at - chrono::Duration::seconds(90);
+        assert_eq!(e.in_state_since(Some(since)).duration_seconds, Some(90));
     }
 }

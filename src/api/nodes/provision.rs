@@ -163,6 +163,7 @@ pub async fn set_provision_state(
         Verb::Service => RpcRequest::DoNodeService {
             node,
             service_steps: steps,
+            disable_ramdisk,
         },
         Verb::Manage | Verb::Provide | Verb::Inspect | Verb::Abort | Verb::Adopt | Verb::Unhold => {
             RpcRequest::DoProvisioningAction { node, action: verb }
@@ -172,9 +173,8 @@ pub async fn set_provision_state(
     Ok(accepted(&base, &ident))
 }
 
-/// `disable_ramdisk` (1.70, Ironic's `check_allow_disable_ramdisk`): with manual cleaning, 406
-/// below 1.70; with servicing, 406 below 1.108, that is at every version Ferrum serves; a
-/// boolean as Ironic reads one.
+/// `disable_ramdisk` (Ironic's `check_allow_disable_ramdisk`): with manual cleaning, 406 below
+/// 1.70; with servicing, 406 below 1.108; a boolean as Ironic reads one.
 fn read_disable_ramdisk(version: ApiVersion, verb: Verb, value: Option<Value>) -> Result<bool> {
     let Some(disable) = resource::boolean("disable_ramdisk", value.unwrap_or_default())? else {
         return Ok(false);
@@ -184,7 +184,8 @@ fn read_disable_ramdisk(version: ApiVersion, verb: Verb, value: Option<Value>) -
             "disable_ramdisk is supported only with manual cleaning or servicing".to_owned(),
         ));
     }
-    if verb == Verb::Service || !version.at_least(70) {
+    let since = if verb == Verb::Service { 108 } else { 70 };
+    if !version.at_least(since) {
         return Err(Error::NotAcceptable(
             "disable_ramdisk is not acceptable in this API version".to_owned(),
         ));
