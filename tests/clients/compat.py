@@ -541,6 +541,47 @@ def metal3_suite():
     cli("node", "delete", "m3-1")
 
 
+def latest_suite():
+    """What API 1.96-1.115 added on the node side, as the CLI (which knows 1.115) drives it:
+    instance_name, health, servicing without the ramdisk, abort from wait call-back, and the
+    history's state fields."""
+    n = cli("node", "create", "--driver", "fake-hardware", "--name", "new-1",
+            "--instance-name", "web-1", "--vendor-interface", "fake", "-f", "json")
+    expect((n["instance_name"], n["health"]), ("web-1", None), "1.104 and 1.109 fields of a new node")
+    expect([x["name"] for x in cli("node", "list", "--long", "-f", "json")
+            if x["instance_name"] == "web-1"], ["new-1"], "instance name in the long listing")
+    cli("node", "unset", "new-1", "--instance-name")
+    expect(show("new-1")["instance_name"], None, "instance name unset")
+    cli("node", "set", "new-1", "--instance-info", "display_name=from-nova")
+    expect(show("new-1")["instance_name"], "from-nova", "display_name names the instance")
+    cli("node", "manage", "new-1", "--wait", "30")
+    cli("node", "provide", "new-1", "--wait", "30")
+    cli("node", "deploy", "new-1", "--wait", "30")
+    service = [{"interface": "vendor", "step": "log_passthrough", "args": {}}]
+    cli("node", "service", "new-1", "--service-steps", json.dumps(service),
+        "--disable-ramdisk", "--wait", "30")
+    expect(show("new-1")["provision_state"], "active", "serviced without the ramdisk (1.108)")
+    cli("node", "undeploy", "new-1", "--wait", "30")
+    expect(show("new-1")["instance_name"], None, "the instance's name goes with it")
+
+    # A direct deploy waits for an agent that never comes; abort stops it (1.110).
+    cli("node", "set", "new-1", "--deploy-interface", "direct",
+        "--instance-info", "image_source=http://127.0.0.1:9/i.raw",
+        "--instance-info", "image_os_hash_algo=sha256",
+        "--instance-info", "image_os_hash_value=" + "0" * 64)
+    cli("node", "deploy", "new-1")
+    wait_for("new-1", "wait call-back")
+    cli("node", "abort", "new-1")
+    n = wait_for("new-1", "deploy failed")
+    expect(n["last_error"].startswith("By request, the deploy operation was aborted"), True,
+           f"abort's last_error: {n['last_error']}")
+    history = cli("node", "history", "list", "new-1", "--long", "-f", "json")
+    expect([(h["state"], h["target_provision_state"], h["event_type"]) for h in history],
+           [("wait call-back", "active", "deploying")], "history with state fields (1.115)")
+    cli("node", "undeploy", "new-1", "--wait", "30")
+    cli("node", "delete", "new-1")
+
+
 def sdk_suite():
     import openstack
 
@@ -616,5 +657,6 @@ if __name__ == "__main__":
     allocation_suite()
     template_suite()
     metal3_suite()
+    latest_suite()
     sdk_suite()
     print("clients: all steps passed")
