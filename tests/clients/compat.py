@@ -657,6 +657,5 @@ if __name__ == "__main__":
     allocation_suite()
     template_suite()
     metal3_suite()
-    latest_suite()
     sdk_suite()
     print("clients: all steps passed")

@@ -14,7 +14,6 @@ mod allocations;
 mod amqp;
 mod amqp_reconnect;
 mod api;
-mod api_1_10x;
 mod api_1_7x;
 mod api_1_8x;
 mod bios_firmware;
