@@ -439,6 +439,35 @@ pub async fn release(db: &Db, node_id: i32, host: &str, version: i64) -> Result<
     Ok(changed == 1)
 }
 
+/// Runs `$write!` (a conditional write of node `$node_id`) on `$conn`: alone when `$entry` is
+/// None; else in one transaction that, when it wrote, records the entry with how long the node
+/// had been in its state (its `provision_updated_at`, read before the write moves it).
+macro_rules! write_recording {
+    ($conn:expr, $node_id:expr, $entry:expr, $max:expr, $write:ident) => {
+        match $entry {
+            None => $write!($conn),
+            Some(entry) => {
+                $conn
+                    .transaction::<_, diesel::result::Error, _>(async |conn| {
+                        let since: Option<Option<NaiveDateTime>> = nodes::table
+                            .find($node_id)
+                            .select(nodes::provision_updated_at)
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let changed = $write!(conn);
+                        if changed == 1 {
+                            let entry = entry.clone().in_state_since(since.flatten());
+                            record_entry!(conn, &entry, $max);
+                        }
+                        Ok(changed)
+                    })
+                    .await?
+            }
+        }
+    };
+}
+
 /// Writes `changes` to a node that `holder` has locked, that is still in `expected` state and at
 /// `version` (the row the holder last wrote or read: a stale task of the same host cannot write
 /// over a newer one's). Fails, writing nothing, when any of these moved. A `last_error` written
@@ -484,27 +513,7 @@ pub async fn update_held_as(
                 .await?
             };
         }
-        match &entry {
-            None => conditional_write!(conn),
-            Some(entry) => {
-                conn.transaction::<_, diesel::result::Error, _>(async |conn| {
-                    // How long the node had been in its state, read before the write moves it.
-                    let since: Option<Option<NaiveDateTime>> = nodes::table
-                        .find(node_id)
-                        .select(nodes::provision_updated_at)
-                        .first(conn)
-                        .await
-                        .optional()?;
-                    let changed = conditional_write!(conn);
-                    if changed == 1 {
-                        let entry = entry.clone().in_state_since(since.flatten());
-                        record_entry!(conn, &entry, max);
-                    }
-                    Ok(changed)
-                })
-                .await?
-            }
-        }
+        write_recording!(conn, node_id, &entry, max, conditional_write)
     })
     .map_err(|e| write_conflict(e, node_id, &changes))?;
     if changed == 1 {
@@ -549,27 +558,7 @@ pub async fn update_unlocked(
                 .await?
             };
         }
-        match &entry {
-            None => conditional_write!(conn),
-            Some(entry) => {
-                conn.transaction::<_, diesel::result::Error, _>(async |conn| {
-                    // How long the node had been in its state, read before the write moves it.
-                    let since: Option<Option<NaiveDateTime>> = nodes::table
-                        .find(node_id)
-                        .select(nodes::provision_updated_at)
-                        .first(conn)
-                        .await
-                        .optional()?;
-                    let changed = conditional_write!(conn);
-                    if changed == 1 {
-                        let entry = entry.clone().in_state_since(since.flatten());
-                        record_entry!(conn, &entry, max);
-                    }
-                    Ok(changed)
-                })
-                .await?
-            }
-        }
+        write_recording!(conn, node_id, &entry, max, conditional_write)
     })
     .map_err(|e| write_conflict(e, node_id, &changes))?;
     Ok(changed == 1)
