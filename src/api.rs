@@ -16,6 +16,7 @@ pub mod events;
 pub mod extract;
 pub mod firmware;
 pub mod history;
+pub mod inspection_rules;
 pub mod inventory;
 pub mod listing;
 pub mod named;
@@ -226,7 +227,29 @@ pub fn router(state: ApiState) -> Router {
     );
     // Deploy templates (API 1.55) and runbooks (1.92), both through `named.rs`.
     let deploy_templates = named_routes::<crate::deploy_template::DeployTemplate>();
-    let runbooks = named_routes::<crate::runbook::Runbook>();
+    let runbooks = named_routes::<crate::runbook::Runbook>()
+        .route(
+            "/{ident}/traits",
+            get(runbooks::list_traits)
+                .put(runbooks::replace_traits)
+                .delete(runbooks::remove_all_traits),
+        )
+        .route(
+            "/{ident}/traits/{name}",
+            axum::routing::put(runbooks::add_trait).delete(runbooks::remove_trait),
+        );
+    // Inspection rules (API 1.96), named by UUID only.
+    let inspection_rules = Router::new()
+        .route(
+            "/",
+            get(inspection_rules::list).post(inspection_rules::create),
+        )
+        .route(
+            "/{ident}",
+            get(inspection_rules::show)
+                .patch(inspection_rules::update)
+                .delete(inspection_rules::delete),
+        );
     let routes = Router::new()
         .route("/", get(root))
         .nest("/v1/allocations", allocations)
@@ -235,6 +258,7 @@ pub fn router(state: ApiState) -> Router {
         .nest("/v1/chassis", chassis)
         .nest("/v1/deploy_templates", deploy_templates)
         .nest("/v1/runbooks", runbooks)
+        .nest("/v1/inspection_rules", inspection_rules)
         .nest("/v1/ports", ports)
         .nest("/v1/portgroups", portgroups)
         .route("/v1/volume", get(volume::root))
@@ -479,6 +503,7 @@ async fn v1(
         ("continue_inspection", 84),
         ("shards", 82),
         ("runbooks", 92),
+        ("inspection_rules", 96),
     ] {
         if version.at_least(since) {
             doc[name] = res(name);

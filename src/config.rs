@@ -89,6 +89,16 @@ pub struct ConductorConfig {
     /// `[conductor]deploy_callback_timeout`).
     #[serde(with = "seconds")]
     pub deploy_callback_timeout: Duration,
+    /// How long a cleaning may wait for its agent in `clean wait` (one wait: the agent's first
+    /// heartbeat, or one clean step) before it fails (Ironic's
+    /// `[conductor]clean_callback_timeout`).
+    #[serde(with = "seconds")]
+    pub clean_callback_timeout: Duration,
+    /// The priority automated cleaning gives the agent's `erase_devices` and
+    /// `erase_devices_metadata` steps instead of the agent's own (10 and 99); 0 leaves a step
+    /// out (Ironic's `[deploy]erase_devices_priority`, `erase_devices_metadata_priority`).
+    pub erase_devices_priority: Option<u32>,
+    pub erase_devices_metadata_priority: Option<u32>,
     /// How long an inspection may wait in `inspect wait` for the agent's data before it fails
     /// (Ironic's `[conductor]inspect_wait_timeout`).
     #[serde(with = "seconds")]
@@ -169,6 +179,9 @@ impl Default for ConductorConfig {
             graceful_shutdown_timeout: Duration::from_secs(60),
             fake_vendor_delay: Duration::ZERO,
             deploy_callback_timeout: Duration::from_secs(1800),
+            clean_callback_timeout: Duration::from_secs(1800),
+            erase_devices_priority: None,
+            erase_devices_metadata_priority: None,
             inspect_wait_timeout: Duration::from_secs(1800),
             inspection_hooks: crate::conductor::inspection::HOOKS
                 .iter()
@@ -242,6 +255,16 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_DEPLOY_CALLBACK_TIMEOUT", value_parser = parse_seconds)]
     pub deploy_callback_timeout: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_CLEAN_CALLBACK_TIMEOUT", value_parser = parse_seconds)]
+    pub clean_callback_timeout: Option<Duration>,
+    /// Clean nodes on provide and tear-down (`true`/`false`) unless a node says otherwise.
+    #[arg(long, env = "FERRUM_AUTOMATED_CLEAN")]
+    pub automated_clean: Option<bool>,
+    #[arg(long, env = "FERRUM_ERASE_DEVICES_PRIORITY")]
+    pub erase_devices_priority: Option<u32>,
+    #[arg(long, env = "FERRUM_ERASE_DEVICES_METADATA_PRIORITY")]
+    pub erase_devices_metadata_priority: Option<u32>,
     /// Seconds.
     #[arg(long, env = "FERRUM_INSPECT_WAIT_TIMEOUT", value_parser = parse_seconds)]
     pub inspect_wait_timeout: Option<Duration>,
@@ -354,6 +377,17 @@ impl Config {
             &a.deploy_callback_timeout,
         );
         set(
+            &mut self.conductor.clean_callback_timeout,
+            &a.clean_callback_timeout,
+        );
+        set(&mut self.conductor.automated_clean, &a.automated_clean);
+        if a.erase_devices_priority.is_some() {
+            self.conductor.erase_devices_priority = a.erase_devices_priority;
+        }
+        if a.erase_devices_metadata_priority.is_some() {
+            self.conductor.erase_devices_metadata_priority = a.erase_devices_metadata_priority;
+        }
+        set(
             &mut self.conductor.inspect_wait_timeout,
             &a.inspect_wait_timeout,
         );
@@ -434,6 +468,9 @@ impl Config {
                 "conductor.heartbeat_timeout",
                 "must be longer than conductor.heartbeat_interval",
             );
+        }
+        if self.conductor.clean_callback_timeout.is_zero() {
+            return invalid("conductor.clean_callback_timeout", "must be above 0");
         }
         if self.conductor.deploy_callback_timeout.is_zero() {
             return invalid("conductor.deploy_callback_timeout", "must be above 0");

@@ -18,6 +18,7 @@ pub mod deploy_templates;
 mod errors;
 pub mod firmware;
 pub mod history;
+pub mod inspection_rules;
 pub mod inventory;
 pub mod models;
 pub mod named;

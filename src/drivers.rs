@@ -154,6 +154,15 @@ impl StepDone {
     }
 }
 
+/// A clean step as an agent offers it for automated cleaning: its priority there (0: only
+/// when a manual cleaning names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanStep {
+    pub interface: String,
+    pub step: String,
+    pub priority: u32,
+}
+
 /// Where a step that waits stands.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StepPoll {
@@ -536,10 +545,40 @@ pub trait DeployInterface: Send + Sync + 'static {
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
     /// Prepares the environment; a failure is "Failed to prepare to deploy: ...".
     async fn prepare(&self, node: &Node) -> Result<(), DriverError>;
-    /// Prepares the ramdisk for in-band cleaning (Ironic's `prepare_cleaning`); not called when a
-    /// manual cleaning disables the ramdisk (API 1.70). The default needs nothing.
-    async fn prepare_cleaning(&self, _node: &Node) -> Result<(), DriverError> {
-        Ok(())
+    /// Whether cleaning boots the deploy ramdisk and runs this interface's clean steps in its
+    /// agent, waiting in `clean wait` (Ironic's agent-based deploy interfaces); the default
+    /// cleans out of band, at once.
+    fn cleans_in_band(&self) -> bool {
+        false
+    }
+    /// Prepares in-band cleaning (Ironic's `prepare_cleaning`): an in-band interface boots the
+    /// ramdisk, whose agent's first heartbeat continues the cleaning. Not called when a manual
+    /// cleaning disables the ramdisk (API 1.70). The default needs nothing.
+    async fn prepare_cleaning(
+        &self,
+        _node: &Node,
+        _ctx: &StepContext<'_>,
+    ) -> Result<StepDone, DriverError> {
+        Ok(StepDone::done())
+    }
+    /// Reads the clean steps the booted ramdisk's agent offers (Ironic's `_refresh_clean_steps`),
+    /// with what to remember of them; automated cleaning runs those of priority above 0. The
+    /// default offers none.
+    async fn refresh_clean_steps(
+        &self,
+        _node: &Node,
+        _ctx: &StepContext<'_>,
+    ) -> Result<(Vec<CleanStep>, StepDone), DriverError> {
+        Ok((Vec::new(), StepDone::done()))
+    }
+    /// Where a clean step that waits (for the agent's command) stands; the default has none.
+    async fn poll_clean_step(
+        &self,
+        _node: &Node,
+        _interface: &str,
+        _step: &str,
+    ) -> Result<StepPoll, DriverError> {
+        Ok(StepPoll::Finished)
     }
     async fn deploy(&self, node: &Node) -> Result<DeployOutcome, DriverError>;
     /// The deploy steps it offers (Ironic's `get_deploy_steps`): by default the core step,
@@ -586,12 +625,14 @@ pub trait DeployInterface: Send + Sync + 'static {
     fn clean_steps(&self) -> &'static [DriverStep] {
         ERASE_STEPS
     }
-    /// Runs one of its [`clean_steps`](DeployInterface::clean_steps); by default nothing.
+    /// Runs one of its [`clean_steps`](DeployInterface::clean_steps) (or, in band, one its
+    /// agent offers); by default nothing.
     async fn execute_clean_step(
         &self,
         _node: &Node,
         _step: &str,
         _args: &JsonObject,
+        _ctx: &StepContext<'_>,
     ) -> Result<StepDone, DriverError> {
         Ok(StepDone::done())
     }
@@ -744,9 +785,10 @@ impl Driver {
         interface: &str,
         step: &str,
         args: &JsonObject,
+        ctx: &StepContext<'_>,
     ) -> Result<StepDone, DriverError> {
         match interface {
-            "deploy" => self.deploy.execute_clean_step(node, step, args).await,
+            "deploy" => self.deploy.execute_clean_step(node, step, args, ctx).await,
             "bios" => self.bios.execute_clean_step(node, step, args).await,
             "firmware" => self.firmware.execute_clean_step(node, step, args).await,
             other => Err(unsupported(node, &format!("{other}.{step}"))),

@@ -42,7 +42,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 
 impl PatchOp {
     /// How Ironic quotes an operation in PatchError messages.
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let op = match self.op {
             Op::Add => "add",
             Op::Replace => "replace",

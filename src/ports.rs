@@ -55,16 +55,24 @@ const LOCAL_LINK_KEYS: &[&str] = &[
 pub const VTEP_LOGICAL_SWITCH: &str = "vtep-logical-switch";
 pub const VTEP_PHYSICAL_SWITCH: &str = "vtep-physical-switch";
 
-/// Whether a `local_link_connection` uses the OVN VTEP keys of API 1.90, which an older
-/// request may not write, and is shown as `{}` (Ironic's `hide_fields_in_newer_versions`).
+/// Whether a `local_link_connection` uses the OVN VTEP keys of API 1.90, which a request
+/// outside [`vtep_keys_allowed`] may not write, and is shown to it as `{}` (Ironic's
+/// `hide_fields_in_newer_versions`).
 pub fn has_vtep_keys(link: &JsonObject) -> bool {
     link.contains_key(VTEP_LOGICAL_SWITCH) || link.contains_key(VTEP_PHYSICAL_SWITCH)
+}
+
+/// Whether API minor version `minor` has the OVN VTEP keys: they came in 1.90 and went in 1.105
+/// (Ironic's `allow_ovn_vtep_version`: a link with them is refused and shown empty from 1.105
+/// on, as below 1.90; one stored meanwhile is kept).
+pub fn vtep_keys_allowed(minor: u32) -> bool {
+    (90..105).contains(&minor)
 }
 
 /// Checks a port's `local_link_connection` as Ironic's schema does (empty; or `port_id` with
 /// `switch_id`; or `port_id` with `hostname` for a Smart NIC; or `network_type: unmanaged`
 /// alone; or `port_id` with both OVN VTEP switch keys; `network_type` is of API 1.64 and the
-/// VTEP keys of 1.90, which the API checks), and normalizes its `switch_id` (a MAC address or a
+/// VTEP keys of 1.90-1.104, which the API checks), and normalizes its `switch_id` (a MAC address or a
 /// 16-hex-digit OpenFlow datapath ID).
 pub fn normalize_local_link(mut link: JsonObject) -> Result<JsonObject> {
     let invalid =
@@ -147,6 +155,12 @@ mod tests {
         ] {
             assert!(normalize_mac(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn vtep_keys_are_of_1_90_to_1_104() {
+        let allowed: Vec<u32> = (1..=115).filter(|m| vtep_keys_allowed(*m)).collect();
+        assert_eq!(allowed, (90..=104).collect::<Vec<u32>>());
     }
 
     #[test]

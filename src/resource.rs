@@ -283,6 +283,15 @@ pub fn boolean(field: &str, v: Value) -> Result<Option<bool>> {
     })
 }
 
+/// A JSON boolean and nothing else (neither null nor a string), as Ironic's schema types the
+/// fields of its newer versions (`{'type': 'boolean'}`).
+pub fn strict_boolean(field: &str, v: Value) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(b),
+        other => Err(wrong(field, "a boolean", &other)),
+    }
+}
+
 /// Records `new` in `slot` when it differs from `old`.
 pub fn set_if<T: PartialEq>(slot: &mut Option<T>, new: T, old: &T) {
     if new != *old {
@@ -429,6 +438,33 @@ macro_rules! document_field {
     };
 }
 pub(crate) use document_field;
+
+/// An optional free-text field `$field` (null clears it) of at most `$max` characters (its
+/// column's size, as Ironic's schema has it), from 1.`$since`.
+macro_rules! bounded_text_field {
+    ($name:literal, $field:ident, $since:expr, $max:expr) => {
+        $crate::resource::Field {
+            name: $name,
+            since: $since,
+            show: |v| serde_json::json!(v.item.$field),
+            write: Some($crate::resource::Write {
+                create: true,
+                patch: true,
+                reset: $crate::resource::Reset::Null,
+                get: |_, r| serde_json::json!(r.$field),
+                set: |f, r, v, c| {
+                    let text = $crate::resource::opt_string(f, v)?;
+                    if let Some(text) = &text {
+                        $crate::node::validate_length(f, text, $max)?;
+                    }
+                    $crate::resource::set_if(&mut c.$field, text, &r.$field);
+                    Ok(())
+                },
+            }),
+        }
+    };
+}
+pub(crate) use bounded_text_field;
 
 /// `created_at`, from 1.`$since`.
 macro_rules! created_at_field {

@@ -110,6 +110,9 @@ diesel::table! {
         properties -> Text,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        physical_network -> Nullable<Text>,
+        category -> Nullable<Text>,
+        dynamic_portgroup -> Bool,
     }
 }
 
@@ -129,6 +132,10 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
         name -> Nullable<Text>,
+        description -> Nullable<Text>,
+        vendor -> Nullable<Text>,
+        category -> Nullable<Text>,
+        available_for_dynamic_portgroup -> Bool,
     }
 }
 
@@ -200,6 +207,23 @@ diesel::table! {
         public -> Bool,
         owner -> Nullable<Text>,
         extra -> Text,
+        created_at -> Timestamp,
+        updated_at -> Nullable<Timestamp>,
+        description -> Nullable<Text>,
+        traits -> Text,
+    }
+}
+
+diesel::table! {
+    inspection_rules (id) {
+        id -> Integer,
+        uuid -> Text,
+        description -> Nullable<Text>,
+        phase -> Text,
+        priority -> Integer,
+        sensitive -> Bool,
+        conditions -> Text,
+        actions -> Text,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
     }

@@ -14,7 +14,7 @@ impl Named for DeployTemplate {
     const PLURAL: &'static str = "deploy templates";
     const SUMMARY: &'static [&'static str] = deploy_template::SUMMARY;
 
-    fn from_create(body: JsonObject) -> Result<Self> {
+    fn from_create(body: JsonObject, _minor: u32) -> Result<Self> {
         deploy_template::from_create(body)
     }
 }

@@ -17,7 +17,7 @@ pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.
 /// 1.71 (scope-based roles) and 1.80 (project-scoped node creation) change only Keystone
 /// policy in Ironic; Ferrum has no Keystone nor policy, so they change nothing here.
-pub const MAX_VERSION: ApiVersion = ApiVersion(95);
+pub const MAX_VERSION: ApiVersion = ApiVersion(115);
 
 /// The highest microversion the server serves and announces ([`MAX_VERSION`]), carried to the
 /// handlers as a request extension so that negotiation and the version documents read one value.

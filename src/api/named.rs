@@ -37,8 +37,8 @@ pub trait Named:
     /// The fields of the short form of a listing.
     const SUMMARY: &'static [&'static str];
 
-    /// The new record a create's body asks for, checked.
-    fn from_create(body: JsonObject) -> Result<Self>;
+    /// The new record a create's body at API `minor` asks for, checked.
+    fn from_create(body: JsonObject, minor: u32) -> Result<Self>;
 
     /// Rules of a PATCH beyond the fields' own, with the patch's changes at hand.
     fn check_patch(&self, _ops: &[PatchOp], _changes: &mut Self::Changes) -> Result<()> {
@@ -48,7 +48,7 @@ pub trait Named:
 
 /// Below its version the resource does not exist: Ironic answers a GET 404 and any other
 /// method 405.
-fn require<R: Named>(version: ApiVersion, method: &Method) -> Result<()> {
+pub fn require<R: Named>(version: ApiVersion, method: &Method) -> Result<()> {
     if version.at_least(R::SINCE) {
         return Ok(());
     }
@@ -130,7 +130,7 @@ pub async fn create<R: Named>(
     for name in body.keys() {
         listing::check_written_field::<R>(version, name, |w| w.create)?;
     }
-    let new = R::from_create(body)?;
+    let new = R::from_create(body, version.0)?;
     let stored = <R as NamedQueries>::insert(&state.db, &new).await?;
     Ok(listing::created(&stored, version, &base))
 }

@@ -13,8 +13,8 @@ use super::{
     ports::{parent_node, ports_call},
 };
 use crate::{
-    db,
-    error::Result,
+    db::{self, ports::PortgroupFilter},
+    error::{Error, Result},
     node::JsonObject,
     patch::PatchOp,
     ports::{self, Portgroup},
@@ -26,7 +26,7 @@ fn require_portgroups(version: ApiVersion) -> Result<()> {
     if version.at_least(23) {
         Ok(())
     } else {
-        Err(crate::error::Error::NotFound(
+        Err(Error::NotFound(
             "Portgroups are available from API version 1.23.".to_owned(),
         ))
     }
@@ -38,6 +38,8 @@ pub struct ListQuery {
     paging: Paging,
     node: Option<String>,
     address: Option<String>,
+    shard: Option<String>,
+    conductor_groups: Option<String>,
 }
 
 /// GET /v1/portgroups[/detail] and /v1/nodes/{id}/portgroups[/detail] (1.24).
@@ -59,25 +61,67 @@ pub async fn list(
         db::ports::SortKey::Id,
     )?;
     let parent = route.parent.as_ref().map(|(_, id)| id.as_str());
+    if q.shard.is_some() {
+        require_version(version, 106, "The shard filter")?;
+    }
+    // `conductor_groups` (1.99) is taken at every version, as Ironic takes it.
+    let groups = q
+        .conductor_groups
+        .as_deref()
+        .map(super::ports::string_list)
+        .filter(|g| !g.is_empty());
+    let shards = q
+        .shard
+        .as_deref()
+        .map(super::nodes::list::shard_list)
+        .filter(|s| s.iter().any(|s| !s.is_empty()));
+    // Ironic's `_get_portgroups_collection`: node, address, shard and conductor groups exclude
+    // one another.
+    let narrowing = [
+        parent.or(q.node.as_deref()).is_some(),
+        q.address.is_some(),
+        shards.is_some(),
+        groups.is_some(),
+    ];
+    if narrowing.iter().filter(|given| **given).count() > 1 {
+        return Err(Error::InvalidParameterValue(
+            "Filtering by node, address, or shard simultaneously is not supported.".to_owned(),
+        ));
+    }
     let node = match parent.or(q.node.as_deref()) {
         Some(n) => Some(find(&state, n, version).await?.uuid),
         None => None,
     };
-    let address = q.address.as_deref().map(ports::normalize_mac).transpose()?;
+    let filter = PortgroupFilter {
+        node_uuid: node.clone(),
+        address: q.address.as_deref().map(ports::normalize_mac).transpose()?,
+        node_shard_in: shards,
+        node_conductor_group_in: groups,
+    };
     let items = db::ports::list_portgroups(
         &state.db,
-        node.as_deref(),
-        address.as_deref(),
+        &filter,
         sort,
         q.paging.descending()?,
         q.paging.limit()?,
         q.paging.marker.as_deref(),
     )
     .await?;
-    let carried = match (parent, &node) {
+    let mut carried = match (parent, &node) {
         (None, Some(n)) => format!("node={n}&"),
         _ => String::new(),
     };
+    for (key, value) in [
+        ("shard", &q.shard),
+        ("conductor_groups", &q.conductor_groups),
+    ] {
+        if let Some(value) = value {
+            carried.push_str(&format!(
+                "{key}={}&",
+                super::nodes::list::encode_query_value(value)
+            ));
+        }
+    }
     listing::page(
         &items,
         &q.paging,

@@ -29,6 +29,21 @@ pub struct ListQuery {
     address: Option<String>,
     portgroup: Option<String>,
     shard: Option<String>,
+    conductor_groups: Option<String>,
+    description_contains: Option<String>,
+}
+
+/// A comma-separated list as Ironic's `args.string_list` reads it: trimmed, lower-cased, empty
+/// items and repeats dropped. Conductor groups are stored lower-cased, so the list matches them.
+pub(super) fn string_list(text: &str) -> Vec<String> {
+    let mut items: Vec<String> = Vec::new();
+    for item in text.split(',') {
+        let item = item.trim().to_lowercase();
+        if !item.is_empty() && !items.contains(&item) {
+            items.push(item);
+        }
+    }
+    items
 }
 
 /// GET /v1/ports[/detail], /v1/nodes/{id}/ports[/detail] and /v1/portgroups/{id}/ports[/detail].
@@ -74,8 +89,22 @@ pub async fn list(
             "Ports can be listed by node or by portgroup, not both.".to_owned(),
         ));
     }
+    // Ironic takes `conductor_groups` (1.99) and `description_contains` (1.97) at every
+    // version, as here. (With `shard` Ironic drops the conductor groups; Ferrum keeps both.)
+    let groups = q
+        .conductor_groups
+        .as_deref()
+        .map(string_list)
+        .filter(|g| !g.is_empty());
+    if groups.is_some() && (node.is_some() || portgroup.is_some() || q.address.is_some()) {
+        return Err(Error::InvalidParameterValue(
+            "Filtering by conductor_groups cannot be combined with node_ident, portgroup_ident, or node address filters.".to_owned(),
+        ));
+    }
     let mut filter = PortFilter {
         node_shard_in: q.shard.as_deref().map(super::nodes::list::shard_list),
+        node_conductor_group_in: groups,
+        description_contains: q.description_contains.clone().filter(|d| !d.is_empty()),
         ..PortFilter::default()
     };
     if let Some(node) = &node {
@@ -91,6 +120,17 @@ pub async fn list(
     }
     if route.parent.is_some() {
         carried.clear();
+    }
+    for (key, value) in [
+        ("conductor_groups", &q.conductor_groups),
+        ("description_contains", &q.description_contains),
+    ] {
+        if let Some(value) = value {
+            carried.push_str(&format!(
+                "{key}={}&",
+                super::nodes::list::encode_query_value(value)
+            ));
+        }
     }
     if let Some(address) = &q.address {
         filter.address = Some(ports::normalize_mac(address)?);
@@ -148,7 +188,8 @@ pub(super) async fn parent_node(state: &ApiState, body: &JsonObject) -> Result<N
     }
 }
 
-/// `local_link_connection/network_type` is of API 1.64, its OVN VTEP switch keys of 1.90.
+/// `local_link_connection/network_type` is of API 1.64, its OVN VTEP switch keys of 1.90 to
+/// 1.104.
 fn check_local_link_version(version: ApiVersion, link: Option<&Value>) -> Result<()> {
     if link.and_then(|l| l.get("network_type")).is_some() {
         require_version(version, 64, "local_link_connection/network_type")?;
@@ -157,9 +198,24 @@ fn check_local_link_version(version: ApiVersion, link: Option<&Value>) -> Result
         .and_then(Value::as_object)
         .is_some_and(ports::has_vtep_keys)
     {
-        require_version(version, 90, "local_link_connection/vtep-logical-switch")?;
+        require_vtep_version(version)?;
     }
     Ok(())
+}
+
+/// The OVN VTEP switch keys of `local_link_connection` came in API 1.90 and went in 1.105: a
+/// request outside that range that writes them is a 406, as Ironic's `_check_allowed_port_fields`
+/// answers a create. (Ironic does not check a PATCH's version at all; Ferrum checks it as a
+/// create's, so that no client writes a link it would be shown as `{}`.)
+fn require_vtep_version(version: ApiVersion) -> Result<()> {
+    require_version(version, 90, "local_link_connection/vtep-logical-switch")?;
+    if ports::vtep_keys_allowed(version.0) {
+        Ok(())
+    } else {
+        Err(Error::NotAcceptable(format!(
+            "local_link_connection/vtep-logical-switch was removed in API version 1.105; this request asked for {version}."
+        )))
+    }
 }
 
 /// The node a port create names by `node_ident` (API 1.94: a UUID or a name) instead of
@@ -239,12 +295,13 @@ pub async fn update(
                 || op.path.ends_with(ports::VTEP_PHYSICAL_SWITCH))
                 && value.is_some()
             {
-                require_version(version, 90, "local_link_connection/vtep-logical-switch")?;
+                require_vtep_version(version)?;
             }
             check_local_link_version(version, value)?;
         }
     }
     let port = db::ports::find_port(&state.db, &ident).await?;
+    check_physical_network_of_member(version, &port, &ops)?;
     let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
     let change = PortsChange::UpdatePort {
         uuid: port.uuid,
@@ -254,6 +311,33 @@ pub async fn update(
         .await?
         .into_port()?;
     Ok(Json(listing::detail(&port, version, &base)))
+}
+
+/// From API 1.102 a portgroup has a physical network, which its ports follow: a PATCH that
+/// writes the `physical_network` of a port that is (or, after the patch, will be) in a portgroup
+/// is refused, as Ironic refuses it. (Ironic's `is_path_updated` looks at the patch's first
+/// operation only; Ferrum at all of them.)
+fn check_physical_network_of_member(
+    version: ApiVersion,
+    port: &Port,
+    ops: &[PatchOp],
+) -> Result<()> {
+    let writes_physnet = ops
+        .iter()
+        .any(|op| op.path == "/physical_network" || op.path.starts_with("/physical_network/"));
+    if !version.at_least(102) || !writes_physnet {
+        return Ok(());
+    }
+    let changes = crate::patch::apply(port, ops)?;
+    let portgroup = changes
+        .portgroup_uuid
+        .unwrap_or_else(|| port.portgroup_uuid.clone());
+    if portgroup.is_some() {
+        return Err(Error::InvalidParameterValue(
+            "physical_network cannot be changed while the port belongs to a portgroup.".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 pub async fn delete(

@@ -1,11 +1,26 @@
 //! /v1/runbooks (API 1.92): the API reads and writes runbooks itself, as Ironic's does (no node
 //! lock is involved), through the handlers of `named.rs`. A runbook is named by UUID or by name;
-//! a clean names one with `runbook` (`nodes/provision.rs`).
+//! a clean or a service names one with `runbook` (`nodes/provision.rs`). Its traits (1.112) are a
+//! sub-resource shaped as a node's, `/v1/runbooks/{id}/traits`, written here.
 
-use super::named::Named;
+use axum::{
+    Json,
+    extract::State,
+    http::{HeaderValue, Method, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    ApiState, BaseUrl,
+    extract::{ApiPath, ApiVersion, OptionalJson},
+    named::Named,
+};
 use crate::{
-    error::Result,
-    node::JsonObject,
+    db,
+    error::{Error, Result},
+    node::{JsonObject, validate_trait},
     patch::PatchOp,
     runbook::{self, Runbook, RunbookChanges},
 };
@@ -15,11 +30,111 @@ impl Named for Runbook {
     const PLURAL: &'static str = "runbooks";
     const SUMMARY: &'static [&'static str] = runbook::SUMMARY;
 
-    fn from_create(body: JsonObject) -> Result<Self> {
-        runbook::from_create(body)
+    fn from_create(body: JsonObject, minor: u32) -> Result<Self> {
+        runbook::from_create(body, minor)
     }
 
     fn check_patch(&self, ops: &[PatchOp], changes: &mut RunbookChanges) -> Result<()> {
         runbook::check_patch(self, ops, changes)
     }
+}
+
+/// Below 1.92 there are no runbooks (a GET is 404, anything else 405, as for `/v1/runbooks`);
+/// below 1.112 no runbook traits (404).
+fn require_traits(version: ApiVersion, method: &Method) -> Result<()> {
+    super::named::require::<Runbook>(version, method)?;
+    if version.at_least(runbook::SINCE_TRAITS) {
+        Ok(())
+    } else {
+        Err(Error::NotFound(
+            "The API version does not allow runbook traits".to_owned(),
+        ))
+    }
+}
+
+/// GET /v1/runbooks/{id}/traits.
+pub async fn list_traits(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<Json<Value>> {
+    require_traits(version, &Method::GET)?;
+    let found = db::runbooks::get(&state.db, &ident).await?;
+    Ok(Json(json!({ "traits": found.traits.0 })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraitsBody {
+    traits: Vec<String>,
+}
+
+const PUT_USAGE: &str = "A single runbook trait may be added via PUT /v1/runbooks/<runbook identifier>/traits/<trait> with no body, or all runbook traits may be replaced via PUT /v1/runbooks/<runbook identifier>/traits with the list of traits specified in the request body.";
+
+/// PUT /v1/runbooks/{id}/traits `{"traits": [...]}`: replaces all of them. 204.
+pub async fn replace_traits(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    ApiPath(ident): ApiPath<String>,
+    OptionalJson(body): OptionalJson<TraitsBody>,
+) -> Result<StatusCode> {
+    require_traits(version, &Method::PUT)?;
+    let Some(body) = body else {
+        return Err(Error::InvalidParameterValue(PUT_USAGE.to_owned()));
+    };
+    let traits = runbook::checked_traits(body.traits)?;
+    db::runbooks::set_traits(&state.db, &ident, traits).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// PUT /v1/runbooks/{id}/traits/{trait}, no body: adds one (a no-op when it is there). 204 with
+/// its Location.
+pub async fn add_trait(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    BaseUrl(base): BaseUrl,
+    ApiPath((ident, name)): ApiPath<(String, String)>,
+    OptionalJson(body): OptionalJson<Value>,
+) -> Result<Response> {
+    require_traits(version, &Method::PUT)?;
+    if body.is_some_and(|b| !b.is_null() && b != json!({})) {
+        return Err(Error::InvalidParameterValue(
+            "No body should be provided when adding a trait".to_owned(),
+        ));
+    }
+    validate_trait("trait", &name)?;
+    db::runbooks::edit_traits(&state.db, &ident, |traits| {
+        if !traits.contains(&name) {
+            traits.push(name.clone());
+        }
+    })
+    .await?;
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("{base}/v1/runbooks/{ident}/traits/{name}")) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(response)
+}
+
+/// DELETE /v1/runbooks/{id}/traits: removes all of them. 204.
+pub async fn remove_all_traits(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    ApiPath(ident): ApiPath<String>,
+) -> Result<StatusCode> {
+    require_traits(version, &Method::DELETE)?;
+    db::runbooks::set_traits(&state.db, &ident, Vec::new()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// DELETE /v1/runbooks/{id}/traits/{trait}: 204, also when the runbook lacks it (Ironic treats
+/// that as a no-op, unlike a node's).
+pub async fn remove_trait(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    ApiPath((ident, name)): ApiPath<(String, String)>,
+) -> Result<StatusCode> {
+    require_traits(version, &Method::DELETE)?;
+    db::runbooks::edit_traits(&state.db, &ident, |traits| traits.retain(|t| *t != name)).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -126,7 +126,7 @@ pub async fn get_node_with_token(ctx: &Ctx, node: Node) -> Result<Node> {
 /// next one being recorded.
 ///
 /// A node in `wait call-back` then has its deploy continued, after the reply, if the step it
-/// waits in has finished.
+/// waits in has finished; one in `clean wait` its cleaning, likewise.
 pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
     let uuid = node.uuid.clone();
     // A ramdisk that reports its status (1.72, the anaconda one) need not send a version.
@@ -160,10 +160,18 @@ pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
             // After the reply: acting on the heartbeat calls the agent, which the agent's
             // own request must not wait for. On the tracker, so that a graceful shutdown lets
             // it finish (it is one call to the agent, bounded by the client's timeout).
-            if node.provision_state == ProvisionState::DeployWait {
+            if matches!(
+                node.provision_state,
+                ProvisionState::DeployWait | ProvisionState::CleanWait
+            ) {
                 let ctx = ctx.clone();
                 ctx.tracker.clone().spawn(async move {
-                    if let Err(e) = super::provision::continue_deploy(&ctx, node).await {
+                    let acted = if node.provision_state == ProvisionState::DeployWait {
+                        super::provision::continue_deploy(&ctx, node).await
+                    } else {
+                        super::provision::continue_cleaning(&ctx, node).await
+                    };
+                    if let Err(e) = acted {
                         warn!(error = %e, "Could not act on a heartbeat: {e}");
                     }
                 });

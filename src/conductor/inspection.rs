@@ -2,8 +2,10 @@
 //! `inspector/agent.py` and `conductor/inspection.py`): inspecting boots the ramdisk and waits in
 //! `inspect wait`; the agent posts what it found to `/v1/continue_inspection`, whose conductor
 //! takes the node (`inspect wait` -> `inspecting`), runs the inspection hooks over the data,
-//! stores the inventory (API 1.81) and finishes in `manageable`, powering the node off. A hook
-//! that fails, or the agent's own error, fails the inspection with the reason in `last_error`;
+//! then the inspection rules of the `main` phase (API 1.96, `inspection_rule::apply_rules`),
+//! stores the inventory (API 1.81) and finishes in `manageable`, powering the node off, with the
+//! rules' changes to the node in the same write. A hook or a rule that fails (a rule's `fail`
+//! action included), or the agent's own error, fails the inspection with the reason in `last_error`;
 //! an agent that never posts is failed by `inspect_wait_timeout` (`periodic.rs`).
 
 use std::time::Duration;
@@ -21,9 +23,9 @@ use crate::{
     db,
     drivers::Driver,
     error::{Error, Result},
+    inspection_rule,
     node::{
-        self, InterfaceKind, Json, JsonObject, Node, NodeChanges, PowerState,
-        inventory::NodeInventory,
+        self, InterfaceKind, JsonObject, Node, NodeChanges, PowerState, inventory::NodeInventory,
     },
     ports::{Port, normalize_mac},
     states::{Event, ProvisionState},
@@ -167,6 +169,23 @@ impl Flow for InspectionData {
         for mac in &found.new_ports {
             add_port(task, mac, found.pxe_mac.as_deref()).await?;
         }
+        // The inspection rules of the `main` phase run over the node as the hooks left it.
+        let mut inspected = task.node.clone();
+        if let Some(arch) = found.cpu_arch {
+            inspected
+                .properties
+                .0
+                .insert("cpu_arch".to_owned(), Value::String(arch));
+        }
+        let rules = db::inspection_rules::for_phase(&task.ctx().db, "main")
+            .await
+            .map_err(|e| format!("Failed to finish inspection: {e}"))?;
+        let mut changes =
+            inspection_rule::apply_rules(&rules, &inspected, &self.inventory, &mut plugin_data)
+                .map_err(|e| format!("Failed to finish inspection: {e}"))?;
+        if changes.properties.is_none() && inspected.properties != task.node.properties {
+            changes.properties = Some(inspected.properties.clone());
+        }
         // Logs can be large and are not inventory; Ironic keeps them apart (or drops them).
         plugin_data.remove("logs");
         let record = NodeInventory::new(task.node.id, self.inventory.clone(), plugin_data);
@@ -178,13 +197,8 @@ impl Flow for InspectionData {
         let power = super::provision::power_off_or_reboot(task, driver)
             .await
             .map_err(|e| format!("Failed to power off the node after inspection: {e}"))?;
-        let mut changes = NodeChanges::default().power(Some(power), None);
+        let mut changes = changes.power(Some(power), None);
         changes.inspection_finished_at = Some(Some(node::now()));
-        if let Some(arch) = found.cpu_arch {
-            let mut properties = task.node.properties.0.clone();
-            properties.insert("cpu_arch".to_owned(), Value::String(arch));
-            changes.properties = Some(Json(properties));
-        }
         tracing::info!(node.uuid = %task.node.uuid, "Successfully finished inspection of node {}", task.node.uuid);
         task.process_event(Event::Done, false, changes.release())
             .await

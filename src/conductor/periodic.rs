@@ -72,7 +72,8 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
 }
 
 /// Fails, every `check_provision_state_interval`, the deploys (and, past `inspect_wait_timeout`,
-/// the inspections in `inspect wait`) of nodes this conductor owns on
+/// the inspections in `inspect wait`; past `clean_callback_timeout`, the cleanings in `clean
+/// wait`) of nodes this conductor owns on
 /// the hash ring that have waited in `wait call-back` for longer than `deploy_callback_timeout`
 /// (Ironic's `_check_deploy_timeouts`): the agent never called back, or never finished a
 /// command. Locked nodes and nodes in maintenance are left, as Ironic leaves them.
@@ -101,6 +102,7 @@ async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
             ctx.config.deploy_callback_timeout,
         ),
         (ProvisionState::InspectWait, ctx.config.inspect_wait_timeout),
+        (ProvisionState::CleanWait, ctx.config.clean_callback_timeout),
     ];
     for (state, timeout) in waits {
         let timeout = chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
@@ -119,10 +121,14 @@ async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
                 continue;
             }
             let uuid = node.uuid.clone();
-            let failed = if state == ProvisionState::InspectWait {
-                super::inspection::fail_timed_out_inspection(ctx, node).await
-            } else {
-                fail_timed_out_deploy(ctx, node).await
+            let failed = match state {
+                ProvisionState::InspectWait => {
+                    super::inspection::fail_timed_out_inspection(ctx, node).await
+                }
+                ProvisionState::CleanWait => {
+                    super::provision::fail_timed_out_cleaning(ctx, node).await
+                }
+                _ => fail_timed_out_deploy(ctx, node).await,
             };
             if let Err(e) = failed {
                 tracing::debug!(node.uuid = %uuid, error = %e, "Timed-out node {uuid} was not failed: {e}");

@@ -221,9 +221,12 @@ fn update_port(
     Ok(vec![ChildWrite::UpdatePort(port.clone(), changes)])
 }
 
+/// Updates a portgroup; a patch that writes its `physical_network` (API 1.102) writes it on its
+/// member ports too, in the same transaction, as Ironic's `update_portgroup_physical_network`
+/// does after the update. The portgroup's write comes first.
 fn update_portgroup(
     node: &Node,
-    _ports: &[Port],
+    ports: &[Port],
     portgroups: &[Portgroup],
     uuid: &str,
     ops: &[PatchOp],
@@ -236,7 +239,30 @@ fn update_portgroup(
             node.uuid
         )));
     }
-    Ok(vec![ChildWrite::UpdatePortgroup(pg.clone(), changes)])
+    let writes_physnet = ops.iter().any(|op| op.path == "/physical_network");
+    let physnet = changes
+        .physical_network
+        .clone()
+        .unwrap_or_else(|| pg.physical_network.clone());
+    let mut writes = vec![ChildWrite::UpdatePortgroup(pg.clone(), changes)];
+    if writes_physnet {
+        writes.extend(
+            ports
+                .iter()
+                .filter(|p| {
+                    p.portgroup_uuid.as_deref() == Some(pg.uuid.as_str())
+                        && p.physical_network != physnet
+                })
+                .map(|p| {
+                    let changes = PortChanges {
+                        physical_network: Some(physnet.clone()),
+                        ..PortChanges::default()
+                    };
+                    ChildWrite::UpdatePort(p.clone(), changes)
+                }),
+        );
+    }
+    Ok(writes)
 }
 
 fn attach_vif(

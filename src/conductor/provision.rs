@@ -36,6 +36,9 @@ pub enum Work {
     Clean,
     /// Cleaning asked for with steps (`clean` verb): ends manageable.
     ManualClean,
+    /// Either cleaning, resumed from `clean wait` once its agent has called back or finished a
+    /// step (in-band cleaning): goes on with the step after the one it waited in.
+    ResumeClean,
     /// Servicing a deployed node with steps (`service` verb, API 1.87): ends active. It also
     /// continues a servicing sent back to `service wait` by `unhold`.
     Service,
@@ -56,6 +59,7 @@ impl Work {
             S::Deploying => Ok(Some(Work::Deploy)),
             S::Deleting => Ok(Some(Work::TearDown)),
             S::Cleaning if event == Event::Clean => Ok(Some(Work::ManualClean)),
+            S::Cleaning if event == Event::Resume => Ok(Some(Work::ResumeClean)),
             S::Cleaning => Ok(Some(Work::Clean)),
             S::Verifying => Ok(Some(Work::Verify)),
             S::Inspecting => Ok(Some(Work::Inspect)),
@@ -109,7 +113,7 @@ impl Flow for Work {
         match self {
             Work::Deploy => "Deploy",
             Work::TearDown => "Tear down",
-            Work::Clean | Work::ManualClean => "Cleaning",
+            Work::Clean | Work::ManualClean | Work::ResumeClean => "Cleaning",
             Work::Service => "Servicing",
             Work::Verify => "Verification",
             Work::Inspect => "Inspection",
@@ -123,8 +127,9 @@ impl Flow for Work {
         match self {
             Work::Deploy => deploy(task, driver).await,
             Work::TearDown => tear_down(task, driver).await,
-            Work::Clean => clean(task).await,
+            Work::Clean => clean(task, driver).await,
             Work::ManualClean => manual_clean(task, driver).await,
+            Work::ResumeClean => resume_clean(task, driver).await,
             Work::Service => service(task, driver).await,
             Work::Verify => verify(task, driver).await,
             Work::Inspect => inspect(task, driver).await,
@@ -145,8 +150,9 @@ impl Flow for Work {
             }
             // Nobody may log into a rescue ramdisk that did not come up.
             Work::Rescue => extra.instance_info = Some(Json(without_rescue_password(node))),
-            // The next cleaning decides for itself whether to boot the ramdisk.
-            Work::ManualClean => {
+            // The next cleaning decides for itself whether to boot the ramdisk, and reads its
+            // steps again.
+            Work::Clean | Work::ManualClean | Work::ResumeClean => {
                 extra.driver_internal_info = Some(Json(StepRun::Clean.without_info(node)));
             }
             // A failed servicing has no current step, nor steps left (Ironic's
@@ -155,12 +161,7 @@ impl Flow for Work {
                 extra.service_step = Some(Json::default());
                 extra.driver_internal_info = Some(Json(StepRun::Service.without_info(node)));
             }
-            Work::TearDown
-            | Work::Clean
-            | Work::Verify
-            | Work::Inspect
-            | Work::Adopt
-            | Work::Unrescue => {}
+            Work::TearDown | Work::Verify | Work::Inspect | Work::Adopt | Work::Unrescue => {}
         }
         Failure {
             extra,
@@ -564,14 +565,16 @@ impl StepRun {
     }
 
     /// The changes that end the run, and the event they go with: manual cleaning goes back to
-    /// manageable, servicing is done.
+    /// manageable, automated cleaning on to available (a retired node to manageable: it is not
+    /// handed out again), servicing is done.
     fn end(self, node: &Node) -> (Event, NodeChanges) {
         let mut changes = NodeChanges {
             driver_internal_info: Some(Json(self.without_info(node))),
             ..NodeChanges::default()
         };
         match self {
-            StepRun::Clean => (Event::Manage, changes),
+            StepRun::Clean if is_manual_clean(node) || node.retired => (Event::Manage, changes),
+            StepRun::Clean => (Event::Done, changes),
             StepRun::Service => {
                 changes.service_step = Some(Json::default());
                 (Event::Done, changes)
@@ -598,6 +601,15 @@ async fn run_steps(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // A cleaning in the ramdisk shows the agent the node's ports, as a deploy does.
+    let in_band = run == StepRun::Clean && cleans_in_ramdisk(&task.node, driver);
+    let ports = if in_band {
+        ports_for_agent(task)
+            .await
+            .map_err(|e| format!("Failed to read the ports of node {}: {e}", task.node.uuid))?
+    } else {
+        Vec::new()
+    };
     for (index, step) in steps.iter().enumerate().skip(first) {
         let interface = step
             .get("interface")
@@ -630,30 +642,69 @@ async fn run_steps(
                 .write(changes)
                 .await
                 .map_err(|e| format!("Failed to record {what} step {interface}.{name}: {e}"))?,
-            StepRun::Clean => execute_clean_step(task, driver, step, interface, name).await?,
+            StepRun::Clean => {
+                let waits = execute_clean_step(task, driver, step, interface, name, &ports).await?;
+                if waits {
+                    tracing::info!(node.uuid = %task.node.uuid,
+                        "Clean step {interface}.{name} of node {} runs in its agent; the cleaning waits for it", task.node.uuid);
+                    task.process_event(Event::Wait, false, changes.release())
+                        .await
+                        .map_err(|e| {
+                            format!(
+                                "Failed to record that clean step {interface}.{name} waits: {e}"
+                            )
+                        })?;
+                    spawn_clean_poller(task.ctx().clone(), task.node.clone(), index);
+                    return Ok(());
+                }
+            }
         }
     }
-    let (event, changes) = run.end(&task.node);
+    let (event, mut changes) = run.end(&task.node);
+    if in_band {
+        // Ironic's `tear_down_cleaning`: the ramdisk's work is done; the node goes off, and
+        // the next boot has a new agent.
+        let power = power_off_or_reboot(task, driver).await.map_err(|e| {
+            format!(
+                "Failed to tear down cleaning on node {}: {e}",
+                task.node.uuid
+            )
+        })?;
+        changes = changes.power(Some(power), None);
+        let info = changes
+            .driver_internal_info
+            .take()
+            .map(|info| info.0)
+            .unwrap_or_default();
+        changes.driver_internal_info = Some(Json(without_agent_boot(&info)));
+    }
     task.process_event(event, false, changes.release())
         .await
         .map_err(|e| format!("Failed to finish the {what}: {e}"))
 }
 
 /// Runs one clean step on its interface; what a BIOS step did to the settings is stored under
-/// the lock the cleaning holds, as Ironic's BIOS interfaces store it.
+/// the lock the cleaning holds, as Ironic's BIOS interfaces store it. Whether the step runs on
+/// in the node's agent, for the cleaning to wait for.
 async fn execute_clean_step(
     task: &Task,
     driver: &Driver,
     step: &Value,
     interface: &str,
     name: &str,
-) -> std::result::Result<(), String> {
+    ports: &[Value],
+) -> std::result::Result<bool, String> {
     let args = step_args(step);
     let uuid = task.node.uuid.clone();
     let failed = |e: &dyn std::fmt::Display| format!("Node {uuid} failed step {step}: {e}");
+    let context = StepContext {
+        driver,
+        ports,
+        config: &task.ctx().config,
+    };
     let done = hw(
         task,
-        driver.execute_clean_step(&task.node, interface, name, &args),
+        driver.execute_clean_step(&task.node, interface, name, &args, &context),
     )
     .await?
     .map_err(|e| failed(&e))?;
@@ -662,7 +713,117 @@ async fn execute_clean_step(
             .await
             .map_err(|e| failed(&e))?;
     }
-    Ok(())
+    Ok(done.waits)
+}
+
+/// Whether the node's cleaning runs in its deploy ramdisk: the deploy interface cleans in band
+/// and the cleaning did not disable the ramdisk (API 1.70).
+fn cleans_in_ramdisk(node: &Node, driver: &Driver) -> bool {
+    driver.deploy.cleans_in_band()
+        && !node
+            .driver_internal_info
+            .get(DISABLE_RAMDISK)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+}
+
+/// Whether the node's cleaning is a manual one (it returns to manageable).
+fn is_manual_clean(node: &Node) -> bool {
+    node.target_provision_state == Some(ProvisionState::Manageable)
+}
+
+/// Boots the deploy ramdisk for cleaning (the deploy interface's `prepare_cleaning`). An
+/// in-band interface leaves the node in `clean wait`, lock released, until its agent calls
+/// back ([`continue_cleaning`]): true. Out of band nothing was booted: false, go on.
+async fn boot_cleaning_ramdisk(
+    task: &mut Task,
+    driver: &Driver,
+) -> std::result::Result<bool, String> {
+    let uuid = task.node.uuid.clone();
+    let context = StepContext {
+        driver,
+        ports: &[],
+        config: &task.ctx().config,
+    };
+    let done = hw(task, driver.deploy.prepare_cleaning(&task.node, &context))
+        .await?
+        .map_err(|e| format!("Failed to prepare node {uuid} for cleaning: {e}"))?;
+    if !done.waits {
+        return Ok(false);
+    }
+    // The ramdisk booted for this cleaning has a new agent, URL and token.
+    let mut info = without_agent_boot(&task.node.driver_internal_info);
+    info.remove(StepRun::Clean.keys().1);
+    let mut changes = NodeChanges {
+        driver_internal_info: Some(Json(info)),
+        ..NodeChanges::default()
+    };
+    if let Some(power) = done.power {
+        changes = changes.power(Some(power), None);
+    }
+    task.process_event(Event::Wait, false, changes.release())
+        .await
+        .map_err(|e| {
+            format!("Failed to record that node {uuid} waits for its cleaning ramdisk: {e}")
+        })?;
+    tracing::info!(node.uuid = %uuid, "Node {uuid} boots its ramdisk for cleaning and waits for the agent");
+    Ok(true)
+}
+
+/// Cleaning resumed from `clean wait` ([`continue_cleaning`]). When the ramdisk's agent has
+/// just come up, its clean steps are read (Ironic's `_refresh_clean_steps`), and automated
+/// cleaning decides its steps from them: those of priority above 0, highest first. Then the
+/// steps run from the one after the step it waited in.
+async fn resume_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+    let reached = StepRun::Clean.reached(&task.node);
+    if reached.is_none() {
+        let uuid = task.node.uuid.clone();
+        let ports = ports_for_agent(task)
+            .await
+            .map_err(|e| format!("Failed to read the ports of node {uuid}: {e}"))?;
+        let context = StepContext {
+            driver,
+            ports: &ports,
+            config: &task.ctx().config,
+        };
+        let (offered, done) = hw(
+            task,
+            driver.deploy.refresh_clean_steps(&task.node, &context),
+        )
+        .await?
+        .map_err(|e| format!("Failed to get the clean steps of node {uuid} from its agent: {e}"))?;
+        let mut info = task.node.driver_internal_info.0.clone();
+        info.extend(done.remember);
+        if !is_manual_clean(&task.node) {
+            let steps = automated_clean_steps(offered);
+            let names: Vec<String> = steps
+                .iter()
+                .filter_map(|s| s.as_object().and_then(step_id))
+                .collect();
+            tracing::info!(node.uuid = %uuid, "Automated cleaning of node {uuid} runs {names:?}");
+            info.insert(StepRun::Clean.keys().0.to_owned(), Value::Array(steps));
+        }
+        task.write(NodeChanges {
+            driver_internal_info: Some(Json(info)),
+            ..NodeChanges::default()
+        })
+        .await
+        .map_err(|e| format!("Failed to record the clean steps of node {uuid}: {e}"))?;
+    }
+    run_steps(task, driver, StepRun::Clean, reached.map_or(0, |i| i + 1)).await
+}
+
+/// The steps automated cleaning runs of those offered: priority above 0, highest first (ties
+/// in the order offered), as the step objects cleaning keeps.
+fn automated_clean_steps(mut offered: Vec<crate::drivers::CleanStep>) -> Vec<Value> {
+    offered.retain(|s| s.priority > 0);
+    offered.sort_by_key(|s| std::cmp::Reverse(s.priority));
+    offered
+        .into_iter()
+        .map(|s| {
+            serde_json::json!({"interface": s.interface, "step": s.step, "priority": s.priority, "args": {}})
+        })
+        .collect()
 }
 
 /// Manual cleaning with `clean_steps`, each checked against the steps the node's interfaces
@@ -1210,10 +1371,29 @@ async fn settle(ctx: &Ctx, node: Node, index: usize, poll: StepPoll) -> Result<(
             )))
         }
     };
+    settle_wait(ctx, node, poll, still_waiting, |node| NodeChanges {
+        deploy_step: Some(Json::default()),
+        driver_internal_info: Some(Json(without_deploy_steps(node))),
+        ..NodeChanges::default()
+    })
+    .await
+}
+
+/// What a deploy and a cleaning that wait for their agent do with a poll: resume when the step
+/// has finished, fail with `failed`'s changes and the message when it failed, provided
+/// `still_waiting` holds for the node as the write reads it (a heartbeat and the poller may
+/// both get here; the conditional write lets one through).
+async fn settle_wait(
+    ctx: &Ctx,
+    node: Node,
+    poll: StepPoll,
+    still_waiting: impl Fn(&Node) -> Result<()> + Send + Sync,
+    failed: impl Fn(&Node) -> NodeChanges + Send + Sync,
+) -> Result<()> {
     match poll {
         StepPoll::Running => Ok(()),
         StepPoll::Finished => {
-            start(ctx, node, None, "resume", Event::Resume, move |node, _| {
+            start(ctx, node, None, "resume", Event::Resume, |node, _| {
                 still_waiting(node)?;
                 Ok(NodeChanges::default())
             })
@@ -1221,18 +1401,163 @@ async fn settle(ctx: &Ctx, node: Node, index: usize, poll: StepPoll) -> Result<(
         }
         StepPoll::Failed(message) => {
             tracing::error!(node.uuid = %node.uuid, "{message}");
-            start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+            start(ctx, node, None, "fail", Event::Fail, |node, _| {
                 still_waiting(node)?;
-                Ok(NodeChanges {
-                    deploy_step: Some(Json::default()),
-                    driver_internal_info: Some(Json(without_deploy_steps(node))),
-                    ..NodeChanges::default()
-                }
-                .last_error(Some(message.clone())))
+                Ok(failed(node).last_error(Some(message.clone())))
             })
             .await
         }
     }
+}
+
+/// The clean step at `index` of the node's cleaning, as `(interface, step)`.
+fn clean_step_at(node: &Node, index: usize) -> Option<(String, String)> {
+    let step = node
+        .driver_internal_info
+        .get(StepRun::Clean.keys().0)?
+        .as_array()?
+        .get(index)?;
+    Some((
+        step.get("interface")?.as_str()?.to_owned(),
+        step.get("step")?.as_str()?.to_owned(),
+    ))
+}
+
+/// Where the in-band cleaning of `node`, in `clean wait`, stands: waiting for its agent's first
+/// heartbeat (finished once the agent has called back), held then unheld (finished), or waiting
+/// for the agent's step (asked of the agent).
+async fn poll_cleaning(ctx: &Ctx, node: &Node) -> Result<StepPoll> {
+    let Some(index) = StepRun::Clean.reached(node) else {
+        return Ok(if node.driver_internal_info.contains_key("agent_url") {
+            StepPoll::Finished
+        } else {
+            StepPoll::Running
+        });
+    };
+    let Some((interface, step)) = clean_step_at(node, index) else {
+        return Ok(StepPoll::Running);
+    };
+    if step == HOLD_STEP {
+        return Ok(StepPoll::Finished);
+    }
+    let driver = ctx.drivers.for_node(node)?;
+    driver
+        .deploy
+        .poll_clean_step(node, &interface, &step)
+        .await
+        .map_err(|e| e.into_error(&node.driver))
+}
+
+/// Continues the cleaning of `node` (as just read or written, in `clean wait`) once its agent
+/// has called back or finished the step it waits in, or fails it if the step failed; nothing
+/// while the step runs. Called on each heartbeat of the node's agent (Ironic's
+/// `HeartbeatMixin.heartbeat` -> `continue_cleaning`) and by the poller of a waiting step.
+pub async fn continue_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
+    if node.provision_state != ProvisionState::CleanWait || !ctx.lease.is_serving() {
+        return Ok(());
+    }
+    match poll_cleaning(ctx, &node).await {
+        Ok(StepPoll::Running) => Ok(()),
+        Ok(poll) => settle_cleaning(ctx, node, poll).await,
+        Err(e) => {
+            tracing::info!(node.uuid = %node.uuid, error = %e,
+                "Cannot ask the agent of node {} how its cleaning stands: {e}", node.uuid);
+            Ok(())
+        }
+    }
+}
+
+/// Resumes (finished) or fails (failed) the cleaning of `node` waiting in `clean wait`,
+/// provided it still waits where it did (a heartbeat and the poller may both get here).
+async fn settle_cleaning(ctx: &Ctx, node: Node, poll: StepPoll) -> Result<()> {
+    let reached = StepRun::Clean.reached(&node);
+    let waited_since = node.provision_updated_at;
+    let still_waiting = move |node: &Node| {
+        if node.provision_state == ProvisionState::CleanWait
+            && StepRun::Clean.reached(node) == reached
+            && node.provision_updated_at == waited_since
+        {
+            Ok(())
+        } else {
+            Err(Error::Conflict(format!(
+                "The cleaning of node {} has moved on already.",
+                node.uuid
+            )))
+        }
+    };
+    settle_wait(ctx, node, poll, still_waiting, |node| NodeChanges {
+        driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
+        ..NodeChanges::default()
+    })
+    .await
+}
+
+/// Asks the agent of `node`, whose cleaning waits in the step at `index`, until that step has
+/// finished or failed, then continues or fails the cleaning, as [`spawn_poller`] does for a
+/// deploy.
+fn spawn_clean_poller(ctx: Ctx, node: Node, index: usize) {
+    tokio::spawn(async move {
+        let give_up = Instant::now() + ctx.config.clean_callback_timeout;
+        let mut wait = POLL_FIRST;
+        while Instant::now() < give_up && ctx.lease.is_serving() {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 3 / 2).min(POLL_MAX);
+            match poll_cleaning(&ctx, &node).await {
+                Ok(StepPoll::Running) => continue,
+                Ok(poll) => {
+                    if let Err(e) = settle_cleaning(&ctx, node.clone(), poll).await {
+                        tracing::debug!(node.uuid = %node.uuid, error = %e,
+                            "The cleaning of node {} was not continued from the poll", node.uuid);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(node.uuid = %node.uuid, error = %e, index,
+                        "Cannot ask the agent of node {} about its clean step yet", node.uuid);
+                }
+            }
+        }
+    });
+}
+
+/// Fails the cleanings whose wait in `clean wait` has outlasted `clean_callback_timeout`
+/// (Ironic's `_check_cleanwait_timeouts`), saying which step waited for what. As for deploys,
+/// only unlocked nodes not in maintenance, of this conductor, are passed.
+pub async fn fail_timed_out_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
+    let waited_since = node.provision_updated_at;
+    let what = match StepRun::Clean
+        .reached(&node)
+        .and_then(|i| clean_step_at(&node, i))
+    {
+        None => "the cleaning waited for the agent's first heartbeat".to_owned(),
+        Some((_, step)) if step == HOLD_STEP => {
+            "the cleaning, unheld, waited for the agent to call back".to_owned()
+        }
+        Some((interface, step)) => {
+            format!("clean step {interface}.{step} waited for the agent to finish it")
+        }
+    };
+    let message = format!(
+        "Timeout reached while cleaning the node {}: {what} for {} s. Please check if the ramdisk responsible for the cleaning is running on the node.",
+        node.uuid,
+        ctx.config.clean_callback_timeout.as_secs()
+    );
+    start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+        if node.provision_state != ProvisionState::CleanWait
+            || node.provision_updated_at != waited_since
+        {
+            return Err(Error::Conflict(format!(
+                "The cleaning of node {} has moved on already.",
+                node.uuid
+            )));
+        }
+        Ok(NodeChanges {
+            driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
+            ..NodeChanges::default()
+        }
+        .last_error(Some(message.clone())))
+    })
+    .await
 }
 
 /// Fails the deploys whose wait in `wait call-back` has outlasted `deploy_callback_timeout`
@@ -1324,21 +1649,25 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     {
         tracing::warn!(node.uuid = %task.node.uuid, "Could not delete allocation {allocation} after tear-down: {e}");
     }
-    clean(task).await
+    clean(task, driver).await
 }
 
 /// Automated cleaning, unless the node's `automated_clean` (else the conductor's setting) turns
-/// it off. The fake hardware has no clean steps, so either way cleaning completes at once. A
+/// it off. The fake hardware has no clean steps, so either way cleaning completes at once; an
+/// in-band deploy interface (`direct`) boots the ramdisk and waits for its agent, whose clean
+/// steps of priority above 0 then run ([`resume_clean`]). A
 /// retired node ends in manageable, not available: it is not handed out again (Ironic's
 /// `cleaning.do_next_clean_step`; Ironic's path for disabled cleaning, `do_node_clean`, sends a
 /// retired node to available, against what `retired` promises; Ferrum does not).
-async fn clean(task: &mut Task) -> std::result::Result<(), String> {
+async fn clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
     let enabled = task
         .node
         .automated_clean
         .unwrap_or(task.ctx().config.automated_clean);
     if !enabled {
         tracing::info!(node.uuid = %task.node.uuid, "Automated cleaning is disabled; skipping it");
+    } else if driver.deploy.cleans_in_band() && boot_cleaning_ramdisk(task, driver).await? {
+        return Ok(());
     }
     let event = if task.node.retired {
         Event::Manage
@@ -1351,13 +1680,15 @@ async fn clean(task: &mut Task) -> std::result::Result<(), String> {
 }
 
 /// Manual cleaning: the deploy interface prepares the ramdisk unless the request disabled it
-/// (API 1.70; Ironic's `cleaning.do_node_clean`); the steps, checked when the request was
-/// accepted, run in order on their interfaces ([`run_steps`]: the deploy's erasures do nothing on
-/// fake hardware; a BIOS step's settings are stored); then back to manageable. A reserved
-/// `hold` step stops there in `clean hold`, remembering its index, with the lock released
-/// (Ironic's `cleaning.do_next_clean_step`); nothing in Ferrum continues a cleaning from `clean wait`
-/// after `unhold` (the fake deploy has no agent), so such a node waits for its timeout or an
-/// abort, as a fake-hardware node does in Ironic.
+/// (API 1.70; Ironic's `cleaning.do_node_clean`); an in-band one (`direct`) boots it and waits
+/// in `clean wait` for its agent ([`resume_clean`] goes on). The steps, checked when the request
+/// was accepted, run in order on their interfaces ([`run_steps`]: the fake deploy's erasures do
+/// nothing, the agent's run in the agent and are waited for; a BIOS step's settings are
+/// stored); then back to manageable. A reserved `hold` step stops there in `clean hold`,
+/// remembering its index, with the lock released (Ironic's `cleaning.do_next_clean_step`);
+/// after `unhold` the agent's next heartbeat continues it. The fake deploy has no agent, so
+/// such a node waits in `clean wait` for `clean_callback_timeout` or an abort, as a
+/// fake-hardware node does in Ironic.
 async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
     let disabled = task
         .node
@@ -1368,15 +1699,8 @@ async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
     if disabled {
         tracing::info!(node.uuid = %task.node.uuid,
             "Skipping preparing for in-band cleaning since out-of-band only cleaning has been requested for node {}", task.node.uuid);
-    } else {
-        hw(task, driver.deploy.prepare_cleaning(&task.node))
-            .await?
-            .map_err(|e| {
-                format!(
-                    "Failed to prepare node {} for cleaning: {e}",
-                    task.node.uuid
-                )
-            })?;
+    } else if boot_cleaning_ramdisk(task, driver).await? {
+        return Ok(());
     }
     run_steps(task, driver, StepRun::Clean, 0).await
 }

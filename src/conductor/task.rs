@@ -283,6 +283,9 @@ pub struct Move {
     from: ProvisionState,
     event: Event,
     to: ProvisionState,
+    /// The move is within a manual cleaning, whose target stays `manageable` through `clean
+    /// wait` and `clean hold` (the table registers automated cleaning's `available`).
+    manual_clean: bool,
 }
 
 impl Move {
@@ -295,7 +298,21 @@ impl Move {
             node: node.uuid.clone(),
             state: from.api_name().to_owned(),
         })?;
-        Ok(Move { from, event, to })
+        let cleaning = |s: ProvisionState| {
+            matches!(
+                s,
+                ProvisionState::Cleaning | ProvisionState::CleanWait | ProvisionState::CleanHold
+            )
+        };
+        let manual_clean = cleaning(from)
+            && cleaning(to)
+            && node.target_provision_state == Some(ProvisionState::Manageable);
+        Ok(Move {
+            from,
+            event,
+            to,
+            manual_clean,
+        })
     }
 
     /// The state the move leads to.
@@ -306,7 +323,12 @@ impl Move {
     /// `extra` plus this move: the new state, Ironic's target rule, and the stamp of
     /// `provision_updated_at`.
     pub fn changes(self, worker_follows: bool, extra: NodeChanges) -> NodeChanges {
-        extra.provision(self.to, states::target_after(self.to, worker_follows))
+        let target = if self.manual_clean {
+            Some(ProvisionState::Manageable)
+        } else {
+            states::target_after(self.to, worker_follows)
+        };
+        extra.provision(self.to, target)
     }
 }
 

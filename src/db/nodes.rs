@@ -328,7 +328,7 @@ pub async fn shard_counts(db: &Db) -> Result<Vec<(String, i64)>> {
 
 /// A LIKE pattern matching any text that contains `text` literally: its `%`, `_` and backslashes
 /// are escaped with a backslash.
-fn like_containing(text: &str) -> String {
+pub(super) fn like_containing(text: &str) -> String {
     let mut pattern = String::with_capacity(text.len() + 2);
     pattern.push('%');
     for c in text.chars() {

@@ -93,6 +93,44 @@ pub struct PortFilter {
     pub address: Option<String>,
     /// Ports of the nodes in one of these shards (API 1.82).
     pub node_shard_in: Option<Vec<String>>,
+    /// Ports of the nodes in one of these conductor groups (lower-cased, as stored; API 1.99).
+    pub node_conductor_group_in: Option<Vec<String>>,
+    /// Ports whose description contains this text (API 1.97).
+    pub description_contains: Option<String>,
+}
+
+/// What a portgroup listing is narrowed to.
+#[derive(Debug, Clone, Default)]
+pub struct PortgroupFilter {
+    pub node_uuid: Option<String>,
+    pub address: Option<String>,
+    /// Portgroups of the nodes in one of these shards (API 1.106).
+    pub node_shard_in: Option<Vec<String>>,
+    /// Portgroups of the nodes in one of these conductor groups (API 1.99).
+    pub node_conductor_group_in: Option<Vec<String>>,
+}
+
+/// The UUIDs of the nodes in one of `shards` and in one of `groups` (each when given): the nodes
+/// whose children a listing keeps (a statement of its own: the schema declares no join). None
+/// when neither is given.
+async fn nodes_in(
+    db: &Db,
+    shards: Option<&[String]>,
+    groups: Option<&[String]>,
+) -> Result<Option<Vec<String>>> {
+    if shards.is_none() && groups.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(with_conn!(db, |conn| {
+        let mut q = nodes::table.select(nodes::uuid).into_boxed();
+        if let Some(shards) = shards {
+            q = q.filter(nodes::shard.eq_any(shards));
+        }
+        if let Some(groups) = groups {
+            q = q.filter(nodes::conductor_group.eq_any(groups));
+        }
+        q.load(conn).await?
+    })))
 }
 
 /// What a port or portgroup listing can be sorted by.
@@ -132,15 +170,12 @@ pub async fn list_ports(
         None => None,
     };
     let m = marker.as_ref();
-    // The nodes of the shards first (a second statement: the schema declares no join).
-    let shard_nodes: Option<Vec<String>> = match &filter.node_shard_in {
-        Some(shards) => Some(with_conn!(db, |conn| nodes::table
-            .filter(nodes::shard.eq_any(shards))
-            .select(nodes::uuid)
-            .load(conn)
-            .await?)),
-        None => None,
-    };
+    let of_nodes = nodes_in(
+        db,
+        filter.node_shard_in.as_deref(),
+        filter.node_conductor_group_in.as_deref(),
+    )
+    .await?;
     Ok(with_conn!(db, |conn| {
         let mut q = ports::table.select(Port::as_select()).into_boxed();
         if let Some(v) = &filter.node_uuid {
@@ -152,8 +187,15 @@ pub async fn list_ports(
         if let Some(v) = &filter.address {
             q = q.filter(ports::address.eq(v));
         }
-        if let Some(v) = &shard_nodes {
+        if let Some(v) = &of_nodes {
             q = q.filter(ports::node_uuid.eq_any(v));
+        }
+        if let Some(v) = &filter.description_contains {
+            q = q.filter(
+                ports::description
+                    .like(super::nodes::like_containing(v))
+                    .escape('\\'),
+            );
         }
         let q = match sort {
             SortKey::Id => super::order_by_id!(q, ports::id, descending, m.map(|m| m.id)),
@@ -183,11 +225,11 @@ pub async fn list_ports(
     }))
 }
 
-/// One page of portgroups (of the node `node_uuid`, or with the `address`, when given).
+/// One page of portgroups matching `filter`, ordered by `sort` (then id), after the portgroup
+/// `marker`.
 pub async fn list_portgroups(
     db: &Db,
-    node_uuid: Option<&str>,
-    address: Option<&str>,
+    filter: &PortgroupFilter,
     sort: SortKey,
     descending: bool,
     limit: i64,
@@ -198,15 +240,24 @@ pub async fn list_portgroups(
         None => None,
     };
     let m = marker.as_ref();
+    let of_nodes = nodes_in(
+        db,
+        filter.node_shard_in.as_deref(),
+        filter.node_conductor_group_in.as_deref(),
+    )
+    .await?;
     Ok(with_conn!(db, |conn| {
         let mut q = portgroups::table
             .select(Portgroup::as_select())
             .into_boxed();
-        if let Some(v) = node_uuid {
+        if let Some(v) = &filter.node_uuid {
             q = q.filter(portgroups::node_uuid.eq(v));
         }
-        if let Some(v) = address {
+        if let Some(v) = &filter.address {
             q = q.filter(portgroups::address.eq(v));
+        }
+        if let Some(v) = &of_nodes {
+            q = q.filter(portgroups::node_uuid.eq_any(v));
         }
         let q = match sort {
             SortKey::Id => super::order_by_id!(q, portgroups::id, descending, m.map(|m| m.id)),

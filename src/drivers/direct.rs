@@ -10,6 +10,13 @@
 //! `boot_instance` (20) powers the node on. The conductor runs them in order and resumes after a
 //! step that waits when [`DeployInterface::poll_step`] says it has finished.
 //!
+//! Cleaning is in band, as Ironic's agent deploy cleans: `prepare_cleaning` boots the ramdisk;
+//! once its agent has called back, the conductor reads the agent's clean steps
+//! ([`refresh_clean_steps`](DeployInterface::refresh_clean_steps), `clean.get_clean_steps`),
+//! automated cleaning picks those of priority above 0 (`erase_devices_metadata` at 99 and
+//! `erase_devices` at 10 in the agent, both overridable), and each deploy-interface clean step
+//! runs as the agent's asynchronous `clean.execute_clean_step`, waited for in `clean wait`.
+//!
 //! Only `http://` and `https://` images are accepted: anything else fails in `prepare` with
 //! ImageUnacceptable (the failure of Ironic bug 1405420).
 
@@ -19,8 +26,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{
-    DeployInterface, DeployOutcome, DriverError, DriverStep, Properties, StepContext, StepDone,
-    StepPoll,
+    CleanStep, DeployInterface, DeployOutcome, DriverError, DriverStep, Properties, StepContext,
+    StepDone, StepPoll,
     agent_client::{AgentClient, CommandStatus},
 };
 use crate::{
@@ -75,6 +82,8 @@ const POWER_TIMEOUT: Duration = Duration::from_secs(60);
 const MANAGER_VERSION: &str = "hardware_manager_version";
 /// Where the agent's own deploy steps are kept once read (Ironic's key).
 const CACHED_STEPS: &str = "agent_cached_deploy_steps";
+/// Where the agent's clean steps are kept once read (Ironic's key).
+const CACHED_CLEAN_STEPS: &str = "agent_cached_clean_steps";
 
 /// The instance image kinds Ironic knows (`images.VALID_IMAGE_TYPES`).
 const IMAGE_TYPES: &[&str] = &["partition", "whole-disk"];
@@ -341,23 +350,7 @@ impl DeployInterface for DirectDeploy {
             )));
         }
         match step.step.as_str() {
-            // Boot the ramdisk: (re)start the node, then wait for its agent.
-            "deploy" => {
-                let power = ctx.driver.power.get_power_state(node).await?;
-                match power {
-                    PowerState::On => ctx.driver.power.reboot(node, POWER_TIMEOUT).await?,
-                    PowerState::Off => {
-                        ctx.driver
-                            .power
-                            .set_power_state(node, PowerState::On, POWER_TIMEOUT)
-                            .await?;
-                    }
-                }
-                Ok(StepDone {
-                    power: Some(PowerState::On),
-                    ..StepDone::wait()
-                })
-            }
+            "deploy" => boot_ramdisk(node, ctx).await,
             "write_image" => write_image(node, ctx).await,
             "prepare_instance_boot" => prepare_instance_boot(node, ctx).await,
             "tear_down_agent" => tear_down_agent(node, ctx).await,
@@ -437,6 +430,196 @@ impl DeployInterface for DirectDeploy {
     async fn clean_up(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
     }
+
+    fn cleans_in_band(&self) -> bool {
+        true
+    }
+
+    async fn prepare_cleaning(
+        &self,
+        node: &Node,
+        ctx: &StepContext<'_>,
+    ) -> Result<StepDone, DriverError> {
+        boot_ramdisk(node, ctx).await
+    }
+
+    async fn refresh_clean_steps(
+        &self,
+        node: &Node,
+        ctx: &StepContext<'_>,
+    ) -> Result<(Vec<CleanStep>, StepDone), DriverError> {
+        let agent = AgentClient::for_node(node)?;
+        let result = agent
+            .run(
+                "clean.get_clean_steps",
+                json!({"node": node_for_agent(node), "ports": ctx.ports}),
+            )
+            .await?
+            .unwrap_or(Value::Null);
+        let offered = result.get("clean_steps").cloned().unwrap_or(Value::Null);
+        let mut done = StepDone::done();
+        done.remember.insert(
+            MANAGER_VERSION.into(),
+            result
+                .get("hardware_manager_version")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+        done.remember
+            .insert(CACHED_CLEAN_STEPS.into(), offered.clone());
+        Ok((agent_clean_steps(&offered, ctx.config), done))
+    }
+
+    /// Sends the step to the agent, which runs it in the background: the cleaning waits for it
+    /// unless the agent reports it done at once.
+    async fn execute_clean_step(
+        &self,
+        node: &Node,
+        step: &str,
+        args: &JsonObject,
+        ctx: &StepContext<'_>,
+    ) -> Result<StepDone, DriverError> {
+        let agent = AgentClient::for_node(node)?;
+        let version = node
+            .driver_internal_info
+            .get(MANAGER_VERSION)
+            .cloned()
+            .unwrap_or(Value::Null);
+        let result = agent
+            .command(
+                "clean.execute_clean_step",
+                json!({
+                    "step": {"interface": "deploy", "step": step, "args": args},
+                    "node": node_for_agent(node),
+                    "ports": ctx.ports,
+                    "clean_version": version,
+                }),
+                false,
+            )
+            .await?;
+        match result.status() {
+            CommandStatus::Running => Ok(StepDone::wait()),
+            CommandStatus::Succeeded => Ok(StepDone::done()),
+            _ => Err(clean_step_failed(node, step, &result)),
+        }
+    }
+
+    /// The agent's last command must be this step's `execute_clean_step`, finished (Ironic's
+    /// `_get_completed_command`).
+    async fn poll_clean_step(
+        &self,
+        node: &Node,
+        interface: &str,
+        step: &str,
+    ) -> Result<StepPoll, DriverError> {
+        let commands = AgentClient::for_node(node)?.commands().await?;
+        let Some(last) = commands.last() else {
+            return Ok(StepPoll::Running);
+        };
+        if last.command_name != "execute_clean_step" {
+            return Ok(StepPoll::Running);
+        }
+        Ok(match last.status() {
+            CommandStatus::Running => StepPoll::Running,
+            CommandStatus::Succeeded => {
+                let finished = last
+                    .command_result
+                    .as_ref()
+                    .and_then(|r| r.get("clean_step"));
+                let same = finished.is_some_and(|s| {
+                    s.get("interface").and_then(Value::as_str) == Some(interface)
+                        && s.get("step").and_then(Value::as_str) == Some(step)
+                });
+                if same {
+                    StepPoll::Finished
+                } else {
+                    StepPoll::Running
+                }
+            }
+            _ => StepPoll::Failed(clean_step_failed(node, step, last).to_string()),
+        })
+    }
+}
+
+/// Boots the deploy ramdisk: (re)starts the node, then waits for its agent.
+async fn boot_ramdisk(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone, DriverError> {
+    let power = ctx.driver.power.get_power_state(node).await?;
+    match power {
+        PowerState::On => ctx.driver.power.reboot(node, POWER_TIMEOUT).await?,
+        PowerState::Off => {
+            ctx.driver
+                .power
+                .set_power_state(node, PowerState::On, POWER_TIMEOUT)
+                .await?;
+        }
+    }
+    Ok(StepDone {
+        power: Some(PowerState::On),
+        ..StepDone::wait()
+    })
+}
+
+/// A clean step the agent failed, in its words (Ironic's "Agent returned error for clean
+/// step ..."); a changed set of hardware managers is its own failure.
+fn clean_step_failed(
+    node: &Node,
+    step: &str,
+    result: &super::agent_client::CommandResult,
+) -> DriverError {
+    DriverError::Failed(match result.status() {
+        CommandStatus::VersionMismatch => format!(
+            "The agent of node {} changed its hardware managers during the cleaning (VERSION_MISMATCH); clean again.",
+            node.uuid
+        ),
+        _ => format!(
+            "Agent returned error for clean step deploy.{step} on node {} : {}.",
+            node.uuid,
+            result.error_text()
+        ),
+    })
+}
+
+/// The agent's clean steps (keyed by hardware manager, each step once: the agent keeps the
+/// one of its highest-priority manager) as automated cleaning ranks them, with the
+/// conductor's priority overrides for the disk erasures.
+fn agent_clean_steps(offered: &Value, config: &crate::config::ConductorConfig) -> Vec<CleanStep> {
+    let mut steps: Vec<CleanStep> = Vec::new();
+    for step in offered
+        .as_object()
+        .into_iter()
+        .flat_map(|managers| managers.values())
+        .filter_map(Value::as_array)
+        .flatten()
+    {
+        let (Some(interface), Some(name)) = (
+            step.get("interface").and_then(Value::as_str),
+            step.get("step").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let own = step
+            .get("priority")
+            .and_then(Value::as_u64)
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(0);
+        let priority = match name {
+            "erase_devices" => config.erase_devices_priority.unwrap_or(own),
+            "erase_devices_metadata" => config.erase_devices_metadata_priority.unwrap_or(own),
+            _ => own,
+        };
+        if steps
+            .iter()
+            .any(|s| s.interface == interface && s.step == name)
+        {
+            continue;
+        }
+        steps.push(CleanStep {
+            interface: interface.to_owned(),
+            step: name.to_owned(),
+            priority,
+        });
+    }
+    steps
 }
 
 /// Reads the agent's deploy steps and its hardware managers' versions (Ironic's
@@ -669,6 +852,42 @@ mod tests {
             .insert("image_type".into(), json!("tarball"));
         let e = DirectDeploy.validate(&node).unwrap_err().to_string();
         assert!(e.contains("Invalid image_type \"tarball\""), "{e}");
+    }
+
+    #[test]
+    fn automated_cleaning_takes_the_agents_priorities_or_the_conductors() {
+        let offered = json!({
+            "GenericHardwareManager": [
+                {"step": "erase_devices", "priority": 10, "interface": "deploy"},
+                {"step": "erase_devices_metadata", "priority": 99, "interface": "deploy"},
+                {"step": "apply_configuration", "priority": 0, "interface": "raid"},
+            ],
+            "SandboxHardwareManager": [{"step": "erase_devices", "priority": 10, "interface": "deploy"}],
+        });
+        let mut config = crate::config::ConductorConfig::default();
+        let priorities = |config: &crate::config::ConductorConfig| {
+            agent_clean_steps(&offered, config)
+                .into_iter()
+                .map(|s| (s.step, s.priority))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            priorities(&config),
+            [
+                ("erase_devices".to_owned(), 10),
+                ("erase_devices_metadata".to_owned(), 99),
+                ("apply_configuration".to_owned(), 0)
+            ]
+        );
+        config.erase_devices_priority = Some(0);
+        config.erase_devices_metadata_priority = Some(5);
+        assert_eq!(
+            priorities(&config)[..2],
+            [
+                ("erase_devices".to_owned(), 0),
+                ("erase_devices_metadata".to_owned(), 5)
+            ]
+        );
     }
 
     #[test]

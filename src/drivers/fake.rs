@@ -723,11 +723,15 @@ impl DeployInterface for FakeDeploy {
 
     /// Booting the cleaning ramdisk does nothing, but waits at the gate like a deploy, so a
     /// test sees whether cleaning prepared the ramdisk.
-    async fn prepare_cleaning(&self, node: &Node) -> Result<(), DriverError> {
+    async fn prepare_cleaning(
+        &self,
+        node: &Node,
+        _ctx: &super::StepContext<'_>,
+    ) -> Result<StepDone, DriverError> {
         if let Some(gate) = &self.gate {
             gate.pass(&node.uuid).await;
         }
-        Ok(())
+        Ok(StepDone::done())
     }
 
     async fn tear_down(&self, _node: &Node) -> Result<(), DriverError> {

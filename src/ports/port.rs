@@ -3,11 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::{has_vtep_keys, normalize_local_link, normalize_mac};
+use super::{has_vtep_keys, normalize_local_link, normalize_mac, vtep_keys_allowed};
 use crate::{
     node::{Json, JsonObject, normalize_uuid, validate_length},
     resource::{
-        self, Field, Reset, Resource, Write, boolean, object_or_null, opt_string, set_if, string,
+        self, Field, Reset, Resource, Write, boolean, object_or_null, opt_string, set_if,
+        strict_boolean, string,
     },
 };
 
@@ -30,6 +31,14 @@ resource::record_type! {
         updated_at: Option<chrono::NaiveDateTime>,
         /// Unique when set (API 1.88); a port can be named by it.
         name: Option<String>,
+        /// Free text (API 1.97), at most 255 characters.
+        description: Option<String>,
+        /// The NIC's vendor (API 1.100), at most 32 characters.
+        vendor: Option<String>,
+        /// The operator's category of the port (API 1.101), at most 80 characters.
+        category: Option<String>,
+        /// Whether the port may be put in a dynamic portgroup (API 1.111); true by default.
+        available_for_dynamic_portgroup: bool,
     }
 }
 
@@ -67,6 +76,7 @@ impl Port {
         Port {
             uuid: uuid::Uuid::new_v4().to_string(),
             pxe_enabled: true,
+            available_for_dynamic_portgroup: true,
             created_at: crate::node::now(),
             ..Port::default()
         }
@@ -107,10 +117,10 @@ static FIELDS: &[Field<Port>] = &[
     Field {
         name: "local_link_connection",
         since: 19,
-        // Before 1.90 an OVN VTEP switch's link is shown empty, as Ironic shows it.
+        // Outside 1.90-1.104 an OVN VTEP switch's link is shown empty, as Ironic shows it.
         show: |v| {
             let link = &v.item.local_link_connection.0;
-            if v.minor < 90 && has_vtep_keys(link) {
+            if !vtep_keys_allowed(v.minor) && has_vtep_keys(link) {
                 return json!({});
             }
             Value::Object(link.clone())
@@ -225,6 +235,30 @@ static FIELDS: &[Field<Port>] = &[
                     validate_length(f, name, 255)?;
                 }
                 set_if(&mut c.name, name, &p.name);
+                Ok(())
+            },
+        }),
+    },
+    resource::bounded_text_field!("description", description, 97, 255),
+    resource::bounded_text_field!("vendor", vendor, 100, 32),
+    resource::bounded_text_field!("category", category, 101, 80),
+    // Ironic's schema takes a JSON boolean only (not null, not a string); `remove` restores the
+    // default.
+    Field {
+        name: "available_for_dynamic_portgroup",
+        since: 111,
+        show: |v| json!(v.item.available_for_dynamic_portgroup),
+        write: Some(Write {
+            create: true,
+            patch: true,
+            reset: Reset::True,
+            get: |_, p| json!(p.available_for_dynamic_portgroup),
+            set: |f, p, v, c| {
+                set_if(
+                    &mut c.available_for_dynamic_portgroup,
+                    strict_boolean(f, v)?,
+                    &p.available_for_dynamic_portgroup,
+                );
                 Ok(())
             },
         }),

@@ -24,6 +24,13 @@ resource::record_type! {
         properties: Json<JsonObject>,
         created_at: chrono::NaiveDateTime,
         updated_at: Option<chrono::NaiveDateTime>,
+        /// The physical network of the bond (API 1.102); writing it by PATCH writes it on the
+        /// member ports too.
+        physical_network: Option<String>,
+        /// The operator's category of the portgroup (API 1.103), at most 80 characters.
+        category: Option<String>,
+        /// Whether Ironic made the portgroup itself (API 1.111): read-only in the API, false.
+        dynamic_portgroup: bool,
     }
 }
 
@@ -148,4 +155,14 @@ static FIELDS: &[Field<Portgroup>] = &[
         }),
     },
     resource::document_field!("properties", properties, 26),
+    // Ironic's portgroup schema takes any physical network up to its column's 64 characters
+    // (a port's must not be empty; a portgroup's may).
+    resource::bounded_text_field!("physical_network", physical_network, 102, 64),
+    resource::bounded_text_field!("category", category, 103, 80),
+    Field {
+        name: "dynamic_portgroup",
+        since: 111,
+        show: |v| json!(v.item.dynamic_portgroup),
+        write: None,
+    },
 ];

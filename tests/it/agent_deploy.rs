@@ -2,8 +2,9 @@
 //! sandbox: unprivileged, a plain file as its disk) on both stacks: lookup by its port's MAC,
 //! heartbeats over the API, commands over HTTPS with the certificate it sent, the image served
 //! over loopback HTTP and checked by its SHA-256, and what the agent wrote compared byte for
-//! byte. The fake power interface cannot boot a ramdisk, so each test starts the agent when the
-//! node waits for it, as the machine's ramdisk would come up.
+//! byte; cleaning in the agent (automated and manual), its disk erased. The fake power interface
+//! cannot boot a ramdisk, so each test starts the agent when the node waits for it (or just
+//! before), as the machine's ramdisk would come up.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ async fn cluster(stack: Stack, timeout: u64) -> Option<Cluster> {
         workers: 20,
         env: vec![
             ("FERRUM_DEPLOY_CALLBACK_TIMEOUT", timeout.to_string()),
+            ("FERRUM_CLEAN_CALLBACK_TIMEOUT", timeout.to_string()),
             ("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()),
             ("FERRUM_AGENT_POWER_OFF_RETRIES", "1".to_owned()),
             ("FERRUM_AGENT_POWER_OFF_RETRY_INTERVAL", "0.2".to_owned()),
@@ -41,6 +43,8 @@ async fn node_for(api: &Api, mac: &str, url: &str, sha256: &str, format: &str) -
     let node = api
         .available_node(json!({
             "deploy_interface": "direct",
+            // Automated cleaning would boot the ramdisk and wait for an agent.
+            "automated_clean": false,
             "driver_info": {"deploy_forces_oob_reboot": true},
             "instance_info": {
                 "image_source": url,
@@ -316,6 +320,145 @@ async fn a_node_that_may_not_be_powered_off_is_rebooted_into_its_instance(stack)
     let logs: String = cluster.process_names().iter().map(|p| cluster.log_of(p)).collect();
     let rebooted = format!("Node {uuid} does not support power off, rebooting it into the instance");
     assert!(logs.contains(&rebooted), "tear_down_agent rebooted the node");
+    cluster.assert_no_locks().await;
+}
+}
+
+/// Waits until the node is unlocked in `state`, recording every `clean_steps` list seen on the
+/// way (the steps a cleaning decided, visible while it runs).
+async fn wait_cleaned(api: &Api, uuid: &str, state: &str, agent: &Agent) -> (Value, Vec<Value>) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut seen = Vec::new();
+    loop {
+        let node = api.node(uuid).await;
+        if let Some(steps) = node["driver_internal_info"].get("clean_steps")
+            && !seen.contains(steps)
+        {
+            seen.push(steps.clone());
+        }
+        let now = node["provision_state"].as_str().unwrap_or_default();
+        if now == state && node["reservation"].is_null() {
+            return (node, seen);
+        }
+        assert!(
+            now != "clean failed" && Instant::now() < deadline,
+            "node {uuid} did not reach {state}: {node}\n--- agent log ---\n{}",
+            agent.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn step_names(steps: &Value) -> Vec<String> {
+    steps
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["step"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+on_both_stacks! {
+/// Automated cleaning in the real agent, at tear-down: the node boots the ramdisk and waits in
+/// `clean wait` with a new agent token; once the agent calls back its clean steps are read, and
+/// those of priority above 0 run in it, highest first (`erase_devices_metadata` at 99, then
+/// `erase_devices` at 10), each waited for. The node ends available, powered off, its disk
+/// erased, with nothing of the cleaning or of the agent left in `driver_internal_info`.
+async fn automated_cleaning_runs_the_agents_erase_steps(stack) {
+    let Some(cluster) = cluster(stack, 120).await else { return };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let raw = raw_disk_image(IMAGE_SIZE, 5);
+    let url = images.add("disk.raw", raw.clone());
+    let mac = random_mac();
+    let uuid = node_for(api, &mac, &url, &sha256_hex(&raw), "raw").await;
+    api.accepted(&uuid, "active").await;
+    wait_state(api, &uuid, "wait call-back", Duration::from_secs(20), None).await;
+    let agent = Agent::start(&api.base, &mac, "16M").unwrap();
+    wait_state(api, &uuid, "active", Duration::from_secs(90), Some(&agent)).await;
+    drop(agent);
+
+    // The machine reboots into the ramdisk again; its disk still holds the instance.
+    let r = api.patch(&uuid, json!([{"op": "replace", "path": "/automated_clean", "value": true}])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let agent = Agent::start(&api.base, &mac, "16M").unwrap();
+    agent.fill_disk(&raw);
+    let started = Instant::now();
+    api.accepted(&uuid, "deleted").await;
+    let (available, seen) = wait_cleaned(api, &uuid, "available", &agent).await;
+    eprintln!("{stack:?}: automated cleaning in the agent took {:?}", started.elapsed());
+    assert!(
+        seen.iter().any(|s| step_names(s) == ["erase_devices_metadata", "erase_devices"]),
+        "the agent's steps of priority above 0, highest first: {seen:?}"
+    );
+    assert!(agent.disk_prefix(raw.len()).iter().all(|b| *b == 0), "the agent erased the disk");
+    assert_eq!(available["power_state"], "power off", "{available}");
+    assert!(available["last_error"].is_null(), "{available}");
+    let info = &available["driver_internal_info"];
+    for key in ["clean_steps", "clean_step_index", "agent_url", "agent_secret_token"] {
+        assert!(info.get(key).is_none(), "{key} is left: {available}");
+    }
+    assert_eq!(info["hardware_manager_version"]["generic_hardware_manager"], "1.2", "{available}");
+    assert!(info["agent_cached_clean_steps"].is_object(), "{available}");
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// Manual cleaning in the real agent: the ramdisk boots, the named agent step runs in it (the
+/// disk is erased) and the node returns to manageable, its target manageable throughout.
+async fn manual_cleaning_runs_a_step_in_the_agent(stack) {
+    let Some(cluster) = cluster(stack, 120).await else { return };
+    let api = &cluster.api;
+    let mac = random_mac();
+    let uuid = node_for(api, &mac, "http://127.0.0.1:9/unused.raw", &"0".repeat(64), "raw").await;
+    api.accepted(&uuid, "manage").await;
+    wait_state(api, &uuid, "manageable", Duration::from_secs(20), None).await;
+    let agent = Agent::start(&api.base, &mac, "16M").unwrap();
+    let marker = vec![0xa5_u8; 1 << 20];
+    agent.fill_disk(&marker);
+    let steps = json!([{"interface": "deploy", "step": "erase_devices_metadata", "args": {}}]);
+    let r = api.request_at("1.68", Method::PUT, &format!("/v1/nodes/{uuid}/states/provision"),
+                           Some(json!({"target": "clean", "clean_steps": steps}))).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let waiting = api.node(&uuid).await;
+    if waiting["provision_state"] == "clean wait" {
+        assert_eq!(waiting["target_provision_state"], "manageable", "{waiting}");
+    }
+    let (manageable, seen) = wait_cleaned(api, &uuid, "manageable", &agent).await;
+    assert!(seen.iter().all(|s| step_names(s) == ["erase_devices_metadata"]), "{seen:?}");
+    assert!(agent.disk_prefix(marker.len()).iter().all(|b| *b == 0), "the agent erased the disk");
+    assert!(manageable["last_error"].is_null(), "{manageable}");
+    assert_eq!(manageable["power_state"], "power off", "{manageable}");
+    assert!(manageable["target_provision_state"].is_null(), "{manageable}");
+    assert!(manageable["driver_internal_info"].get("clean_steps").is_none(), "{manageable}");
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
+/// A cleaning whose ramdisk never calls back: `clean_callback_timeout` fails it, saying what it
+/// waited for; the node is unlocked, forgets the cleaning's steps and is operable (manage).
+async fn a_cleaning_without_an_agent_times_out(stack) {
+    let Some(cluster) = cluster(stack, 3).await else { return };
+    let api = &cluster.api;
+    let uuid = node_for(api, &random_mac(), "http://127.0.0.1:9/unused.raw", &"0".repeat(64), "raw").await;
+    api.accepted(&uuid, "manage").await;
+    wait_state(api, &uuid, "manageable", Duration::from_secs(20), None).await;
+    let r = api.patch(&uuid, json!([{"op": "replace", "path": "/automated_clean", "value": true}])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted(&uuid, "provide").await;
+    let waiting = wait_state(api, &uuid, "clean wait", Duration::from_secs(20), None).await;
+    assert_eq!(waiting["target_provision_state"], "available", "{waiting}");
+    assert_eq!(waiting["power_state"], "power on", "the ramdisk boots: {waiting}");
+    let failed = wait_state(api, &uuid, "clean failed", Duration::from_secs(30), None).await;
+    let error = failed["last_error"].as_str().unwrap();
+    assert!(error.contains("Timeout reached while cleaning the node") && error.contains("first heartbeat"), "{error}");
+    assert!(failed["driver_internal_info"].get("clean_steps").is_none(), "{failed}");
+    api.accepted(&uuid, "manage").await;
+    wait_state(api, &uuid, "manageable", Duration::from_secs(20), None).await;
     cluster.assert_no_locks().await;
 }
 }

@@ -29,6 +29,8 @@ fn direct_node(name: &str) -> Value {
     json!({
         "name": name,
         "deploy_interface": "direct",
+        // Automated cleaning would boot the ramdisk and wait for an agent.
+        "automated_clean": false,
         "instance_info": {
             "image_source": "http://images.example/ubuntu.qcow2",
             "image_os_hash_algo": "sha256",

@@ -257,6 +257,19 @@ async fn the_firmware_interface(stack) {
     let mut keys: Vec<_> = one.keys().map(String::as_str).collect();
     keys.sort_unstable();
     assert_eq!(keys, ["created_at", "current_version", "updated_at"], "{}", r.body);
+    assert!(one.get("vendor").is_none(), "the identity fields are of 1.114: {}", r.body);
+    // From 1.114 the identity of the hardware is shown by default, and `fields` may name it.
+    let r = at("1.114", Method::GET, format!("/v1/nodes/{uuid}/firmware"), None).await;
+    let one = &r.body["firmware"][0];
+    assert_eq!((&one["vendor"], &one["model"], &one["serial_number"], &one["current_version"]),
+               (&json!("Contoso"), &json!("BMC-9"), &Value::Null, &json!("1.2")), "{}", r.body);
+    let r = at("1.114", Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=model"), None).await;
+    let mut keys: Vec<_> = r.body["firmware"][0].as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["created_at", "model", "updated_at"], "{}", r.body);
+    let r = at("1.113", Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=model,vendor"), None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.fault(), "Fields model, vendor are not allowed in this API version. They require at least API version 1.114.");
 
     // Drivers show the firmware interfaces from 1.86.
     let r = at(FW, Method::GET, "/v1/drivers/fake-hardware".into(), None).await;

@@ -292,16 +292,16 @@ async fn a_bad_microversion_is_406_in_the_framework_envelope() {
     let app = TestApp::start().await;
     for (version, description) in [
         (
-            "1.96",
-            "Version 1.96 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.95].",
+            "1.116",
+            "Version 1.116 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.115].",
         ),
         (
             "1.0",
-            "Version 1.0 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.95].",
+            "Version 1.0 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.115].",
         ),
         (
             "2.1",
-            "Mutually exclusive versions requested. Version 2.1 requested but not supported by this service. The supported version range is: [1.1, 1.95].",
+            "Mutually exclusive versions requested. Version 2.1 requested but not supported by this service. The supported version range is: [1.1, 1.115].",
         ),
         (
             "one.two",

@@ -15,6 +15,8 @@ async fn failed_node(api: &Api, name: &str) -> Value {
     api.available_node(json!({
         "name": name,
         "deploy_interface": "direct",
+        // Automated cleaning would boot the ramdisk and wait for an agent.
+        "automated_clean": false,
         "instance_info": {"image_source": BAD_IMAGE},
     }))
     .await;
@@ -178,6 +180,8 @@ async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down
     api.available_node(json!({
         "name": "good",
         "deploy_interface": "direct",
+        // Automated cleaning would boot the ramdisk and wait for an agent.
+        "automated_clean": false,
         "instance_info": {
             "image_source": "http://images.example/ubuntu.qcow2",
             "image_os_hash_algo": "sha256",

@@ -82,7 +82,7 @@ async fn node_fields_follow_the_requested_microversion() {
         .await;
     assert_eq!(new.body["deploy_step"], json!({}), "{}", new.body);
     let r = app
-        .request_at("1.99", Method::GET, "/v1/nodes/v", None)
+        .request_at("1.116", Method::GET, "/v1/nodes/v", None)
         .await;
     assert_eq!(r.status, 406, "{}", r.body);
 }

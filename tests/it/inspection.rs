@@ -19,7 +19,7 @@ use crate::util::{
 
 /// A cluster whose conductors check waits every second, fail an inspection after `timeout`
 /// seconds and run `hooks` (Ironic's defaults when None).
-async fn cluster(stack: Stack, timeout: u64, hooks: Option<&str>) -> Option<Cluster> {
+pub(crate) async fn cluster(stack: Stack, timeout: u64, hooks: Option<&str>) -> Option<Cluster> {
     let mut env = vec![
         ("FERRUM_INSPECT_WAIT_TIMEOUT", timeout.to_string()),
         ("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()),
@@ -36,7 +36,7 @@ async fn cluster(stack: Stack, timeout: u64, hooks: Option<&str>) -> Option<Clus
 }
 
 /// A manageable node with the agent inspect interface, optionally with a port of `mac`.
-async fn agent_node(api: &Api, name: &str, mac: Option<&str>) -> String {
+pub(crate) async fn agent_node(api: &Api, name: &str, mac: Option<&str>) -> String {
     let node = api
         .create_node(json!({"driver": "fake-hardware", "name": name, "inspect_interface": "agent"}))
         .await;
@@ -57,7 +57,7 @@ async fn agent_node(api: &Api, name: &str, mac: Option<&str>) -> String {
 }
 
 /// Inspects `uuid` and waits until it waits for the agent's data, powered on.
-async fn inspect_and_wait(api: &Api, uuid: &str) {
+pub(crate) async fn inspect_and_wait(api: &Api, uuid: &str) {
     api.accepted(uuid, "inspect").await;
     let waiting = api.wait_for(uuid, "inspect wait").await;
     assert_eq!(
@@ -83,7 +83,7 @@ async fn inspected_by_agent(api: &Api, name: &str, mac: &str) -> Option<(String,
 }
 
 /// Waits until the node is unlocked in `state`, or panics with the agent's log.
-async fn wait_state(api: &Api, uuid: &str, state: &str, agent: Option<&Agent>) -> Value {
+pub(crate) async fn wait_state(api: &Api, uuid: &str, state: &str, agent: Option<&Agent>) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let node = api.node(uuid).await;
@@ -100,7 +100,7 @@ async fn wait_state(api: &Api, uuid: &str, state: &str, agent: Option<&Agent>) -
 }
 
 /// An inventory as the agent sends it, with one NIC of `mac` at `ip`, booted from.
-fn inventory(mac: &str, ip: &str) -> Value {
+pub(crate) fn inventory(mac: &str, ip: &str) -> Value {
     json!({
         "interfaces": [{"name": "eth0", "mac_address": mac, "ipv4_address": ip}],
         "boot": {"current_boot_mode": "uefi", "pxe_interface": mac},
@@ -110,7 +110,7 @@ fn inventory(mac: &str, ip: &str) -> Value {
     })
 }
 
-async fn post(api: &Api, version: &str, query: &str, body: Value) -> crate::util::Reply {
+pub(crate) async fn post(api: &Api, version: &str, query: &str, body: Value) -> crate::util::Reply {
     api.request_at(
         version,
         Method::POST,

@@ -41,6 +41,8 @@ async fn a_failed_deploy_is_recorded_in_the_history(stack) {
     let node = api.available_node(json!({
         "name": "h1",
         "deploy_interface": "direct",
+        // Automated cleaning would boot the ramdisk and wait for an agent.
+        "automated_clean": false,
         "instance_info": {"image_source": BAD_IMAGE},
     })).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
@@ -121,6 +123,8 @@ async fn bad_history_requests_get_ironics_codes(stack) {
     api.available_node(json!({
         "name": "hb",
         "deploy_interface": "direct",
+        // Automated cleaning would boot the ramdisk and wait for an agent.
+        "automated_clean": false,
         "instance_info": {"image_source": BAD_IMAGE},
     })).await;
     failed_deploy(api, "hb").await;

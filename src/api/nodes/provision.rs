@@ -117,7 +117,7 @@ pub async fn set_provision_state(
     let steps = match &body.runbook {
         Some(ident) => {
             let runbook = crate::db::runbooks::get(&state.db, ident).await?;
-            runbook::check_usable(&runbook, &node.uuid, &node.traits.0)?;
+            runbook::check_usable(&runbook, &node.uuid, &node.traits.0, version.0)?;
             if given.is_some() {
                 return Err(Error::InvalidParameterValue(format!(
                     "Please provide either \"{what}\" or a runbook, but not both."

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use super::{
-    cluster::{Reply, VERSION},
+    cluster::{Reply, VERSION, location_of},
     services::random_suffix,
 };
 
@@ -162,6 +162,7 @@ impl TestApp {
             .await
             .expect("the router is infallible");
         let status = response.status();
+        let location = location_of(response.headers());
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");
@@ -171,7 +172,11 @@ impl TestApp {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
-        Reply { status, body }
+        Reply {
+            status,
+            body,
+            location,
+        }
     }
 
     /// A JSON request at microversion `version`.

@@ -464,6 +464,16 @@ pub struct Api {
 pub struct Reply {
     pub status: StatusCode,
     pub body: Value,
+    /// The `Location` header, if any.
+    pub location: Option<String>,
+}
+
+/// The `Location` header of a response's `headers`.
+pub fn location_of(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    headers
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl Reply {
@@ -511,13 +521,18 @@ impl Api {
         }
         let resp = req.send().await.expect("HTTP request");
         let status = resp.status();
+        let location = location_of(resp.headers());
         let text = resp.text().await.expect("body");
         let body = if text.is_empty() {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
-        Reply { status, body }
+        Reply {
+            status,
+            body,
+            location,
+        }
     }
 
     /// Waits until the API answers, or panics after `limit`.

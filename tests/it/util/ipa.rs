@@ -117,6 +117,16 @@ impl Agent {
         format!("{log}\n--- commands the agent ran (shims.log) ---\n{shims}")
     }
 
+    /// Writes `bytes` at the start of the agent's disk, as an earlier boot would have left it.
+    pub fn fill_disk(&self, bytes: &[u8]) {
+        use std::io::Write as _;
+        let mut disk = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.disk)
+            .expect("open the agent's disk");
+        disk.write_all(bytes).expect("write the agent's disk");
+    }
+
     /// The first `len` bytes of the agent's disk.
     pub fn disk_prefix(&self, len: usize) -> Vec<u8> {
         let mut bytes = std::fs::read(&self.disk).expect("read the agent's disk");

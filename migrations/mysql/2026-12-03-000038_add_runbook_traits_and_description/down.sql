@@ -1,0 +1,2 @@
+ALTER TABLE runbooks DROP COLUMN traits;
+ALTER TABLE runbooks DROP COLUMN description;
