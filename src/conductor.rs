@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod allocations;
 pub mod dispatch;
+pub mod image_server;
 pub mod inspection;
 pub mod lease;
 pub mod management;
@@ -107,6 +108,10 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Serving> {
     let host = ctx.host.clone();
+    // Before the lease: a port that cannot be had stops the start with nothing taken.
+    if let Some(bind) = ctx.config.http_bind {
+        image_server::start(bind, ctx.config.http_root.clone(), shutdown.clone()).await?;
+    }
     lease::acquire(&ctx).await?;
     // Renewed from now on, also while recovering: a namesake starting now sees it move.
     let stop_keeping = CancellationToken::new();

@@ -122,6 +122,46 @@ pub struct ConductorConfig {
     /// How many history entries (API 1.78) a node keeps, the oldest removed as a new one is
     /// recorded; 0 records none (Ironic's `[conductor]node_history_max_entries`).
     pub node_history_max_entries: u32,
+    /// Where the agent downloads an instance image from: `http`, the image's own URL, or
+    /// `local`, a raw copy the conductor downloads, checks, converts and publishes under
+    /// `http_root` at `http_url` (Ironic's `[agent]image_download_source`, always with
+    /// `[DEFAULT]force_raw_images`); a node's `instance_info` or `driver_info`
+    /// `image_download_source` overrides it (`drivers::local_image`).
+    pub image_download_source: ImageDownloadSource,
+    /// The directory the conductor publishes local images in (Ironic's `[deploy]http_root`).
+    pub http_root: std::path::PathBuf,
+    /// The URL of `http_root` as the deploy ramdisk reaches it (Ironic's `[deploy]http_url`);
+    /// needed for `local` images.
+    pub http_url: Option<String>,
+    /// Where the conductor serves `http_root` itself (GET of files only); unset, another web
+    /// server must serve it at `http_url`.
+    pub http_bind: Option<SocketAddr>,
+}
+
+/// Where the agent downloads an instance image from ([`ConductorConfig::image_download_source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageDownloadSource {
+    Http,
+    Local,
+}
+
+impl ImageDownloadSource {
+    pub fn parse(name: &str) -> Option<ImageDownloadSource> {
+        match name {
+            "http" => Some(ImageDownloadSource::Http),
+            "local" => Some(ImageDownloadSource::Local),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for ImageDownloadSource {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        ImageDownloadSource::parse(s).ok_or_else(|| format!("expected http or local, not {s:?}"))
+    }
 }
 
 impl Default for DatabaseConfig {
@@ -192,6 +232,10 @@ impl Default for ConductorConfig {
             agent_power_off_retries: 6,
             agent_power_off_retry_interval: Duration::from_secs(5),
             node_history_max_entries: crate::db::DEFAULT_HISTORY_MAX_ENTRIES,
+            image_download_source: ImageDownloadSource::Http,
+            http_root: std::path::PathBuf::from("ferrum-httpboot"),
+            http_url: None,
+            http_bind: None,
         }
     }
 }
@@ -281,6 +325,15 @@ pub struct ConfigArgs {
     pub agent_power_off_retry_interval: Option<Duration>,
     #[arg(long, env = "FERRUM_NODE_HISTORY_MAX_ENTRIES")]
     pub node_history_max_entries: Option<u32>,
+    /// `http` or `local`.
+    #[arg(long, env = "FERRUM_IMAGE_DOWNLOAD_SOURCE")]
+    pub image_download_source: Option<ImageDownloadSource>,
+    #[arg(long, env = "FERRUM_HTTP_ROOT")]
+    pub http_root: Option<std::path::PathBuf>,
+    #[arg(long, env = "FERRUM_HTTP_URL")]
+    pub http_url: Option<String>,
+    #[arg(long, env = "FERRUM_HTTP_BIND")]
+    pub http_bind: Option<SocketAddr>,
 }
 
 impl ConfigArgs {
@@ -408,6 +461,17 @@ impl Config {
             &mut self.conductor.node_history_max_entries,
             &a.node_history_max_entries,
         );
+        set(
+            &mut self.conductor.image_download_source,
+            &a.image_download_source,
+        );
+        set(&mut self.conductor.http_root, &a.http_root);
+        if a.http_url.is_some() {
+            self.conductor.http_url = a.http_url.clone();
+        }
+        if a.http_bind.is_some() {
+            self.conductor.http_bind = a.http_bind;
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -493,6 +557,19 @@ impl Config {
             return invalid(
                 "conductor.check_provision_state_interval",
                 "must be above 0",
+            );
+        }
+        if let Some(url) = &self.conductor.http_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return invalid("conductor.http_url", "expected an http:// or https:// URL");
+        }
+        if self.conductor.image_download_source == ImageDownloadSource::Local
+            && self.conductor.http_url.is_none()
+        {
+            return invalid(
+                "conductor.image_download_source",
+                "local needs conductor.http_url, where the deploy ramdisk downloads the images",
             );
         }
         Ok(())

@@ -5,6 +5,7 @@
 pub mod agent_client;
 pub mod direct;
 pub mod fake;
+pub mod local_image;
 pub mod raid;
 
 use std::{
@@ -816,7 +817,7 @@ impl Registry {
 
     fn with_fake(config: &ConductorConfig, gate: Option<fake::DeployGate>) -> Self {
         let mut types = BTreeMap::new();
-        let fake = fake::hardware_type(gate, config.fake_vendor_delay);
+        let fake = fake::hardware_type(gate, config);
         types.insert(fake.name, fake);
         Registry { types }
     }

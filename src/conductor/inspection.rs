@@ -205,7 +205,7 @@ impl Flow for InspectionData {
             .map_err(|e| format!("Failed to finish inspection: {e}"))
     }
 
-    fn failure(&self, _: &Node) -> Failure {
+    fn failure(&self, _: &Node, _: &str) -> Failure {
         Failure {
             extra: NodeChanges::default(),
             fail_edge: true,

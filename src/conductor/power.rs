@@ -97,7 +97,7 @@ impl Flow for PowerChange {
     }
 
     /// A failed power change drops the pending target and leaves the provision state alone.
-    fn failure(&self, _: &Node) -> Failure {
+    fn failure(&self, _: &Node, _: &str) -> Failure {
         Failure {
             extra: NodeChanges {
                 target_power_state: Some(None),

@@ -140,7 +140,7 @@ impl Flow for Work {
     }
 
     /// A failure moves the node along its `fail` edge.
-    fn failure(&self, node: &Node) -> Failure {
+    fn failure(&self, node: &Node, message: &str) -> Failure {
         let mut extra = NodeChanges::default();
         match self {
             // A failed deploy has no current step, nor steps left to run.
@@ -153,7 +153,7 @@ impl Flow for Work {
             // The next cleaning decides for itself whether to boot the ramdisk, and reads its
             // steps again.
             Work::Clean | Work::ManualClean | Work::ResumeClean => {
-                extra.driver_internal_info = Some(Json(StepRun::Clean.without_info(node)));
+                extra = clean_failure(node, message);
             }
             // A failed servicing has no current step, nor steps left (Ironic's
             // `servicing_error_handler`).
@@ -1371,7 +1371,7 @@ async fn settle(ctx: &Ctx, node: Node, index: usize, poll: StepPoll) -> Result<(
             )))
         }
     };
-    settle_wait(ctx, node, poll, still_waiting, |node| NodeChanges {
+    settle_wait(ctx, node, poll, still_waiting, |node, _| NodeChanges {
         deploy_step: Some(Json::default()),
         driver_internal_info: Some(Json(without_deploy_steps(node))),
         ..NodeChanges::default()
@@ -1388,7 +1388,7 @@ async fn settle_wait(
     node: Node,
     poll: StepPoll,
     still_waiting: impl Fn(&Node) -> Result<()> + Send + Sync,
-    failed: impl Fn(&Node) -> NodeChanges + Send + Sync,
+    failed: impl Fn(&Node, &str) -> NodeChanges + Send + Sync,
 ) -> Result<()> {
     match poll {
         StepPoll::Running => Ok(()),
@@ -1403,7 +1403,7 @@ async fn settle_wait(
             tracing::error!(node.uuid = %node.uuid, "{message}");
             start(ctx, node, None, "fail", Event::Fail, |node, _| {
                 still_waiting(node)?;
-                Ok(failed(node).last_error(Some(message.clone())))
+                Ok(failed(node, &message).last_error(Some(message.clone())))
             })
             .await
         }
@@ -1485,11 +1485,7 @@ async fn settle_cleaning(ctx: &Ctx, node: Node, poll: StepPoll) -> Result<()> {
             )))
         }
     };
-    settle_wait(ctx, node, poll, still_waiting, |node| NodeChanges {
-        driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
-        ..NodeChanges::default()
-    })
-    .await
+    settle_wait(ctx, node, poll, still_waiting, clean_failure).await
 }
 
 /// Asks the agent of `node`, whose cleaning waits in the step at `index`, until that step has
@@ -1551,14 +1547,33 @@ pub async fn fail_timed_out_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
                 node.uuid
             )));
         }
-        Ok(NodeChanges {
-            driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
-            ..NodeChanges::default()
-        }
-        .last_error(Some(message.clone())))
+        Ok(clean_failure(node, &message).last_error(Some(message.clone())))
     })
     .await
 }
+
+/// What a failed cleaning writes besides `last_error` (Ironic's `cleaning_error_handler`): the
+/// steps forgotten, so that the next cleaning reads them again; and when a clean step had begun,
+/// maintenance with the `clean failure` fault and, unless the node has one already, the error
+/// as its reason: a disk half erased must not go back into service unseen. Leaving maintenance
+/// clears the fault.
+fn clean_failure(node: &Node, message: &str) -> NodeChanges {
+    let mut changes = NodeChanges {
+        driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
+        ..NodeChanges::default()
+    };
+    if StepRun::Clean.reached(node).is_some() {
+        changes.maintenance = Some(true);
+        changes.fault = Some(Some(CLEAN_FAILURE.to_owned()));
+        if node.maintenance_reason.as_deref().is_none_or(str::is_empty) {
+            changes.maintenance_reason = Some(Some(node::truncate_error(message.to_owned())));
+        }
+    }
+    changes
+}
+
+/// The fault of a node whose clean step failed (Ironic's `faults.CLEAN_FAILURE`).
+const CLEAN_FAILURE: &str = "clean failure";
 
 /// Fails the deploys whose wait in `wait call-back` has outlasted `deploy_callback_timeout`
 /// (Ironic's `_check_deploy_timeouts`), saying which step waited for what. Only unlocked nodes

@@ -304,8 +304,10 @@ impl Move {
                 ProvisionState::Cleaning | ProvisionState::CleanWait | ProvisionState::CleanHold
             )
         };
+        // A manual cleaning aims at manageable all the way, also when it fails (Ironic's
+        // `cleaning_error_handler` fails it with `target_state=MANAGEABLE`).
         let manual_clean = cleaning(from)
-            && cleaning(to)
+            && (cleaning(to) || to == ProvisionState::CleanFail)
             && node.target_provision_state == Some(ProvisionState::Manageable);
         Ok(Move {
             from,

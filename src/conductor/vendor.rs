@@ -123,7 +123,7 @@ impl Flow for VendorCall {
     }
 
     /// A failed method leaves the node's states alone.
-    fn failure(&self, _: &Node) -> Failure {
+    fn failure(&self, _: &Node, _: &str) -> Failure {
         Failure::default()
     }
 }

@@ -36,7 +36,7 @@ pub trait Flow: Send + Sync + 'static {
     async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String>;
 
     /// What a failure of the flow writes besides `last_error`, for the node as the flow left it.
-    fn failure(&self, node: &Node) -> Failure;
+    fn failure(&self, node: &Node, message: &str) -> Failure;
 }
 
 /// How a failed flow is recorded.
@@ -162,6 +162,6 @@ async fn run_flow(mut task: Task, driver: Driver, flow: impl Flow, _permit: Owne
             panic_message(&*panic)
         ),
     };
-    let Failure { extra, fail_edge } = flow.failure(&task.node);
+    let Failure { extra, fail_edge } = flow.failure(&task.node, &message);
     task.fail(message, extra, fail_edge).await;
 }

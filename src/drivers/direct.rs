@@ -29,14 +29,20 @@ use super::{
     CleanStep, DeployInterface, DeployOutcome, DriverError, DriverStep, Properties, StepContext,
     StepDone, StepPoll,
     agent_client::{AgentClient, CommandStatus},
+    local_image::{LocalImage, LocalImages},
 };
 use crate::{
+    config::ImageDownloadSource,
     deploy_template::DeployStep,
     drivers::BootDevice,
     node::{JsonObject, Node, PowerState, mask},
 };
 
-pub struct DirectDeploy;
+/// The `direct` deploy interface; `images` are the instance images the conductor downloads
+/// and converts itself when a node's image download source is `local`.
+pub struct DirectDeploy {
+    pub images: LocalImages,
+}
 
 /// The direct deploy's steps (Ironic's `@base.deploy_step` priorities in `agent.py` and
 /// `agent_base.py`).
@@ -152,20 +158,32 @@ fn node_for_agent(node: &Node) -> Value {
     })
 }
 
-/// What the agent needs to fetch and write the image (Ironic's `AgentDeploy.write_image`).
-fn image_info(node: &Node, stream_raw_images: bool) -> Result<Value, DriverError> {
+/// What the agent needs to fetch and write the image (Ironic's `AgentDeploy.write_image`):
+/// the image's own URL and checksum, or those of the raw copy the conductor published (`local`).
+fn image_info(
+    node: &Node,
+    stream_raw_images: bool,
+    local: Option<&LocalImage>,
+) -> Result<Value, DriverError> {
     let source = DirectDeploy::image_source(node)?;
     let mut info = JsonObject::new();
     let id = source.rsplit('/').next().unwrap_or(source);
     info.insert("id".into(), json!(id));
-    let url = info_str(node, "image_url").unwrap_or(source);
+    let url = match local {
+        Some(local) => local.url.as_str(),
+        None => info_str(node, "image_url").unwrap_or(source),
+    };
     info.insert("urls".into(), json!([url]));
     info.insert(
         "disk_format".into(),
-        node.instance_info
-            .get("image_disk_format")
-            .cloned()
-            .unwrap_or(Value::Null),
+        match local {
+            Some(_) => json!("raw"),
+            None => node
+                .instance_info
+                .get("image_disk_format")
+                .cloned()
+                .unwrap_or(Value::Null),
+        },
     );
     info.insert(
         "container_format".into(),
@@ -175,15 +193,20 @@ fn image_info(node: &Node, stream_raw_images: bool) -> Result<Value, DriverError
             .unwrap_or(Value::Null),
     );
     info.insert("stream_raw_images".into(), json!(stream_raw_images));
-    if let Some(checksum) = info_str(node, "image_checksum") {
-        info.insert("checksum".into(), json!(checksum));
-    }
-    if let (Some(algo), Some(value)) = (
-        info_str(node, "image_os_hash_algo"),
-        info_str(node, "image_os_hash_value"),
-    ) {
-        info.insert("os_hash_algo".into(), json!(algo));
-        info.insert("os_hash_value".into(), json!(value));
+    if let Some(local) = local {
+        info.insert("os_hash_algo".into(), json!("sha256"));
+        info.insert("os_hash_value".into(), json!(local.sha256));
+    } else {
+        if let Some(checksum) = info_str(node, "image_checksum") {
+            info.insert("checksum".into(), json!(checksum));
+        }
+        if let (Some(algo), Some(value)) = (
+            info_str(node, "image_os_hash_algo"),
+            info_str(node, "image_os_hash_value"),
+        ) {
+            info.insert("os_hash_algo".into(), json!(algo));
+            info.insert("os_hash_value".into(), json!(value));
+        }
     }
     let mut proxies = JsonObject::new();
     for scheme in ["http", "https"] {
@@ -223,14 +246,18 @@ fn image_info(node: &Node, stream_raw_images: bool) -> Result<Value, DriverError
 }
 
 /// `deploy.write_image` as the agent runs it, with the image information.
-fn agent_write_image_step(node: &Node, stream_raw_images: bool) -> Result<Value, DriverError> {
+fn agent_write_image_step(
+    node: &Node,
+    stream_raw_images: bool,
+    local: Option<&LocalImage>,
+) -> Result<Value, DriverError> {
     Ok(json!({
         "interface": "deploy",
         "step": "write_image",
         "priority": 80,
         "reboot_requested": false,
         "args": {
-            "image_info": image_info(node, stream_raw_images)?,
+            "image_info": image_info(node, stream_raw_images, local)?,
             "configdrive": node.instance_info.get("configdrive").cloned().unwrap_or(Value::Null),
         },
     }))
@@ -294,6 +321,7 @@ impl DeployInterface for DirectDeploy {
                 IMAGE_TYPES.join(", ")
             )));
         }
+        self.images.source_for(node)?;
         if !source.starts_with("file://") && !source.starts_with("oci://") {
             let algo = info_str(node, "image_os_hash_algo");
             let value = info_str(node, "image_os_hash_value");
@@ -351,8 +379,12 @@ impl DeployInterface for DirectDeploy {
         }
         match step.step.as_str() {
             "deploy" => boot_ramdisk(node, ctx).await,
-            "write_image" => write_image(node, ctx).await,
-            "prepare_instance_boot" => prepare_instance_boot(node, ctx).await,
+            "write_image" => write_image(node, ctx, &self.images).await,
+            "prepare_instance_boot" => {
+                // The agent has written the image: a copy the conductor published is not needed.
+                self.images.remove(&node.uuid).await;
+                prepare_instance_boot(node, ctx).await
+            }
             "tear_down_agent" => tear_down_agent(node, ctx).await,
             // Ironic moves the node to its tenant networks here through Neutron; Ferrum's
             // network interfaces (`flat`, `noop`) have no networks to switch.
@@ -423,11 +455,13 @@ impl DeployInterface for DirectDeploy {
         })
     }
 
-    async fn tear_down(&self, _node: &Node) -> Result<(), DriverError> {
+    async fn tear_down(&self, node: &Node) -> Result<(), DriverError> {
+        self.images.remove(&node.uuid).await;
         Ok(())
     }
 
-    async fn clean_up(&self, _node: &Node) -> Result<(), DriverError> {
+    async fn clean_up(&self, node: &Node) -> Result<(), DriverError> {
+        self.images.remove(&node.uuid).await;
         Ok(())
     }
 
@@ -653,16 +687,29 @@ async fn refresh_steps(
     Ok(version)
 }
 
-/// Has the agent write the image, asynchronously: the deploy waits for the command.
-async fn write_image(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone, DriverError> {
+/// Has the agent write the image, asynchronously: the deploy waits for the command. A `local`
+/// image is downloaded, checked and converted by the conductor first.
+async fn write_image(
+    node: &Node,
+    ctx: &StepContext<'_>,
+    images: &LocalImages,
+) -> Result<StepDone, DriverError> {
     let agent = AgentClient::for_node(node)?;
     let mut done = StepDone::wait();
     let version = refresh_steps(&agent, node, ctx, &mut done).await?;
+    let local = match images.source_for(node)? {
+        ImageDownloadSource::Http => None,
+        ImageDownloadSource::Local => {
+            let source = DirectDeploy::image_source(node)?;
+            tracing::info!(node.uuid = %node.uuid, "Downloading and converting image {source} for node {}", node.uuid);
+            Some(images.prepare(node, source).await?)
+        }
+    };
     let result = agent
         .command(
             "deploy.execute_deploy_step",
             json!({
-                "step": agent_write_image_step(node, ctx.config.stream_raw_images)?,
+                "step": agent_write_image_step(node, ctx.config.stream_raw_images, local.as_ref())?,
                 "node": node_for_agent(node),
                 "ports": ctx.ports,
                 "deploy_version": version,
@@ -811,7 +858,7 @@ mod tests {
         ] {
             node.instance_info
                 .insert("image_source".into(), serde_json::json!(image));
-            let got = DirectDeploy.prepare(&node).await;
+            let got = direct().prepare(&node).await;
             assert_eq!(got.is_ok(), ok, "{image}: {got:?}");
             if !ok {
                 let msg = got.unwrap_err().to_string();
@@ -822,7 +869,7 @@ mod tests {
             }
         }
         node.instance_info.remove("image_source");
-        assert!(DirectDeploy.validate(&node).is_err());
+        assert!(direct().validate(&node).is_err());
     }
 
     #[test]
@@ -830,27 +877,27 @@ mod tests {
         let mut node: Node = crate::node::tests_support::node();
         node.instance_info
             .insert("image_source".into(), json!("http://example.com/disk.raw"));
-        let e = DirectDeploy.validate(&node).unwrap_err().to_string();
+        let e = direct().validate(&node).unwrap_err().to_string();
         assert!(e.contains("image_os_hash_algo"), "{e}");
         node.instance_info
             .insert("image_os_hash_value".into(), json!("abc"));
         assert!(
-            DirectDeploy.validate(&node).is_err(),
+            direct().validate(&node).is_err(),
             "a value without its algorithm"
         );
         node.instance_info
             .insert("image_os_hash_algo".into(), json!("sha256"));
-        DirectDeploy.validate(&node).unwrap();
+        direct().validate(&node).unwrap();
         node.instance_info.remove("image_os_hash_algo");
         node.instance_info.remove("image_os_hash_value");
         node.instance_info.insert(
             "image_checksum".into(),
             json!("http://example.com/SHA256SUMS"),
         );
-        DirectDeploy.validate(&node).unwrap();
+        direct().validate(&node).unwrap();
         node.instance_info
             .insert("image_type".into(), json!("tarball"));
-        let e = DirectDeploy.validate(&node).unwrap_err().to_string();
+        let e = direct().validate(&node).unwrap_err().to_string();
         assert!(e.contains("Invalid image_type \"tarball\""), "{e}");
     }
 
@@ -901,7 +948,7 @@ mod tests {
         ] {
             node.instance_info.insert(k.into(), json!(v));
         }
-        let step = agent_write_image_step(&node, true).unwrap();
+        let step = agent_write_image_step(&node, true, None).unwrap();
         let info = &step["args"]["image_info"];
         assert_eq!(info["id"], "disk.raw");
         assert_eq!(
@@ -915,5 +962,57 @@ mod tests {
         assert_eq!(info["image_type"], "whole-disk");
         assert_eq!(info["node_uuid"], json!(node.uuid));
         assert_eq!(step["priority"], 80);
+
+        // The raw copy the conductor published replaces the image's URL, format and hash.
+        let local = LocalImage {
+            url: "http://10.0.0.1:8088/agent_images/n".to_owned(),
+            sha256: "beef".to_owned(),
+        };
+        node.instance_info
+            .insert("image_disk_format".into(), json!("qcow2"));
+        node.instance_info
+            .insert("image_checksum".into(), json!("c0ffee"));
+        let step = agent_write_image_step(&node, true, Some(&local)).unwrap();
+        let info = &step["args"]["image_info"];
+        assert_eq!(info["urls"], json!([local.url]));
+        assert_eq!(info["disk_format"], "raw");
+        assert_eq!(info["os_hash_value"], "beef");
+        assert!(info.get("checksum").is_none(), "{info}");
+    }
+
+    #[test]
+    fn the_image_download_source_is_the_nodes_or_the_conductors() {
+        let mut node: Node = crate::node::tests_support::node();
+        let deploy = direct();
+        assert_eq!(
+            deploy.images.source_for(&node).unwrap(),
+            ImageDownloadSource::Http
+        );
+        node.driver_info
+            .insert("image_download_source".into(), json!("local"));
+        assert_eq!(
+            deploy.images.source_for(&node).unwrap(),
+            ImageDownloadSource::Local
+        );
+        node.instance_info
+            .insert("image_download_source".into(), json!("http"));
+        assert_eq!(
+            deploy.images.source_for(&node).unwrap(),
+            ImageDownloadSource::Http
+        );
+        node.instance_info
+            .insert("image_download_source".into(), json!("swift"));
+        node.instance_info
+            .insert("image_source".into(), json!("http://example.com/disk.raw"));
+        node.instance_info
+            .insert("image_checksum".into(), json!("abc"));
+        let e = deploy.validate(&node).unwrap_err().to_string();
+        assert!(e.contains("image_download_source"), "{e}");
+    }
+
+    fn direct() -> DirectDeploy {
+        DirectDeploy {
+            images: LocalImages::new(&crate::config::ConductorConfig::default()),
+        }
     }
 }

@@ -26,13 +26,14 @@ use super::{
     BootDevice, BootDeviceSetting, BootMode, DeployInterface, DeployOutcome, DriverError,
     DriverStep, HardwareType, IndicatorInfo, IndicatorState, Indicators, ManagementInterface,
     NoSteps, NoVendor, PowerInterface, Properties, StepDone, StepInterface, VMEDIA_DEVICES,
-    VendorInterface, VendorMethod, direct::DirectDeploy, no_handler,
+    VendorInterface, VendorMethod, direct::DirectDeploy, local_image::LocalImages, no_handler,
 };
+use crate::config::ConductorConfig;
 use crate::node::{InterfaceKind, JsonObject, Node, PowerState, bios::BiosValue};
 
 /// `fake-hardware`; with a gate, every fake deploy waits at it (see [`DeployGate`]); each fake
 /// vendor method takes `vendor_delay`.
-pub fn hardware_type(gate: Option<DeployGate>, vendor_delay: Duration) -> HardwareType {
+pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> HardwareType {
     HardwareType {
         name: "fake-hardware",
         passive: &[
@@ -46,11 +47,16 @@ pub fn hardware_type(gate: Option<DeployGate>, vendor_delay: Duration) -> Hardwa
         ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
-        deploy: vec![Arc::new(FakeDeploy { gate }), Arc::new(DirectDeploy)],
+        deploy: vec![
+            Arc::new(FakeDeploy { gate }),
+            Arc::new(DirectDeploy {
+                images: LocalImages::new(config),
+            }),
+        ],
         vendor: vec![
             Arc::new(NoVendor),
             Arc::new(FakeVendor {
-                delay: vendor_delay,
+                delay: config.fake_vendor_delay,
             }),
         ],
         bios: vec![Arc::new(NoSteps("no-bios")), Arc::new(FakeBios)],

@@ -127,6 +127,14 @@ impl Agent {
         disk.write_all(bytes).expect("write the agent's disk");
     }
 
+    /// Makes the agent's disk read-only to the agent (an unprivileged process: the mode binds
+    /// it), so that a step writing it fails in the agent.
+    pub fn make_disk_read_only(&self) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&self.disk, std::fs::Permissions::from_mode(0o444))
+            .expect("chmod the agent's disk");
+    }
+
     /// The first `len` bytes of the agent's disk.
     pub fn disk_prefix(&self, len: usize) -> Vec<u8> {
         let mut bytes = std::fs::read(&self.disk).expect("read the agent's disk");

@@ -1,0 +1,99 @@
+//! The conductor's own web server over `http_root` (`conductor.http_bind`): the deploy ramdisk
+//! downloads from it the raw images the conductor published (`drivers::local_image`). Files
+//! only, by GET (and HEAD); no listing, no path leaving the root. Ironic leaves this to a web
+//! server the operator runs; with Ferrum that stays possible (leave `http_bind` unset).
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::{
+    Router,
+    body::Body,
+    extract::{Path as UrlPath, State},
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use tokio_util::sync::CancellationToken;
+
+/// How long a client may take to send its request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Listens on `bind` and serves `root` until `shutdown`.
+pub async fn start(
+    bind: std::net::SocketAddr,
+    root: PathBuf,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("cannot serve http_root on {bind}"))?;
+    tracing::info!("Serving {} at http://{bind}/", root.display());
+    tokio::spawn(crate::api::server::serve(
+        listener,
+        router(root),
+        HEADER_READ_TIMEOUT,
+        shutdown,
+    ));
+    Ok(())
+}
+
+fn router(root: PathBuf) -> Router {
+    Router::new().route("/{*path}", get(file)).with_state(root)
+}
+
+/// The file at `path` under `root`, streamed; 404 for anything else.
+async fn file(State(root): State<PathBuf>, UrlPath(path): UrlPath<String>) -> Response {
+    let Some(path) = inside(&root, &path) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let file = match tokio::fs::File::open(&path).await {
+        Ok(file) => file,
+        Err(_) => return StatusCode::NOT_FOUND.into_response(),
+    };
+    let size = match file.metadata().await {
+        Ok(meta) if meta.is_file() => meta.len(),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (header::CONTENT_LENGTH, size.to_string()),
+        ],
+        Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 16)),
+    )
+        .into_response()
+}
+
+/// `url_path` as a path under `root`, if every part of it is a plain name.
+fn inside(root: &Path, url_path: &str) -> Option<PathBuf> {
+    let relative = Path::new(url_path);
+    let plain = relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)));
+    (plain && !url_path.is_empty() && !url_path.contains('\0')).then(|| root.join(relative))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_paths_under_the_root_are_served() {
+        let root = Path::new("/srv/http");
+        assert_eq!(
+            inside(root, "agent_images/abc"),
+            Some(PathBuf::from("/srv/http/agent_images/abc"))
+        );
+        for bad in [
+            "../etc/passwd",
+            "agent_images/../../x",
+            "/etc/passwd",
+            "",
+            "./a",
+        ] {
+            assert_eq!(inside(root, bad), None, "{bad}");
+        }
+    }
+}
