@@ -185,6 +185,9 @@ node_type! {
     /// `instance_info.display_name` (what Nova sets) when it has none; forgotten with the instance.
     #[serde(default)]
     instance_name: Option<String>,
+    /// The clean step running (API 1.7), `{}` when the node is not cleaning.
+    #[serde(default)]
+    clean_step: Json<JsonObject>,
     /// The hardware's health (API 1.109): `OK`, `Warning` or `Critical` as the management
     /// interface last reported it; None where the driver reports none (the fake hardware).
     #[serde(default)]

@@ -69,6 +69,7 @@ diesel::table! {
         firmware_interface -> Text,
         instance_name -> Nullable<Text>,
         health -> Nullable<Text>,
+        clean_step -> Text,
     }
 }
 

@@ -23,7 +23,10 @@ use crate::{
     deploy_template::{self, DeployStep},
     drivers::{Driver, DriverStep, StepContext, StepPoll, require_interface},
     error::{Error, Result},
-    node::{self, InterfaceKind, Json, Node, NodeChanges, PowerState, Verb, without_agent_boot},
+    node::{
+        self, InterfaceKind, Json, JsonObject, Node, NodeChanges, PowerState, Verb,
+        without_agent_boot,
+    },
     states::{Event, ProvisionState},
 };
 
@@ -548,18 +551,23 @@ impl StepRun {
             .and_then(|i| usize::try_from(i).ok())
     }
 
-    /// The changes showing that the run is at `step`, number `index`: the index, and for
-    /// servicing the node's `service_step` (the nodes table has no `clean_step` column; the API
-    /// shows `{}` for it).
+    /// The changes showing that the run is at `step`, number `index`: the index, and the
+    /// node's `clean_step` or `service_step`.
     fn at_step(self, node: &Node, index: usize, step: &Value) -> NodeChanges {
         let mut info = node.driver_internal_info.0.clone();
         info.insert(self.keys().1.to_owned(), Value::from(index));
-        let mut changes = NodeChanges {
+        let changes = NodeChanges {
             driver_internal_info: Some(Json(info)),
             ..NodeChanges::default()
         };
-        if self == StepRun::Service {
-            changes.service_step = Some(Json(step.as_object().cloned().unwrap_or_default()));
+        self.showing(changes, step.as_object().cloned().unwrap_or_default())
+    }
+
+    /// `changes` with the node's `clean_step` or `service_step` set to `step` (`{}`: none).
+    fn showing(self, mut changes: NodeChanges, step: JsonObject) -> NodeChanges {
+        match self {
+            StepRun::Clean => changes.clean_step = Some(Json(step)),
+            StepRun::Service => changes.service_step = Some(Json(step)),
         }
         changes
     }
@@ -568,17 +576,16 @@ impl StepRun {
     /// manageable, automated cleaning on to available (a retired node to manageable: it is not
     /// handed out again), servicing is done.
     fn end(self, node: &Node) -> (Event, NodeChanges) {
-        let mut changes = NodeChanges {
-            driver_internal_info: Some(Json(self.without_info(node))),
-            ..NodeChanges::default()
-        };
+        let changes = self.showing(
+            NodeChanges {
+                driver_internal_info: Some(Json(self.without_info(node))),
+                ..NodeChanges::default()
+            },
+            JsonObject::new(),
+        );
         match self {
             StepRun::Clean if is_manual_clean(node) || node.retired => (Event::Manage, changes),
-            StepRun::Clean => (Event::Done, changes),
-            StepRun::Service => {
-                changes.service_step = Some(Json::default());
-                (Event::Done, changes)
-            }
+            StepRun::Clean | StepRun::Service => (Event::Done, changes),
         }
     }
 }
@@ -1094,7 +1101,13 @@ pub async fn do_provisioning_action(
             // An aborted cleaning or servicing forgets its steps and where it was (Ironic's
             // `do_node_clean_abort`, `do_node_service_abort`, which names the step reached).
             if what == "clean" {
+                if let Some(step) = step_id(&node.clean_step) {
+                    extra = extra.last_error(Some(format!(
+                        "By request, the clean operation was aborted during or after the completion of step \"{step}\""
+                    )));
+                }
                 extra.driver_internal_info = Some(Json(StepRun::Clean.without_info(node)));
+                extra.clean_step = Some(Json::default());
             }
             if what == "service" {
                 if node.maintenance && node.provision_state == ProvisionState::ServiceFail {
@@ -1560,6 +1573,7 @@ pub async fn fail_timed_out_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
 fn clean_failure(node: &Node, message: &str) -> NodeChanges {
     let mut changes = NodeChanges {
         driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
+        clean_step: Some(Json::default()),
         ..NodeChanges::default()
     };
     if StepRun::Clean.reached(node).is_some() {

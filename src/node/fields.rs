@@ -482,7 +482,7 @@ pub static FIELDS: &[Field] = &[
     Field {
         name: "clean_step",
         since: 7,
-        show: |_| json!({}),
+        show: |v| Value::Object(v.item.clean_step.0.clone()),
         write: None,
     },
     // Written by PUT /v1/nodes/{id}/states/raid (the target) and by a RAID interface.

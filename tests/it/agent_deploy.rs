@@ -444,9 +444,15 @@ async fn a_node_that_may_not_be_powered_off_is_rebooted_into_its_instance(stack)
 
 /// Waits until the node is unlocked in `state`, recording every `clean_steps` list seen on the
 /// way (the steps a cleaning decided, visible while it runs).
-async fn wait_cleaned(api: &Api, uuid: &str, state: &str, agent: &Agent) -> (Value, Vec<Value>) {
+async fn wait_cleaned(
+    api: &Api,
+    uuid: &str,
+    state: &str,
+    agent: &Agent,
+) -> (Value, Vec<Value>, Vec<String>) {
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut seen = Vec::new();
+    let mut shown = Vec::new();
     loop {
         let node = api.node(uuid).await;
         if let Some(steps) = node["driver_internal_info"].get("clean_steps")
@@ -454,9 +460,14 @@ async fn wait_cleaned(api: &Api, uuid: &str, state: &str, agent: &Agent) -> (Val
         {
             seen.push(steps.clone());
         }
+        if let Some(step) = node["clean_step"]["step"].as_str()
+            && !shown.iter().any(|s| s == step)
+        {
+            shown.push(step.to_owned());
+        }
         let now = node["provision_state"].as_str().unwrap_or_default();
         if now == state && node["reservation"].is_null() {
-            return (node, seen);
+            return (node, seen, shown);
         }
         assert!(
             now != "clean failed" && Instant::now() < deadline,
@@ -505,7 +516,7 @@ async fn automated_cleaning_runs_the_agents_erase_steps(stack) {
     agent.fill_disk(&raw);
     let started = Instant::now();
     api.accepted(&uuid, "deleted").await;
-    let (available, seen) = wait_cleaned(api, &uuid, "available", &agent).await;
+    let (available, seen, _) = wait_cleaned(api, &uuid, "available", &agent).await;
     eprintln!("{stack:?}: automated cleaning in the agent took {:?}", started.elapsed());
     assert!(
         seen.iter().any(|s| step_names(s) == ["erase_devices_metadata", "erase_devices"]),
@@ -539,7 +550,10 @@ async fn manual_cleaning_runs_a_step_in_the_agent(stack) {
     if waiting["provision_state"] == "clean wait" {
         assert_eq!(waiting["target_provision_state"], "manageable", "{waiting}");
     }
-    let (manageable, seen) = wait_cleaned(api, &uuid, "manageable", &agent).await;
+    let (manageable, seen, shown) = wait_cleaned(api, &uuid, "manageable", &agent).await;
+    // The step the agent runs is the node's `clean_step` while it runs (seen if polled then).
+    assert!(shown.iter().all(|s| s == "erase_devices_metadata"), "{shown:?}");
+    assert_eq!(manageable["clean_step"], json!({}), "{manageable}");
     assert!(seen.iter().all(|s| step_names(s) == ["erase_devices_metadata"]), "{seen:?}");
     assert!(agent.disk_prefix(marker.len()).iter().all(|b| *b == 0), "the agent erased the disk");
     assert!(manageable["last_error"].is_null(), "{manageable}");
@@ -596,6 +610,7 @@ async fn a_failed_clean_step_puts_the_node_in_maintenance(stack) {
     assert_eq!(failed["maintenance"], true, "{failed}");
     assert_eq!(failed["fault"], "clean failure", "{failed}");
     assert_eq!(failed["target_provision_state"], "manageable", "a manual cleaning: {failed}");
+    assert_eq!(failed["clean_step"], json!({}), "{failed}");
     assert_eq!(failed["maintenance_reason"], failed["last_error"], "{failed}");
     let r = api.request(Method::DELETE, &format!("/v1/nodes/{uuid}/maintenance"), None).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);

@@ -90,6 +90,7 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     let held = api.wait_for(&uuid, "clean hold").await;
     assert_eq!(held["driver_internal_info"]["clean_step_index"], 1, "{held}");
     assert_eq!(held["driver_internal_info"]["clean_steps"], steps, "{held}");
+    assert_eq!(held["clean_step"], steps[1], "the step it holds in: {held}");
     let r = provision_at(api, "1.84", &uuid, json!({"target": "unhold"})).await;
     assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
     let r = provision_at(api, "1.85", &uuid, json!({"target": "unhold"})).await;
@@ -98,7 +99,12 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     let r = provision_at(api, "1.85", &uuid, json!({"target": "abort"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     let failed = api.wait_for(&uuid, "clean failed").await;
-    assert!(failed["last_error"].as_str().unwrap_or_default().contains("By request, the clean operation was aborted"), "{failed}");
+    assert_eq!(
+        failed["last_error"],
+        "By request, the clean operation was aborted during or after the completion of step \"management.hold\"",
+        "{failed}"
+    );
+    assert_eq!(failed["clean_step"], json!({}), "{failed}");
     let info = &failed["driver_internal_info"];
     assert!(info.get("clean_steps").is_none() && info.get("clean_step_index").is_none(), "{failed}");
     cluster.assert_no_locks().await;
