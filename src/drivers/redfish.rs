@@ -1,6 +1,7 @@
 //! `redfish`: the hardware type of servers whose BMC speaks DMTF Redfish, with Ironic's `redfish`
 //! power and management interfaces, `redfish-virtual-media` beside `ipxe` and `pxe` as boot
-//! interfaces (names: Ferrum has no boot interface that acts yet), and the `direct` deploy.
+//! interfaces (names; the `direct` deploy inserts the deploy ISO when a node's is
+//! `redfish-virtual-media`, `drivers::direct`), and the `direct` deploy.
 //!
 //! The node's `driver_info` is read as Ironic's `redfish_utils.parse_driver_info` reads it, with
 //! its messages ([`parse_driver_info`]); `redfish_password` is masked wherever a node is shown,

@@ -324,3 +324,46 @@ async fn hardware_types_are_what_the_conductors_enable() {
         r.body
     );
 }
+
+on_both_stacks! {
+/// `redfish-virtual-media` boot: the ramdisk boot of automated cleaning (a `direct` node's
+/// provide) inserts the deploy ISO into the emulator's virtual CD, makes the CD the next boot
+/// device and powers the system on, then waits for the agent in `clean wait`.
+async fn virtual_media_boot_inserts_the_deploy_iso(stack) {
+    let Some(emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let Some(cluster) = cluster(stack, Vec::new()).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let iso = images.add("ipa.iso", vec![0x33_u8; 32 << 10]);
+    let mut info = emu.driver_info(0);
+    info["deploy_iso"] = iso.clone().into();
+    api.create_node(json!({"name": "vm-boot", "driver": "redfish", "driver_info": info,
+        "boot_interface": "redfish-virtual-media"})).await;
+    let r = api.get("/v1/nodes/vm-boot/validate").await;
+    assert_eq!(r.body["boot"]["result"], true, "{}", r.body);
+    api.accepted("vm-boot", "manage").await;
+    api.wait_for("vm-boot", "manageable").await;
+    api.accepted("vm-boot", "provide").await;
+    let node = api.wait_for("vm-boot", "clean wait").await;
+    assert_eq!(node["power_state"], "power on", "{node}");
+    let system = bmc_system(&emu, 0).await;
+    assert_eq!(system["PowerState"], "On", "{system}");
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Cd", "{system}");
+    let media = emu.get(&format!("{}/VirtualMedia/Cd", emu.systems[0])).await;
+    assert_eq!((&media["Inserted"], &media["Image"]), (&json!(true), &json!(iso)), "{media}");
+    assert_eq!(images.served("ipa.iso"), 1);
+
+    // Without a deploy ISO the boot interface does not validate, in Ironic's words.
+    api.create_node(json!({"name": "no-iso", "driver": "redfish", "driver_info": emu.driver_info(0),
+        "boot_interface": "redfish-virtual-media"})).await;
+    let r = api.get("/v1/nodes/no-iso/validate").await;
+    assert_eq!(r.body["boot"]["result"], false, "{}", r.body);
+    assert!(r.body["boot"]["reason"].as_str().unwrap_or_default()
+        .contains("Missing are: ['deploy_kernel', 'deploy_ramdisk']"), "{}", r.body);
+    cluster.assert_no_locks().await;
+}
+}
