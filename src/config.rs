@@ -136,6 +136,21 @@ pub struct ConductorConfig {
     /// Where the conductor serves `http_root` itself (GET of files only); unset, another web
     /// server must serve it at `http_url`.
     pub http_bind: Option<SocketAddr>,
+    /// The hardware types this conductor offers (Ironic's `[DEFAULT]enabled_hardware_types`;
+    /// Ferrum builds `fake-hardware` and `redfish`).
+    pub enabled_hardware_types: Vec<String>,
+    /// How long a power change may take before it fails, unless the request gives its own
+    /// timeout (Ironic's `[conductor]power_state_change_timeout`), and a soft one
+    /// (`[conductor]soft_power_off_timeout`).
+    #[serde(with = "seconds")]
+    pub power_state_change_timeout: Duration,
+    #[serde(with = "seconds")]
+    pub soft_power_off_timeout: Duration,
+    /// Attempts of a Redfish GET that cannot connect or is answered 503, and the pause between
+    /// them (Ironic's `[redfish]connection_attempts`, `connection_retry_interval`).
+    pub redfish_connection_attempts: u32,
+    #[serde(with = "seconds")]
+    pub redfish_connection_retry_interval: Duration,
 }
 
 /// Where the agent downloads an instance image from ([`ConductorConfig::image_download_source`]).
@@ -236,6 +251,11 @@ impl Default for ConductorConfig {
             http_root: std::path::PathBuf::from("ferrum-httpboot"),
             http_url: None,
             http_bind: None,
+            enabled_hardware_types: vec!["fake-hardware".to_owned(), "redfish".to_owned()],
+            power_state_change_timeout: Duration::from_secs(60),
+            soft_power_off_timeout: Duration::from_secs(600),
+            redfish_connection_attempts: 5,
+            redfish_connection_retry_interval: Duration::from_secs(4),
         }
     }
 }
@@ -334,6 +354,20 @@ pub struct ConfigArgs {
     pub http_url: Option<String>,
     #[arg(long, env = "FERRUM_HTTP_BIND")]
     pub http_bind: Option<SocketAddr>,
+    /// Comma-separated hardware type names.
+    #[arg(long, env = "FERRUM_ENABLED_HARDWARE_TYPES", value_delimiter = ',')]
+    pub enabled_hardware_types: Option<Vec<String>>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_POWER_STATE_CHANGE_TIMEOUT", value_parser = parse_seconds)]
+    pub power_state_change_timeout: Option<Duration>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_SOFT_POWER_OFF_TIMEOUT", value_parser = parse_seconds)]
+    pub soft_power_off_timeout: Option<Duration>,
+    #[arg(long, env = "FERRUM_REDFISH_CONNECTION_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub redfish_connection_attempts: Option<u32>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_REDFISH_CONNECTION_RETRY_INTERVAL", value_parser = parse_seconds)]
+    pub redfish_connection_retry_interval: Option<Duration>,
 }
 
 impl ConfigArgs {
@@ -472,6 +506,26 @@ impl Config {
         if a.http_bind.is_some() {
             self.conductor.http_bind = a.http_bind;
         }
+        if let Some(types) = &a.enabled_hardware_types {
+            self.conductor.enabled_hardware_types =
+                types.iter().map(|t| t.trim().to_owned()).collect();
+        }
+        set(
+            &mut self.conductor.power_state_change_timeout,
+            &a.power_state_change_timeout,
+        );
+        set(
+            &mut self.conductor.soft_power_off_timeout,
+            &a.soft_power_off_timeout,
+        );
+        set(
+            &mut self.conductor.redfish_connection_attempts,
+            &a.redfish_connection_attempts,
+        );
+        set(
+            &mut self.conductor.redfish_connection_retry_interval,
+            &a.redfish_connection_retry_interval,
+        );
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -552,6 +606,41 @@ impl Config {
                     crate::conductor::inspection::HOOKS.join(", ")
                 ),
             });
+        }
+        let built = crate::drivers::Registry::BUILT;
+        if let Some(unknown) = self
+            .conductor
+            .enabled_hardware_types
+            .iter()
+            .find(|t| !built.contains(&t.as_str()))
+        {
+            return Err(ConfigError::Invalid {
+                name: "conductor.enabled_hardware_types",
+                reason: format!(
+                    "unknown hardware type {unknown:?}; Ferrum has {}",
+                    built.join(", ")
+                ),
+            });
+        }
+        if self.conductor.enabled_hardware_types.is_empty() {
+            return invalid(
+                "conductor.enabled_hardware_types",
+                "must name at least one hardware type",
+            );
+        }
+        if self.conductor.power_state_change_timeout.is_zero()
+            || self.conductor.soft_power_off_timeout.is_zero()
+        {
+            return invalid(
+                "conductor.power_state_change_timeout",
+                "power_state_change_timeout and soft_power_off_timeout must be above 0",
+            );
+        }
+        if self.conductor.redfish_connection_attempts == 0 {
+            return invalid(
+                "conductor.redfish_connection_attempts",
+                "must be at least 1",
+            );
         }
         if self.conductor.check_provision_state_interval.is_zero() {
             return invalid(

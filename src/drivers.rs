@@ -7,6 +7,7 @@ pub mod direct;
 pub mod fake;
 pub mod local_image;
 pub mod raid;
+pub mod redfish;
 
 use std::{
     collections::BTreeMap,
@@ -21,7 +22,7 @@ use serde_json::Value;
 use crate::{
     config::ConductorConfig,
     error::Error,
-    node::{InterfaceKind, Interfaces, JsonObject, Node, PowerState, bios::BiosValue},
+    node::{InterfaceKind, Interfaces, JsonObject, Node, PowerState, PowerTarget, bios::BiosValue},
 };
 
 /// What a driver can raise, with Ironic's message texts.
@@ -189,6 +190,23 @@ pub trait PowerInterface: Send + Sync + 'static {
         timeout: Duration,
     ) -> Result<(), DriverError>;
     async fn reboot(&self, node: &Node, timeout: Duration) -> Result<(), DriverError>;
+    /// Reaches what a client asked for (`PUT .../states/power`), waiting at most `timeout`.
+    /// By default a reboot is [`reboot`](Self::reboot) and the rest
+    /// [`set_power_state`](Self::set_power_state), the soft targets as their hard ones; an
+    /// interface that tells them apart (Redfish's graceful resets) overrides it.
+    async fn change_power(
+        &self,
+        node: &Node,
+        target: PowerTarget,
+        timeout: Duration,
+    ) -> Result<(), DriverError> {
+        if target.reboots() {
+            self.reboot(node, timeout).await
+        } else {
+            self.set_power_state(node, target.resulting_state(), timeout)
+                .await
+        }
+    }
 }
 
 #[async_trait]
@@ -803,11 +821,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Every hardware type Ferrum ships (today `fake-hardware`, always enabled), set up as
-    /// `config` says.
+    /// The hardware types Ferrum ships that `config` enables (`enabled_hardware_types`), set up
+    /// as it says.
     pub fn builtin(config: &ConductorConfig) -> Self {
         Self::with_fake(config, None)
     }
+
+    /// Every hardware type of this build, enabled or not (what the API describes).
+    pub const BUILT: [&'static str; 2] = ["fake-hardware", "redfish"];
 
     /// The built-in hardware types, the fake deploy waiting at `gate` (for tests; see
     /// [`fake::DeployGate`]).
@@ -816,9 +837,16 @@ impl Registry {
     }
 
     fn with_fake(config: &ConductorConfig, gate: Option<fake::DeployGate>) -> Self {
+        let enabled = |name: &str| config.enabled_hardware_types.iter().any(|t| t == name);
         let mut types = BTreeMap::new();
-        let fake = fake::hardware_type(gate, config);
-        types.insert(fake.name, fake);
+        if enabled("fake-hardware") {
+            let fake = fake::hardware_type(gate, config);
+            types.insert(fake.name, fake);
+        }
+        if enabled("redfish") {
+            let redfish = redfish::hardware_type(config);
+            types.insert(redfish.name, redfish);
+        }
         Registry { types }
     }
 
@@ -931,9 +959,14 @@ impl Registry {
 /// The API reads it and never calls an interface. Ironic's API reads the same facts from the
 /// conductors' rows and, for properties, by RPC; Ferrum's hardware types are compiled in.
 pub fn catalogue() -> &'static Registry {
-    // The fake vendor delay does not change what the API describes.
-    static CATALOGUE: LazyLock<Registry> =
-        LazyLock::new(|| Registry::builtin(&crate::config::ConductorConfig::default()));
+    // The fake vendor delay does not change what the API describes; every built type is in it
+    // (which conductors enable one is in their rows).
+    static CATALOGUE: LazyLock<Registry> = LazyLock::new(|| {
+        Registry::builtin(&crate::config::ConductorConfig {
+            enabled_hardware_types: Registry::BUILT.map(str::to_owned).to_vec(),
+            ..crate::config::ConductorConfig::default()
+        })
+    });
     &CATALOGUE
 }
 

@@ -71,14 +71,21 @@ pub async fn set_boot_device(
     .await
 }
 
-/// Records on the node the `driver_internal_info` keys a driver asked to keep, releasing the
-/// lock in the same statement (nothing to write: the lock scope releases it).
+/// Records on the node the `driver_internal_info` keys a driver asked to keep (a null value
+/// removes its key), releasing the lock in the same statement (nothing to write: the lock scope
+/// releases it).
 async fn record_and_release(task: &mut Task, record: crate::node::JsonObject) -> Result<()> {
     if record.is_empty() {
         return Ok(());
     }
     let mut info = task.node.driver_internal_info.0.clone();
-    info.extend(record);
+    for (key, value) in record {
+        if value.is_null() {
+            info.remove(&key);
+        } else {
+            info.insert(key, value);
+        }
+    }
     let changes = NodeChanges {
         driver_internal_info: Some(Json(info)),
         ..NodeChanges::default()

@@ -317,6 +317,8 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     for (kind, name) in node.interfaces.passive().chain(stepped) {
         let verdict = if name.starts_with("no-") {
             (None, Some("not supported".to_owned()))
+        } else if kind == InterfaceKind::Boot && name == "redfish-virtual-media" {
+            verdict(crate::drivers::redfish::validate_virtual_media_boot(node))
         } else {
             (Some(true), None)
         };

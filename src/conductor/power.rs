@@ -24,8 +24,14 @@ pub async fn change_node_power_state(
     timeout: Option<u32>,
     deadline: Option<Instant>,
 ) -> Result<()> {
-    let (target, reboot) = (requested.resulting_state(), requested.reboots());
-    let timeout = Duration::from_secs(u64::from(timeout.unwrap_or(60)));
+    let target = requested.resulting_state();
+    // Ironic's defaults: `soft_power_off_timeout` for a soft target, else
+    // `power_state_change_timeout`, unless the request gives its own.
+    let timeout = match timeout {
+        Some(t) => Duration::from_secs(u64::from(t)),
+        None if requested.is_soft() => ctx.config.soft_power_off_timeout,
+        None => ctx.config.power_state_change_timeout,
+    };
     let uuid = node.uuid.clone();
     let mut worker: Option<Worker> = None;
     let (_, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
@@ -59,12 +65,7 @@ pub async fn change_node_power_state(
     })
     .await?;
     if let (Some(task), Some(worker)) = (task, worker) {
-        let change = PowerChange {
-            target,
-            reboot,
-            requested: requested.api_name(),
-            timeout,
-        };
+        let change = PowerChange { requested, timeout };
         worker.run(task, change)?;
     }
     Ok(())
@@ -72,9 +73,7 @@ pub async fn change_node_power_state(
 
 /// The worker half of a power change.
 struct PowerChange {
-    target: PowerState,
-    reboot: bool,
-    requested: &'static str,
+    requested: PowerTarget,
     timeout: Duration,
 }
 
@@ -85,15 +84,7 @@ impl Flow for PowerChange {
     }
 
     async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-        set_power(
-            task,
-            driver,
-            self.target,
-            self.reboot,
-            self.requested,
-            self.timeout,
-        )
-        .await
+        set_power(task, driver, self.requested, self.timeout).await
     }
 
     /// A failed power change drops the pending target and leaves the provision state alone.
@@ -112,24 +103,20 @@ impl Flow for PowerChange {
 async fn set_power(
     task: &mut Task,
     driver: &Driver,
-    target: PowerState,
-    reboot: bool,
-    requested: &str,
+    requested: PowerTarget,
     timeout: Duration,
 ) -> std::result::Result<(), String> {
-    let done = if reboot {
-        hw(task, driver.power.reboot(&task.node, timeout)).await?
-    } else {
-        hw(
-            task,
-            driver.power.set_power_state(&task.node, target, timeout),
-        )
-        .await?
-    };
-    done.map_err(|e| {
+    let target = requested.resulting_state();
+    hw(
+        task,
+        driver.power.change_power(&task.node, requested, timeout),
+    )
+    .await?
+    .map_err(|e| {
         format!(
-            "Failed to change power state to '{}' by '{requested}': {e}",
-            target.api_name()
+            "Failed to change power state to '{}' by '{}': {e}",
+            target.api_name(),
+            requested.api_name()
         )
     })?;
     let changes = NodeChanges::default().power(Some(target), None).release();

@@ -352,7 +352,7 @@ fn config_with(
 }
 
 /// `agent_verify_ca = false`: the agent's certificate is not checked (Ironic's `verify=False`).
-fn unverified(provider: Arc<CryptoProvider>) -> rustls::ClientConfig {
+pub(crate) fn unverified(provider: Arc<CryptoProvider>) -> rustls::ClientConfig {
     let verifier = AgentVerifier {
         trust: Trust::Anything,
         provider: provider.clone(),

@@ -575,8 +575,10 @@ impl DeployInterface for DirectDeploy {
     }
 }
 
-/// Boots the deploy ramdisk: (re)starts the node, then waits for its agent.
+/// Boots the deploy ramdisk: (re)starts the node, then waits for its agent. With the
+/// `redfish-virtual-media` boot interface the deploy ISO goes into the virtual CD first.
 async fn boot_ramdisk(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone, DriverError> {
+    let remember = insert_deploy_iso(node, ctx).await?;
     let power = ctx.driver.power.get_power_state(node).await?;
     match power {
         PowerState::On => ctx.driver.power.reboot(node, POWER_TIMEOUT).await?,
@@ -589,8 +591,44 @@ async fn boot_ramdisk(node: &Node, ctx: &StepContext<'_>) -> Result<StepDone, Dr
     }
     Ok(StepDone {
         power: Some(PowerState::On),
+        remember,
         ..StepDone::wait()
     })
+}
+
+/// The boot interface that inserts the deploy ISO as virtual media.
+const VMEDIA_BOOT: &str = "redfish-virtual-media";
+
+/// With the `redfish-virtual-media` boot interface: the deploy ISO (`driver_info.deploy_iso`,
+/// an http(s) URL) inserted into the node's virtual CD and the CD set as its next boot device
+/// (Ironic's `RedfishVirtualMediaBoot.prepare_ramdisk`, without building an ISO from
+/// `deploy_kernel` and `deploy_ramdisk`, which Ferrum does not do yet). What the management
+/// interface asks to keep is returned to be remembered.
+async fn insert_deploy_iso(node: &Node, ctx: &StepContext<'_>) -> Result<JsonObject, DriverError> {
+    if node.interfaces.boot != VMEDIA_BOOT {
+        return Ok(JsonObject::new());
+    }
+    let iso = node
+        .driver_info
+        .get("deploy_iso")
+        .and_then(Value::as_str)
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .ok_or_else(|| {
+            DriverError::InvalidParameterValue(format!(
+                "Node {} boots by redfish-virtual-media: driver_info deploy_iso must be the http(s) URL of the deploy ISO (Ferrum does not build one from deploy_kernel and deploy_ramdisk yet)",
+                node.uuid
+            ))
+        })?;
+    let management = &ctx.driver.management;
+    let mut kept = management
+        .attach_virtual_media(node, BootDevice::Cdrom, iso)
+        .await?;
+    kept.extend(
+        management
+            .set_boot_device(node, BootDevice::Cdrom, false)
+            .await?,
+    );
+    Ok(kept)
 }
 
 /// A clean step the agent failed, in its words (Ironic's "Agent returned error for clean
@@ -753,6 +791,16 @@ async fn prepare_instance_boot(
     } else if is_partition_image(node) {
         tracing::error!(node.uuid = %node.uuid, partitions = %uuids,
             "No root UUID returned from the ramdisk for node {}, the deploy will likely fail", node.uuid);
+    }
+    if node.interfaces.boot == VMEDIA_BOOT {
+        // The ramdisk's work is done: its ISO leaves the virtual CD before the disk boots.
+        ctx.driver
+            .management
+            .detach_virtual_media(node, Some(&[BootDevice::Cdrom]))
+            .await
+            .map_err(|e| {
+                DriverError::Failed(format!("Failed to prepare instance for booting: {e}"))
+            })?;
     }
     let kept = ctx
         .driver

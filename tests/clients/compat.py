@@ -132,7 +132,7 @@ def cli_suite():
     expect(n["instance_info"], {}, "instance_info cleared by undeploy")
 
     drivers = cli("driver", "list", "-f", "json")
-    expect([d["name"] for d in drivers], ["fake-hardware"], "driver list")
+    expect([d["name"] for d in drivers], ["fake-hardware", "redfish"], "driver list")
     d = cli("driver", "show", "fake-hardware", "-f", "json")
     expect(d["name"], "fake-hardware", "driver show")
     expect(len(d["hosts"]) >= 1, True, "driver has hosts")
@@ -143,9 +143,19 @@ def cli_suite():
            "driver show: raid and bios interfaces")
     drivers = cli("driver", "list", "--long", "-f", "json")
     expect([(x["name"], x["type"], x["default_inspect_interface"]) for x in drivers],
-           [("fake-hardware", "dynamic", "no-inspect")], "driver list --long")
+           [("fake-hardware", "dynamic", "no-inspect"), ("redfish", "dynamic", "no-inspect")],
+           "driver list --long")
     expect(drivers[0]["enabled_rescue_interfaces"], "no-rescue, fake",
            "driver list --long: rescue interfaces")
+    d = cli("driver", "show", "redfish", "-f", "json")
+    expect((d["default_power_interface"], d["default_management_interface"],
+            d["enabled_boot_interfaces"]),
+           ("redfish", "redfish", "ipxe, pxe, redfish-virtual-media"), "driver show redfish")
+    rf = cli("node", "create", "--driver", "redfish", "--name", "rf-cli",
+             "--driver-info", "redfish_address=http://127.0.0.1:9",
+             "--driver-info", "redfish_password=not-shown", "-f", "json")
+    expect(rf["driver_info"]["redfish_password"], "******", "redfish password masked")
+    cli("node", "delete", "rf-cli")
     props = cli("driver", "property", "list", "fake-hardware", "-f", "json")
     expect([p["property"] for p in props], ["fake_deploy_delay", "fake_deploy_panic"],
            "driver property list")
@@ -159,7 +169,8 @@ def cli_suite():
     expect((conductors[0]["conductor_group"], conductors[0]["alive"]), ("", True), "conductor list")
     host = conductors[0]["hostname"]
     c = cli("conductor", "show", host, "-f", "json")
-    expect((c["hostname"], c["drivers"], c["alive"]), (host, ["fake-hardware"], True), "conductor show")
+    expect((c["hostname"], c["drivers"], c["alive"]), (host, ["fake-hardware", "redfish"], True),
+           "conductor show")
     expect(show("cli-1")["conductor"], host, "node conductor field")
     expect([x["uuid"] for x in cli("node", "list", "--conductor", host, "-f", "json")], [uuid],
            "node list --conductor")
@@ -664,11 +675,12 @@ def sdk_suite():
     n = bm.set_node_provision_state(n, "deleted", wait=True, timeout=30)
     expect(n.provision_state, "available", "sdk undeploy")
     expect([x.name for x in bm.nodes(provision_state="available")], ["sdk-1"], "sdk list filter")
-    expect([d.name for d in bm.drivers()], ["fake-hardware"], "sdk drivers")
+    expect([d.name for d in bm.drivers()], ["fake-hardware", "redfish"], "sdk drivers")
     conductors = list(bm.conductors(details=True))
     expect(len(conductors), 1, "sdk conductors")
     c = bm.get_conductor(conductors[0].hostname)
-    expect((c.alive, c.conductor_group, c.drivers), (True, "", ["fake-hardware"]), "sdk conductor")
+    expect((c.alive, c.conductor_group, c.drivers), (True, "", ["fake-hardware", "redfish"]),
+           "sdk conductor")
     expect(bm.get_node("sdk-1").conductor, c.hostname, "sdk node conductor")
     bm.add_node_trait(n, "CUSTOM_SDK")
     bm.set_node_traits(n, ["CUSTOM_A", "CUSTOM_B"])

@@ -45,6 +45,7 @@ mod ports_1_8x;
 mod ports_1_9x;
 mod raid;
 mod ramdisk;
+mod redfish;
 mod resilience;
 mod runbook_traits;
 mod runbooks;

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod ipa;
 pub mod load;
 pub mod private;
+pub mod redfish;
 pub mod services;
 
 pub use app::TestApp;
