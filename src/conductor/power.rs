@@ -15,6 +15,7 @@ use crate::{
     drivers::Driver,
     error::{Error, Result},
     node::{Node, NodeChanges, PowerState, PowerTarget},
+    notifications::{Status, node as notify_node},
 };
 
 pub async fn change_node_power_state(
@@ -106,6 +107,14 @@ impl Flow for PowerChange {
             fail_edge: false,
         }
     }
+
+    /// `baremetal.node.power_set.error`, once the failure is written (Ironic's
+    /// `node_power_action` saves `last_error`, then notifies).
+    fn failed(&self, ctx: &Ctx, node: &Node) {
+        ctx.notifier.emit("node", "power_set", Status::Error, || {
+            notify_node::power_set(node, self.target)
+        });
+    }
 }
 
 /// Drive the hardware, then record the new state and release the lock.
@@ -117,6 +126,12 @@ async fn set_power(
     requested: &str,
     timeout: Duration,
 ) -> std::result::Result<(), String> {
+    // Ironic's `node_power_action` announces the change before it calls the driver.
+    task.ctx()
+        .notifier
+        .emit("node", "power_set", Status::Start, || {
+            notify_node::power_set(&task.node, target)
+        });
     let done = if reboot {
         hw(task, driver.power.reboot(&task.node, timeout)).await?
     } else {
@@ -135,5 +150,11 @@ async fn set_power(
     let changes = NodeChanges::default().power(Some(target), None).release();
     task.write(changes)
         .await
-        .map_err(|e| format!("Failed to record the power state: {e}"))
+        .map_err(|e| format!("Failed to record the power state: {e}"))?;
+    task.ctx()
+        .notifier
+        .emit("node", "power_set", Status::End, || {
+            notify_node::power_set(&task.node, target)
+        });
+    Ok(())
 }
