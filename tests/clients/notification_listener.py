@@ -48,7 +48,9 @@ def main():
     targets = [oslo_messaging.Target(topic=topic, exchange=exchange)]
     listener = oslo_messaging.get_notification_listener(
         transport, targets, [Endpoint()], executor="threading")
-    listener.start()
+    # One worker thread: the endpoint sees notifications in the order they were delivered (the
+    # default pool would call it from many threads at once).
+    listener.start(override_pool_size=1)
     with lock:
         sys.stdout.write(json.dumps({"ready": True}) + "\n")
         sys.stdout.flush()

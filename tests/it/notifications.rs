@@ -264,12 +264,56 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     // A deploy that fails in the driver.
     api.accepted(&failing_uuid, "active").await;
     api.wait_for(&failing_uuid, "deploy failed").await;
+    // Maintenance on and off, a PATCH with a secret, and a delete, through the API.
+    let on = api
+        .request(
+            reqwest::Method::PUT,
+            &format!("/v1/nodes/{uuid}/maintenance"),
+            Some(json!({"reason": "disk check"})),
+        )
+        .await;
+    assert_eq!(on.status, reqwest::StatusCode::ACCEPTED, "{}", on.body);
+    let off = api
+        .request(
+            reqwest::Method::DELETE,
+            &format!("/v1/nodes/{uuid}/maintenance"),
+            None,
+        )
+        .await;
+    assert_eq!(off.status, reqwest::StatusCode::ACCEPTED, "{}", off.body);
+    let patched = api
+        .patch(
+            &failing_uuid,
+            json!([{"op": "add", "path": "/driver_info/fake_token", "value": SECRET}]),
+        )
+        .await;
+    assert_eq!(patched.status, reqwest::StatusCode::OK, "{}", patched.body);
+    let doomed = api
+        .create_node(json!({"name": "notified-gone", "driver": "fake-hardware"}))
+        .await;
+    let doomed_uuid = doomed["uuid"].as_str().unwrap().to_owned();
+    let gone = api
+        .request(
+            reqwest::Method::DELETE,
+            &format!("/v1/nodes/{doomed_uuid}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        gone.status,
+        reqwest::StatusCode::NO_CONTENT,
+        "{}",
+        gone.body
+    );
 
     let seen = listener
         .until(Duration::from_secs(30), |seen| {
             has(seen, &uuid, "baremetal.node.power_set.end")
                 && has(seen, &failing_uuid, "baremetal.node.provision_set.error")
                 && has(seen, &uuid, "baremetal.node.create.end")
+                && events_of(seen, &uuid, "ferrum-api.").len() == 5
+                && has(seen, &failing_uuid, "baremetal.node.update.end")
+                && has(seen, &doomed_uuid, "baremetal.node.delete.end")
         })
         .await
         .to_vec();
@@ -313,9 +357,49 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     );
     assert_eq!(
         events_of(&seen, &uuid, "ferrum-api."),
-        ["baremetal.node.create.end"],
+        [
+            "baremetal.node.create.end",
+            "baremetal.node.maintenance_set.start",
+            "baremetal.node.maintenance_set.end",
+            "baremetal.node.maintenance_set.start",
+            "baremetal.node.maintenance_set.end",
+        ],
         "{}",
         summary(&seen)
+    );
+    assert_eq!(
+        events_of(&seen, &doomed_uuid, "ferrum-api."),
+        [
+            "baremetal.node.create.end",
+            "baremetal.node.delete.start",
+            "baremetal.node.delete.end",
+        ],
+        "{}",
+        summary(&seen)
+    );
+    let maintenance: Vec<&Value> = seen
+        .iter()
+        .filter(|n| {
+            n["payload"]["ironic_object.data"]["uuid"] == uuid.as_str()
+                && n["event_type"] == "baremetal.node.maintenance_set.end"
+        })
+        .collect();
+    assert_eq!(
+        maintenance[0]["payload"]["ironic_object.name"],
+        "NodePayload"
+    );
+    assert_eq!(maintenance[0]["payload"]["ironic_object.version"], "1.17");
+    let data = &maintenance[0]["payload"]["ironic_object.data"];
+    assert_eq!(data["maintenance"], true);
+    assert_eq!(data["maintenance_reason"], "disk check");
+    let data = &maintenance[1]["payload"]["ironic_object.data"];
+    assert_eq!(data["maintenance"], false);
+    assert_eq!(data["maintenance_reason"], Value::Null);
+    let updated = find(&seen, &failing_uuid, "baremetal.node.update.end");
+    assert_eq!(updated["payload"]["ironic_object.name"], "NodeCRUDPayload");
+    assert_eq!(
+        updated["payload"]["ironic_object.data"]["driver_info"]["fake_token"],
+        "******"
     );
 
     // The envelope as oslo.messaging decoded it.
@@ -415,6 +499,42 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     let all = serde_json::to_string(&seen).unwrap();
     assert!(!all.contains(SECRET), "a password reached the bus");
     assert!(!all.contains(CONFIGDRIVE), "a config drive reached the bus");
+    cluster.assert_no_locks().await;
+}
+
+/// All-in-one on the in-process transport, without a notification broker: notifications go to
+/// the log at their level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_broker_the_all_in_one_logs_its_notifications() {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack: crate::util::Stack::Embedded,
+        env: vec![("FERRUM_NOTIFICATION_LEVEL", "info".to_owned())],
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let node = cluster
+        .api
+        .create_node(json!({"name": "logged", "driver": "fake-hardware",
+                            "driver_info": {"fake_password": SECRET}}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    cluster.api.accepted(&uuid, "manage").await;
+    cluster.api.wait_for(&uuid, "manageable").await;
+    let log = cluster.log_of(&cluster.conductor_process(0));
+    assert!(
+        log.contains("Notification baremetal.node.create.end"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Notification baremetal.node.provision_set.end"),
+        "{log}"
+    );
+    assert!(log.contains("ferrum-api."), "{log}");
+    assert!(log.contains("ferrum-conductor."), "{log}");
+    assert!(!log.contains(SECRET), "a password reached the log");
     cluster.assert_no_locks().await;
 }
 
