@@ -5,7 +5,7 @@
 //!
 //! Each test has an exchange and a topic of its own (`FERRUM_NOTIFICATION_EXCHANGE`,
 //! `FERRUM_NOTIFICATION_TOPIC`), so that tests running at once never see each other's
-//! notifications, and deletes them at its end.
+//! notifications, and deletes them at its end, passed or failed.
 
 use std::{process::Stdio, time::Duration};
 
@@ -190,6 +190,31 @@ async fn delete_topology(amqp: &str, exchange: &str, topic: &str) {
     let _ = conn.close(200, "OK".into()).await;
 }
 
+/// Deletes the test's exchange and queues when dropped, also when the test fails: they are
+/// neither durable nor auto-delete, and would stay on the shared broker.
+struct Topology {
+    amqp: String,
+    exchange: String,
+    topic: String,
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        let (amqp, exchange, topic) =
+            (self.amqp.clone(), self.exchange.clone(), self.topic.clone());
+        // A runtime of its own: a test's runtime may be unwinding.
+        let cleaned = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(delete_topology(&amqp, &exchange, &topic));
+            }
+        });
+        let _ = cleaned.join();
+    }
+}
+
 const SECRET: &str = "hunter2-notify";
 /// A config drive as an image (base64 of "configdrive-secret-text"): its text never travels.
 const CONFIGDRIVE: &str = "Y29uZmlnZHJpdmUtc2VjcmV0LXRleHQ=";
@@ -205,6 +230,11 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     let id = random_suffix();
     let exchange = format!("ferrum-it-{id}");
     let topic = format!("ferrum_it_{id}_notifications");
+    let _topology = Topology {
+        amqp: amqp.clone(),
+        exchange: exchange.clone(),
+        topic: topic.clone(),
+    };
     let Some(cluster) = Cluster::start(ClusterOptions {
         env: vec![
             ("FERRUM_NOTIFICATION_LEVEL", "info".to_owned()),
@@ -318,7 +348,6 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
         .await
         .to_vec();
     listener.stop().await;
-    delete_topology(&amqp, &exchange, &topic).await;
     // What the listener received, for `--nocapture` readers.
     eprintln!("notifications received:\n{}", summary(&seen));
     if let Some(first) = seen.first() {
