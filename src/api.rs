@@ -63,6 +63,8 @@ pub struct ApiState {
     pub router: Arc<ConductorRouter>,
     /// `restrict_lookup` and `ramdisk_heartbeat_timeout` (the ramdisk endpoints read them).
     pub config: Arc<crate::config::ApiConfig>,
+    /// Versioned notifications of what the API does (off unless configured).
+    pub notifier: crate::notifications::Notifier,
 }
 
 pub fn router(state: ApiState) -> Router {

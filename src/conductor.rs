@@ -40,6 +40,7 @@ use crate::{
     config::ConductorConfig,
     db::{self, Db},
     drivers::Registry,
+    notifications::Notifier,
     rpc::transport::Transport,
 };
 
@@ -60,6 +61,8 @@ pub struct Context {
     pub abort_work: CancellationToken,
     /// This process's lease on its host name.
     pub lease: Arc<lease::Lease>,
+    /// Versioned notifications of what the conductor does (off unless configured).
+    pub notifier: Notifier,
 }
 
 pub type Ctx = Arc<Context>;
@@ -75,6 +78,7 @@ impl Context {
             tracker: TaskTracker::new(),
             abort_work: CancellationToken::new(),
             lease: Arc::new(lease::Lease::new()),
+            notifier: Notifier::off(),
             config,
         })
     }

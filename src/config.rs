@@ -13,6 +13,7 @@ pub struct Config {
     pub transport: TransportConfig,
     pub api: ApiConfig,
     pub conductor: ConductorConfig,
+    pub notifications: NotificationsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -176,6 +177,49 @@ impl std::str::FromStr for ImageDownloadSource {
 
     fn from_str(s: &str) -> Result<Self, String> {
         ImageDownloadSource::parse(s).ok_or_else(|| format!("expected http or local, not {s:?}"))
+    }
+}
+
+/// Versioned notifications (`[notifications]`), Ironic's `[DEFAULT]notification_level`,
+/// `[oslo_messaging_notifications]transport_url`, `control_exchange` and
+/// `versioned_notifications_topics`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationsConfig {
+    /// The lowest level sent (`debug`, `info`, `warning`, `error`, `critical`); unset, the
+    /// default as in Ironic, sends none.
+    pub level: Option<crate::notifications::Level>,
+    /// The broker notifications go to; unset, the RPC transport's when it is AMQP.
+    pub transport_url: Option<String>,
+    /// The topic exchange (Ironic's `control_exchange`).
+    pub exchange: String,
+    /// The routing key's first part; messages go to `<topic>.<priority>`.
+    pub topic: String,
+    /// Notifications waiting for the publisher; beyond it (the broker is away or slow) new ones
+    /// are dropped, counted and logged, and the operation that emitted them goes on.
+    pub queue_size: usize,
+    /// Without a broker (all-in-one on the in-process transport, no `transport_url`):
+    /// `log` writes them to the log at their level, `off` drops them.
+    pub without_broker: WithoutBroker,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum WithoutBroker {
+    Log,
+    Off,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        NotificationsConfig {
+            level: None,
+            transport_url: None,
+            exchange: "ironic".to_owned(),
+            topic: "ironic_versioned_notifications".to_owned(),
+            queue_size: 10_000,
+            without_broker: WithoutBroker::Log,
+        }
     }
 }
 
@@ -368,6 +412,23 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_REDFISH_CONNECTION_RETRY_INTERVAL", value_parser = parse_seconds)]
     pub redfish_connection_retry_interval: Option<Duration>,
+    /// debug, info, warning, error or critical; unset sends no notifications.
+    #[arg(long, env = "FERRUM_NOTIFICATION_LEVEL", value_parser = parse_level)]
+    pub notification_level: Option<crate::notifications::Level>,
+    #[arg(long, env = "FERRUM_NOTIFICATION_TRANSPORT_URL")]
+    pub notification_transport_url: Option<String>,
+    #[arg(long, env = "FERRUM_NOTIFICATION_EXCHANGE")]
+    pub notification_exchange: Option<String>,
+    #[arg(long, env = "FERRUM_NOTIFICATION_TOPIC")]
+    pub notification_topic: Option<String>,
+    #[arg(long, env = "FERRUM_NOTIFICATION_QUEUE_SIZE")]
+    pub notification_queue_size: Option<usize>,
+    #[arg(long, env = "FERRUM_NOTIFICATION_WITHOUT_BROKER", value_enum)]
+    pub notification_without_broker: Option<WithoutBroker>,
+}
+
+fn parse_level(s: &str) -> Result<crate::notifications::Level, String> {
+    s.parse()
 }
 
 impl ConfigArgs {
@@ -526,6 +587,17 @@ impl Config {
             &mut self.conductor.redfish_connection_retry_interval,
             &a.redfish_connection_retry_interval,
         );
+        let n = &mut self.notifications;
+        if a.notification_level.is_some() {
+            n.level = a.notification_level;
+        }
+        if a.notification_transport_url.is_some() {
+            n.transport_url = a.notification_transport_url.clone();
+        }
+        set(&mut n.exchange, &a.notification_exchange);
+        set(&mut n.topic, &a.notification_topic);
+        set(&mut n.queue_size, &a.notification_queue_size);
+        set(&mut n.without_broker, &a.notification_without_broker);
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -660,6 +732,22 @@ impl Config {
                 "conductor.image_download_source",
                 "local needs conductor.http_url, where the deploy ramdisk downloads the images",
             );
+        }
+        let n = &self.notifications;
+        if let Some(url) = &n.transport_url
+            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
+        {
+            return invalid("notifications.transport_url", "expected an amqp:// URL");
+        }
+        if n.exchange.is_empty() || n.exchange.len() > 255 {
+            return invalid("notifications.exchange", "must be 1-255 characters");
+        }
+        // The routing key and queue name `<topic>.critical` must fit AMQP's 255.
+        if n.topic.is_empty() || n.topic.len() > 240 {
+            return invalid("notifications.topic", "must be 1-240 characters");
+        }
+        if n.queue_size == 0 {
+            return invalid("notifications.queue_size", "must be at least 1");
         }
         Ok(())
     }

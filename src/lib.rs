@@ -15,6 +15,7 @@ pub mod drivers;
 pub mod error;
 pub mod inspection_rule;
 pub mod node;
+pub mod notifications;
 pub mod patch;
 pub mod ports;
 pub mod resource;

@@ -13,6 +13,7 @@ use crate::{
     config::Config,
     db::{self, Db, redact_url},
     drivers::Registry,
+    notifications::{self, Notifier, Service, Sink},
     rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
 };
 
@@ -43,6 +44,59 @@ async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>
     Ok(Arc::new(transport))
 }
 
+/// Where this process's notifications go, or None when they are off: the notification broker
+/// (`notifications.transport_url`, else the RPC transport's when it is AMQP), else the log or
+/// nowhere (`notifications.without_broker`). A broker is connected to in the background: a
+/// process starts, and serves, while it is away.
+fn notification_sink(config: &Config) -> Option<Arc<Sink>> {
+    let n = &config.notifications;
+    let level = n.level?;
+    let url = match &n.transport_url {
+        Some(url) => Some(url.clone()),
+        None if !config.transport.is_local() => Some(config.transport.url.clone()),
+        None => None,
+    };
+    match url {
+        Some(url) => {
+            info!(
+                level = level.name(),
+                exchange = %n.exchange,
+                topic = %n.topic,
+                "Sending notifications of level {} and above to {}",
+                level.name(),
+                redact_url(&url)
+            );
+            let target = notifications::amqp::Target {
+                url,
+                exchange: n.exchange.clone(),
+                topic: n.topic.clone(),
+            };
+            Some(notifications::amqp::start(target, n.queue_size))
+        }
+        None => match n.without_broker {
+            crate::config::WithoutBroker::Log => {
+                info!(
+                    level = level.name(),
+                    "No notification broker: notifications of level {} and above go to the log",
+                    level.name()
+                );
+                Some(Sink::log())
+            }
+            crate::config::WithoutBroker::Off => None,
+        },
+    }
+}
+
+/// The notifier of `service` on `sink` (off without one).
+fn notifier(config: &Config, service: Service, sink: Option<&Arc<Sink>>) -> Notifier {
+    match (config.notifications.level, sink) {
+        (Some(level), Some(sink)) => {
+            Notifier::new(service, &config.conductor.host, level, sink.clone())
+        }
+        _ => Notifier::off(),
+    }
+}
+
 /// The multi-host process kinds talk across processes: they need MySQL and RabbitMQ.
 fn require_multi_host(config: &Config, kind: &str) -> anyhow::Result<()> {
     if config.transport.is_local() {
@@ -70,7 +124,12 @@ pub async fn db_sync(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn api_state(config: &Config, db: Db, transport: Arc<dyn Transport>) -> ApiState {
+fn api_state(
+    config: &Config,
+    db: Db,
+    transport: Arc<dyn Transport>,
+    notifier: Notifier,
+) -> ApiState {
     ApiState {
         router: Arc::new(ConductorRouter::new(
             db.clone(),
@@ -80,6 +139,7 @@ fn api_state(config: &Config, db: Db, transport: Arc<dyn Transport>) -> ApiState
         rpc: RpcClient::new(transport, config.transport.rpc_timeout),
         db,
         config: Arc::new(config.api.clone()),
+        notifier,
     }
 }
 
@@ -108,7 +168,13 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
     require_multi_host(&config, "api")?;
     let db = connect_db(&config).await?;
     let transport = connect_transport(&config).await?;
-    let state = api_state(&config, db, transport);
+    let sink = notification_sink(&config);
+    let state = api_state(
+        &config,
+        db,
+        transport,
+        notifier(&config, Service::Api, sink.as_ref()),
+    );
     serve_api(&config, state, shutdown, || {
         info!(
             "Ferrum API listening on http://{} (database {}, transport {})",
@@ -125,7 +191,11 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
     require_multi_host(&config, "conductor")?;
     let db = connect_db(&config).await?;
     let transport = connect_transport(&config).await?;
-    let ctx = conductor::Context::new(db, config.conductor.clone());
+    let mut ctx = conductor::Context::new(db, config.conductor.clone());
+    let sink = notification_sink(&config);
+    Arc::get_mut(&mut ctx)
+        .context("a new conductor context is not shared")?
+        .notifier = notifier(&config, Service::Conductor, sink.as_ref());
     conductor::run(ctx, transport, shutdown).await
 }
 
@@ -180,10 +250,12 @@ impl AllInOne {
         }
         let transport = connect_transport(config).await?;
         let mut ctx = conductor::Context::new(db.clone(), config.conductor.clone());
+        // One publisher (or log) for both halves of the process.
+        let sink = notification_sink(config);
         // Not shared yet: the context is this function's alone until the conductor starts.
-        Arc::get_mut(&mut ctx)
-            .context("a new conductor context is not shared")?
-            .drivers = drivers;
+        let own = Arc::get_mut(&mut ctx).context("a new conductor context is not shared")?;
+        own.drivers = drivers;
+        own.notifier = notifier(config, Service::Conductor, sink.as_ref());
         // The conductor serves before the API takes its first request.
         let serving = conductor::start(ctx.clone(), transport.clone(), shutdown.clone()).await?;
         let stopped = tokio::spawn({
@@ -195,7 +267,12 @@ impl AllInOne {
             }
         });
         Ok(AllInOne {
-            state: api_state(config, db, transport),
+            state: api_state(
+                config,
+                db,
+                transport,
+                notifier(config, Service::Api, sink.as_ref()),
+            ),
             conductor: ctx,
             shutdown,
             stopped,

@@ -162,7 +162,7 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
             reason,
         } => node_ops::set_maintenance(&ctx, *node, maintenance, reason, deadline)
             .await
-            .map(|()| RpcReply::Done),
+            .map(|n| RpcReply::Node(Box::new(n))),
         RpcRequest::SetConsoleMode { node, enabled } => {
             node_ops::set_console_mode(&ctx, *node, enabled, deadline)
                 .await

@@ -148,7 +148,7 @@ pub async fn set_maintenance(
     maintenance: bool,
     reason: Option<String>,
     deadline: Option<Instant>,
-) -> Result<()> {
+) -> Result<Node> {
     let uuid = node.uuid.clone();
     change_node(ctx, &uuid, Some(node), deadline, |_| {
         let changes = NodeChanges {
@@ -165,7 +165,7 @@ pub async fn set_maintenance(
         Ok(Decision::Write(changes, Hold::Release))
     })
     .await
-    .map(|_| ())
+    .map(|(node, _)| node)
 }
 
 /// Ironic's `MAX_TRAITS_PER_NODE`.

@@ -15,6 +15,7 @@ use crate::{
     drivers::Driver,
     error::{Error, Result},
     node::{Node, NodeChanges, PowerState, PowerTarget},
+    notifications::{Status, node as notify_node},
 };
 
 pub async fn change_node_power_state(
@@ -97,6 +98,14 @@ impl Flow for PowerChange {
             fail_edge: false,
         }
     }
+
+    /// `baremetal.node.power_set.error`, once the failure is written (Ironic's
+    /// `node_power_action` saves `last_error`, then notifies).
+    fn failed(&self, ctx: &Ctx, node: &Node) {
+        ctx.notifier.emit("node", "power_set", Status::Error, || {
+            notify_node::power_set(node, self.requested.resulting_state())
+        });
+    }
 }
 
 /// Drive the hardware, then record the new state and release the lock.
@@ -107,6 +116,12 @@ async fn set_power(
     timeout: Duration,
 ) -> std::result::Result<(), String> {
     let target = requested.resulting_state();
+    // Ironic's `node_power_action` announces the change before it calls the driver.
+    task.ctx()
+        .notifier
+        .emit("node", "power_set", Status::Start, || {
+            notify_node::power_set(&task.node, target)
+        });
     hw(
         task,
         driver.power.change_power(&task.node, requested, timeout),
@@ -122,5 +137,11 @@ async fn set_power(
     let changes = NodeChanges::default().power(Some(target), None).release();
     task.write(changes)
         .await
-        .map_err(|e| format!("Failed to record the power state: {e}"))
+        .map_err(|e| format!("Failed to record the power state: {e}"))?;
+    task.ctx()
+        .notifier
+        .emit("node", "power_set", Status::End, || {
+            notify_node::power_set(&task.node, target)
+        });
+    Ok(())
 }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{
     Ctx,
-    task::{Decision, Hold, Move, Task, change_node, log_change},
+    task::{self, Decision, Hold, Move, Task, change_node, log_change},
     worker::{Failure, Flow, Worker, hw},
 };
 use crate::{
@@ -205,9 +205,12 @@ pub(super) async fn begin(
     let uuid = node.uuid.clone();
     let mut worker: Option<Worker> = None;
     let mut work = None;
+    // The state and target the written move left (the last decision is the one written).
+    let mut moved_from = None;
     let (node, task) = change_node(ctx, &uuid, Some(node), deadline, |node| {
         // The move is computed once, from the node as read, and carried to the write.
         let step = Move::of(node, event, verb)?;
+        moved_from = Some((node.provision_state, node.target_provision_state));
         let driver = ctx.drivers.for_node(node)?;
         let extra = check(node, &driver)?;
         work = Work::after(step.to(), event)?;
@@ -223,6 +226,10 @@ pub(super) async fn begin(
     })
     .await?;
     log_change(before, &node, event);
+    // Not when the request had been applied already (no decision was made this time).
+    if let Some((previous, previous_target)) = moved_from {
+        task::notify_move(ctx, &node, previous, previous_target, event);
+    }
     Ok(match (task, work, worker) {
         (Some(task), Some(work), Some(worker)) => Some((task, work, worker)),
         _ => None,

@@ -41,9 +41,13 @@ pub(super) async fn recover_node(ctx: &Ctx, node: &Node, holder: &str, reason: &
     if state == crate::states::ProvisionState::Rescuing {
         changes.instance_info = Some(Json(provision::without_rescue_password(node)));
     }
+    let mut moved = false;
     if state.stuck_fail_event_applies() {
         match task::Move::of(node, Event::Fail, Event::Fail.name()) {
-            Ok(step) => changes = step.changes(false, changes.clone()),
+            Ok(step) => {
+                changes = step.changes(false, changes.clone());
+                moved = true;
+            }
             Err(e) => warn!(node.uuid = %node.uuid, error = %e, "no fail edge"),
         }
     } else if node.target_power_state.is_none() {
@@ -57,18 +61,26 @@ pub(super) async fn recover_node(ctx: &Ctx, node: &Node, holder: &str, reason: &
     } else {
         history::TAKEOVER
     };
+    let changes = changes.release();
     let written = db::nodes::update_held_as(
         &ctx.db,
         node.id,
         holder,
         state,
         node.version,
-        changes.release(),
+        changes.clone(),
         event_type,
     )
     .await;
     match written {
-        Ok(()) => warn!(node.uuid = %node.uuid, "recovered node from {state}: {reason}"),
+        Ok(()) => {
+            warn!(node.uuid = %node.uuid, "recovered node from {state}: {reason}");
+            if moved && ctx.notifier.enabled(crate::notifications::Level::Error) {
+                let mut after = node.clone();
+                changes.mirror_into(&mut after);
+                task::notify_move(ctx, &after, state, node.target_provision_state, Event::Fail);
+            }
+        }
         Err(e) => warn!(node.uuid = %node.uuid, error = %e, "could not recover node"),
     }
 }

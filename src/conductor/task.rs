@@ -27,6 +27,7 @@ use crate::{
     },
     error::{Error, Result},
     node::{Node, NodeChanges},
+    notifications::node as notify_node,
     states::{self, Event, ProvisionState},
 };
 
@@ -344,6 +345,22 @@ fn log_move(uuid: &str, from: ProvisionState, to: ProvisionState, event: Event) 
     );
 }
 
+/// Emits `baremetal.node.provision_set.<status>` for a move written to `node` (as it is now)
+/// from `previous` (with its target) on `event`, as Ironic's task manager does for every
+/// event it processes. Nothing is built when notifications are off.
+pub fn notify_move(
+    ctx: &Ctx,
+    node: &Node,
+    previous: ProvisionState,
+    previous_target: Option<ProvisionState>,
+    event: Event,
+) {
+    let status = notify_node::provision_status(previous, node.provision_state, event);
+    ctx.notifier.emit("node", "provision_set", status, || {
+        notify_node::provision_set(node, previous, previous_target, event)
+    });
+}
+
 /// Logs a move that `change_node` made (it writes before it knows the outcome is a move).
 pub fn log_change(before: ProvisionState, after: &Node, event: Event) {
     if before != after.provision_state {
@@ -397,8 +414,16 @@ impl Task {
     ) -> Result<()> {
         // Both callers make the move from this task's node just before.
         debug_assert_eq!(step.from, self.node.provision_state, "a stale move");
+        let previous_target = self.node.target_provision_state;
         self.write(step.changes(worker_follows, extra)).await?;
         log_move(&self.node.uuid, step.from, step.to, step.event);
+        notify_move(
+            &self.ctx,
+            &self.node,
+            step.from,
+            previous_target,
+            step.event,
+        );
         Ok(())
     }
 
@@ -516,11 +541,17 @@ impl Task {
     /// (deploying → deploy failed, deleting → error, ...); `last_error` set, `extra` written, lock
     /// released, all in one statement. Never leaves a node in a transient state when the table says
     /// where a failure goes (Ironic §12 #6).
-    pub async fn fail(mut self, message: String, extra: NodeChanges, fail_edge: bool) {
+    /// Returns the node as written, None when the failure could not be written.
+    pub async fn fail(
+        mut self,
+        message: String,
+        extra: NodeChanges,
+        fail_edge: bool,
+    ) -> Option<Node> {
         // A shared task (or one whose lock went with its last write) has nothing to write with.
         if !self.held {
             warn!(node.uuid = %self.node.uuid, "{message}");
-            return;
+            return None;
         }
         for attempt in 0..2 {
             let changes = extra.clone().last_error(Some(message.clone())).release();
@@ -537,7 +568,7 @@ impl Task {
             match written {
                 Ok(()) => {
                     warn!(node.uuid = %self.node.uuid, "{message}");
-                    return;
+                    return Some(self.node.clone());
                 }
                 Err(e) => {
                     warn!(node.uuid = %self.node.uuid, error = %e, "could not record failure: {message}");
@@ -557,6 +588,7 @@ impl Task {
         // Still held but not writable: leave the lock for this conductor's restart recovery,
         // which fails the node out of its transient state, rather than strand it unlocked.
         self.held = false;
+        None
     }
 }
 

@@ -37,6 +37,10 @@ pub trait Flow: Send + Sync + 'static {
 
     /// What a failure of the flow writes besides `last_error`, for the node as the flow left it.
     fn failure(&self, node: &Node, message: &str) -> Failure;
+
+    /// Called once a failure of the flow is written, with the node as written (its
+    /// notification, say). Nothing by default.
+    fn failed(&self, _ctx: &Ctx, _node: &Node) {}
 }
 
 /// How a failed flow is recorded.
@@ -163,5 +167,8 @@ async fn run_flow(mut task: Task, driver: Driver, flow: impl Flow, _permit: Owne
         ),
     };
     let Failure { extra, fail_edge } = flow.failure(&task.node, &message);
-    task.fail(message, extra, fail_edge).await;
+    let ctx = task.ctx().clone();
+    if let Some(node) = task.fail(message, extra, fail_edge).await {
+        flow.failed(&ctx, &node);
+    }
 }

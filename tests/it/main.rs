@@ -40,6 +40,7 @@ mod node_fields_1_6x;
 mod node_history;
 mod node_inventory;
 mod node_shards;
+mod notifications;
 mod ports;
 mod ports_1_8x;
 mod ports_1_9x;

@@ -17,6 +17,7 @@ use crate::{
     },
     error::{Error, Result},
     node::{JsonObject, normalize_conductor_group, normalize_uuid},
+    notifications::{Status, node as payload},
     rpc::{NodeCreate, RpcRequest},
     states::ProvisionState,
 };
@@ -80,6 +81,10 @@ pub async fn create(
     )
     .await?
     .into_node()?;
+    // Ironic's API announces the node it created (`NodeCRUDPayload`).
+    state
+        .notifier
+        .emit("node", "create", Status::End, || payload::crud(&node));
     let location = format!("{base}/v1/nodes/{}", node.uuid);
     let mut response = (
         StatusCode::CREATED,

@@ -9,6 +9,7 @@ use crate::{
         extract::{ApiPath, ApiVersion, JsonSuffix, RequestId},
     },
     error::Result,
+    notifications::{Status, node as payload},
     rpc::RpcRequest,
 };
 
@@ -25,13 +26,23 @@ pub async fn delete(
             async move { find(state, &i, version).await }
         })
         .await?;
-    call(
+    // Announced as Ironic's API announces it: `baremetal.node.delete.{start,end,error}`.
+    let notifier = &state.notifier;
+    notifier.emit("node", "delete", Status::Start, || payload::crud(&node));
+    let deleted = call(
         &state,
         &request_id,
         RpcRequest::DestroyNode {
-            node: Box::new(node),
+            node: Box::new(node.clone()),
         },
     )
-    .await?;
+    .await;
+    let status = if deleted.is_ok() {
+        Status::End
+    } else {
+        Status::Error
+    };
+    notifier.emit("node", "delete", status, || payload::crud(&node));
+    deleted?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,4 +1,5 @@
-//! PUT and DELETE /v1/nodes/{id}/maintenance.
+//! PUT and DELETE /v1/nodes/{id}/maintenance, announced as Ironic's API announces them
+//! (`baremetal.node.maintenance_set.{start,end,error}`, `NodePayload`).
 
 use axum::{extract::State, http::StatusCode};
 use serde::Deserialize;
@@ -10,6 +11,8 @@ use crate::{
         extract::{ApiPath, ApiVersion, OptionalJson, RequestId},
     },
     error::Result,
+    node::Node,
+    notifications::{Status, node as payload},
     rpc::RpcRequest,
 };
 
@@ -29,18 +32,45 @@ pub async fn set_maintenance(
 ) -> Result<StatusCode> {
     let node = find(&state, &ident, version).await?;
     let reason = body.and_then(|b| b.reason);
-    call(
-        &state,
-        &request_id,
+    set(&state, &request_id, node, true, reason).await
+}
+
+/// Sends the change to the node's conductor between Ironic's start and end (or error)
+/// notifications.
+async fn set(
+    state: &ApiState,
+    request_id: &RequestId,
+    node: Node,
+    maintenance: bool,
+    reason: Option<String>,
+) -> Result<StatusCode> {
+    let notifier = &state.notifier;
+    notifier.emit("node", ACTION, Status::Start, || payload::node(&node));
+    let reply = call(
+        state,
+        request_id,
         RpcRequest::SetMaintenance {
-            node: Box::new(node),
-            maintenance: true,
+            node: Box::new(node.clone()),
+            maintenance,
             reason,
         },
     )
-    .await?;
-    Ok(StatusCode::ACCEPTED)
+    .await;
+    match reply {
+        Ok(reply) => {
+            // A conductor of the release before answers without the node.
+            let written = reply.into_node().unwrap_or(node);
+            notifier.emit("node", ACTION, Status::End, || payload::node(&written));
+            Ok(StatusCode::ACCEPTED)
+        }
+        Err(err) => {
+            notifier.emit("node", ACTION, Status::Error, || payload::node(&node));
+            Err(err)
+        }
+    }
 }
+
+const ACTION: &str = "maintenance_set";
 
 /// DELETE /v1/nodes/{id}/maintenance: 202.
 pub async fn unset_maintenance(
@@ -50,15 +80,5 @@ pub async fn unset_maintenance(
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
     let node = find(&state, &ident, version).await?;
-    call(
-        &state,
-        &request_id,
-        RpcRequest::SetMaintenance {
-            node: Box::new(node),
-            maintenance: false,
-            reason: None,
-        },
-    )
-    .await?;
-    Ok(StatusCode::ACCEPTED)
+    set(&state, &request_id, node, false, None).await
 }

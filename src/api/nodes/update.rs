@@ -12,6 +12,7 @@ use crate::{
         extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, JsonSuffix, RequestId, parse_bool},
     },
     error::{Error, Result},
+    notifications::{Status, node as payload},
     patch::{self, PatchOp},
     rpc::{Route, RpcRequest},
     states::ProvisionState,
@@ -125,5 +126,9 @@ pub async fn update(
     )
     .await?
     .into_node()?;
+    // Ironic's API announces the node as updated (`NodeCRUDPayload`).
+    state
+        .notifier
+        .emit("node", "update", Status::End, || payload::crud(&node));
     detail(&state, &node, version, &base).await.map(Json)
 }

@@ -1,0 +1,462 @@
+//! Versioned notifications, wire-compatible with Ironic's, so that unmodified OpenStack
+//! consumers (an oslo.messaging notification listener) read them.
+//!
+//! A [`Notifier`] is what the API and the conductor emit through: it knows the publisher
+//! (`ferrum-api.<host>`, `ferrum-conductor.<host>`) and the configured `notification_level`, and
+//! hands each notification to a [`Sink`] without ever waiting: the sink is a bounded queue in
+//! front of one publisher task (`amqp.rs`), or the log. With notifications off (the default, as
+//! Ironic's unset `notification_level`) or below the level, nothing is built: the payload is a
+//! closure that is only called when the notification is sent.
+//!
+//! The message is oslo.messaging's notification (`message_id`, `publisher_id`, `event_type`,
+//! `priority`, `payload`, `timestamp`) in its 2.0 envelope, and the payload an Ironic versioned
+//! object (`ironic_object.{namespace,name,version,data}`, Ironic's `ironic/objects/notification.py`
+//! and oslo.versionedobjects' `obj_to_primitive`). The node payloads are in `node.rs`.
+//!
+//! Must not: block or fail the operation that emits, query the database, or know queue names
+//! beyond the exchange and topic it is configured with.
+
+pub mod amqp;
+pub mod node;
+
+use std::{
+    fmt,
+    str::FromStr,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use chrono::{NaiveDateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tracing::{debug, error, info, warn};
+use uuid::Uuid;
+
+/// Ironic's notification levels, in increasing severity (`NOTIFY_LEVELS`): a notification is
+/// sent when its level is at least the configured one. Also the message's `priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Debug,
+    Info,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl Level {
+    /// The configuration's spelling (Ironic's `notification_level` values).
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+            Level::Critical => "critical",
+        }
+    }
+
+    /// The message's `priority` as oslo.messaging's notifier writes it (`Notifier.info` sends
+    /// `INFO`); its lower case ends the routing key.
+    pub fn priority(self) -> &'static str {
+        match self {
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warning => "WARN",
+            Level::Error => "ERROR",
+            Level::Critical => "CRITICAL",
+        }
+    }
+}
+
+impl FromStr for Level {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Level, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "debug" => Ok(Level::Debug),
+            "info" => Ok(Level::Info),
+            "warning" => Ok(Level::Warning),
+            "error" => Ok(Level::Error),
+            "critical" => Ok(Level::Critical),
+            other => Err(format!(
+                "'{other}' is not a notification level (debug, info, warning, error, critical)"
+            )),
+        }
+    }
+}
+
+/// The last part of an event type (Ironic's `NotificationStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Start,
+    End,
+    Error,
+    Success,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Start => "start",
+            Status::End => "end",
+            Status::Error => "error",
+            Status::Success => "success",
+        }
+    }
+
+    /// Ironic sends `error` at ERROR and everything else at INFO.
+    pub fn level(self) -> Level {
+        match self {
+            Status::Error => Level::Error,
+            Status::Start | Status::End | Status::Success => Level::Info,
+        }
+    }
+}
+
+/// Which process kind publishes: the first half of `publisher_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Api,
+    Conductor,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Service::Api => "ferrum-api",
+            Service::Conductor => "ferrum-conductor",
+        }
+    }
+}
+
+/// A versioned payload: an Ironic object's name and version, and its fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub data: Map<String, Value>,
+}
+
+impl Payload {
+    /// The object as oslo.versionedobjects' `obj_to_primitive` gives it (its changes reset, as
+    /// Ironic's `emit` resets them, so no `ironic_object.changes`).
+    pub fn to_primitive(&self) -> Value {
+        json!({
+            "ironic_object.namespace": "ironic",
+            "ironic_object.name": self.name,
+            "ironic_object.version": self.version,
+            "ironic_object.data": self.data,
+        })
+    }
+}
+
+/// One notification, as queued for the publisher.
+#[derive(Debug, Clone)]
+pub struct Notification {
+    pub message_id: Uuid,
+    pub publisher_id: Arc<str>,
+    /// `baremetal.<object>.<action>.<status>`.
+    pub event_type: String,
+    pub level: Level,
+    pub payload: Payload,
+    /// When it was emitted (UTC).
+    pub timestamp: NaiveDateTime,
+}
+
+impl Notification {
+    /// The message oslo.messaging's notifier builds (`Notifier._notify`).
+    pub fn message(&self) -> Value {
+        json!({
+            "message_id": self.message_id.to_string(),
+            "publisher_id": &*self.publisher_id,
+            "event_type": self.event_type,
+            "priority": self.level.priority(),
+            "payload": self.payload.to_primitive(),
+            "timestamp": oslo_timestamp(&self.timestamp),
+            // What the AMQP driver adds to every message it sends (`_add_unique_id`); the
+            // listener's duplicate check reads it.
+            "_unique_id": Uuid::new_v4().simple().to_string(),
+        })
+    }
+
+    /// The AMQP body: the message, as JSON text, in oslo.messaging's 2.0 envelope
+    /// (`serialize_msg`), itself JSON.
+    pub fn body(&self) -> Vec<u8> {
+        let inner = self.message().to_string();
+        json!({"oslo.version": "2.0", "oslo.message": inner})
+            .to_string()
+            .into_bytes()
+    }
+}
+
+/// `str(datetime)` of a naive UTC time, as oslo's `timeutils.utcnow()` is written into a
+/// message: `2026-12-03 16:05:07.123456`, without the fraction when it is zero.
+pub fn oslo_timestamp(at: &NaiveDateTime) -> String {
+    if at.and_utc().timestamp_subsec_micros() == 0 {
+        at.format("%Y-%m-%d %H:%M:%S").to_string()
+    } else {
+        at.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+    }
+}
+
+/// A date-time field of a payload as oslo.versionedobjects' `DateTimeField` writes it
+/// (`isotime`: seconds, `Z`).
+pub fn object_time(at: &NaiveDateTime) -> String {
+    at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Where notifications go: the publisher's queue, or the log.
+#[derive(Debug)]
+pub struct Sink {
+    kind: SinkKind,
+    /// Notifications that could not be queued (the queue was full: the broker is away or slow).
+    dropped: AtomicU64,
+}
+
+#[derive(Debug)]
+enum SinkKind {
+    Queue(mpsc::Sender<Notification>),
+    Log,
+}
+
+impl Sink {
+    /// Notifications written to the log at their own level (all-in-one without a broker).
+    pub fn log() -> Arc<Sink> {
+        Arc::new(Sink {
+            kind: SinkKind::Log,
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// A bounded queue whose receiver a publisher task drains.
+    pub fn queue(capacity: usize) -> (Arc<Sink>, mpsc::Receiver<Notification>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let sink = Arc::new(Sink {
+            kind: SinkKind::Queue(tx),
+            dropped: AtomicU64::new(0),
+        });
+        (sink, rx)
+    }
+
+    /// How many notifications were dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, notification: Notification) {
+        match &self.kind {
+            SinkKind::Log => log_notification(&notification),
+            SinkKind::Queue(queue) => {
+                if let Err(err) = queue.try_send(notification) {
+                    let lost = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                    let why = match err {
+                        mpsc::error::TrySendError::Full(_) => "the queue is full",
+                        mpsc::error::TrySendError::Closed(_) => "the publisher stopped",
+                    };
+                    // 1, 2, 4, 8, ...: a broker away for long does not flood the log.
+                    if lost.is_power_of_two() {
+                        warn!(
+                            dropped = lost,
+                            "Dropped a notification ({why}); {lost} dropped so far"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn log_notification(n: &Notification) {
+    let payload = n.payload.to_primitive();
+    match n.level {
+        Level::Debug => {
+            debug!(target: "ferrum::notification", event_type = %n.event_type, publisher_id = %n.publisher_id, %payload, "Notification {}", n.event_type)
+        }
+        Level::Info | Level::Warning => {
+            info!(target: "ferrum::notification", event_type = %n.event_type, publisher_id = %n.publisher_id, %payload, "Notification {}", n.event_type)
+        }
+        Level::Error | Level::Critical => {
+            error!(target: "ferrum::notification", event_type = %n.event_type, publisher_id = %n.publisher_id, %payload, "Notification {}", n.event_type)
+        }
+    }
+}
+
+/// What emits notifications for one service of a process; cheap to clone. Off by default.
+#[derive(Clone, Default)]
+pub struct Notifier(Option<Arc<Emitter>>);
+
+struct Emitter {
+    level: Level,
+    publisher_id: Arc<str>,
+    sink: Arc<Sink>,
+}
+
+impl Notifier {
+    /// Sends nothing (Ironic's unset `notification_level`).
+    pub fn off() -> Notifier {
+        Notifier(None)
+    }
+
+    /// Sends notifications of at least `level` to `sink` as `<service>.<host>`.
+    pub fn new(service: Service, host: &str, level: Level, sink: Arc<Sink>) -> Notifier {
+        Notifier(Some(Arc::new(Emitter {
+            level,
+            publisher_id: format!("{}.{host}", service.name()).into(),
+            sink,
+        })))
+    }
+
+    /// Whether a notification at `level` would be sent.
+    pub fn enabled(&self, level: Level) -> bool {
+        self.0.as_ref().is_some_and(|e| level >= e.level)
+    }
+
+    /// The sink, for its counters.
+    pub fn sink(&self) -> Option<&Arc<Sink>> {
+        self.0.as_ref().map(|e| &e.sink)
+    }
+
+    /// Emits `baremetal.<object>.<action>.<status>` at the status's level: `payload` is called
+    /// only when that level is sent. Never waits and never fails: a notification that cannot
+    /// be queued is counted and logged.
+    pub fn emit(
+        &self,
+        object: &str,
+        action: &str,
+        status: Status,
+        payload: impl FnOnce() -> Payload,
+    ) {
+        let Some(emitter) = &self.0 else {
+            return;
+        };
+        let level = status.level();
+        if level < emitter.level {
+            return;
+        }
+        emitter.sink.send(Notification {
+            message_id: Uuid::new_v4(),
+            publisher_id: emitter.publisher_id.clone(),
+            event_type: format!("baremetal.{object}.{action}.{}", status.name()),
+            level,
+            payload: payload(),
+            timestamp: Utc::now().naive_utc(),
+        });
+    }
+}
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            None => f.write_str("Notifier(off)"),
+            Some(e) => f
+                .debug_struct("Notifier")
+                .field("publisher_id", &e.publisher_id)
+                .field("level", &e.level)
+                .finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::NaiveDate;
+
+    use super::*;
+
+    fn sample() -> Notification {
+        let at = NaiveDate::from_ymd_opt(2026, 12, 3)
+            .unwrap()
+            .and_hms_micro_opt(16, 5, 7, 120)
+            .unwrap();
+        Notification {
+            message_id: Uuid::nil(),
+            publisher_id: "ferrum-conductor.c1".into(),
+            event_type: "baremetal.node.power_set.end".to_owned(),
+            level: Level::Info,
+            payload: Payload {
+                name: "NodeSetPowerStatePayload",
+                version: "1.17",
+                data: json!({"uuid": "u"}).as_object().unwrap().clone(),
+            },
+            timestamp: at,
+        }
+    }
+
+    #[test]
+    fn the_body_is_oslo_messagings_2_0_envelope_around_the_message_as_text() {
+        let body: Value = serde_json::from_slice(&sample().body()).unwrap();
+        let envelope = body.as_object().unwrap();
+        let keys: Vec<&str> = envelope.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["oslo.message", "oslo.version"]);
+        assert_eq!(envelope["oslo.version"], "2.0");
+        let inner: Value =
+            serde_json::from_str(envelope["oslo.message"].as_str().expect("a string")).unwrap();
+        assert_eq!(inner["message_id"], Uuid::nil().to_string());
+        assert_eq!(inner["publisher_id"], "ferrum-conductor.c1");
+        assert_eq!(inner["event_type"], "baremetal.node.power_set.end");
+        assert_eq!(inner["priority"], "INFO");
+        assert_eq!(inner["timestamp"], "2026-12-03 16:05:07.000120");
+        assert_eq!(inner["_unique_id"].as_str().unwrap().len(), 32);
+        assert_eq!(
+            inner["payload"],
+            json!({
+                "ironic_object.namespace": "ironic",
+                "ironic_object.name": "NodeSetPowerStatePayload",
+                "ironic_object.version": "1.17",
+                "ironic_object.data": {"uuid": "u"},
+            })
+        );
+    }
+
+    #[test]
+    fn times_are_written_as_python_and_oslo_versionedobjects_write_them() {
+        let at = NaiveDate::from_ymd_opt(2026, 1, 2)
+            .unwrap()
+            .and_hms_opt(3, 4, 5)
+            .unwrap();
+        assert_eq!(oslo_timestamp(&at), "2026-01-02 03:04:05");
+        assert_eq!(object_time(&at), "2026-01-02T03:04:05Z");
+    }
+
+    #[test]
+    fn levels_filter_as_ironic_and_the_payload_is_built_only_when_sent() {
+        let (sink, mut rx) = Sink::queue(8);
+        let notifier = Notifier::new(Service::Api, "h", Level::Error, sink);
+        let mut built = 0;
+        notifier.emit("node", "update", Status::End, || {
+            built += 1;
+            sample().payload
+        });
+        assert_eq!(built, 0, "an INFO notification below ERROR is not built");
+        assert!(rx.try_recv().is_err());
+        notifier.emit("node", "update", Status::Error, || sample().payload);
+        let sent = rx.try_recv().unwrap();
+        assert_eq!(sent.event_type, "baremetal.node.update.error");
+        assert_eq!(sent.level, Level::Error);
+        assert_eq!(&*sent.publisher_id, "ferrum-api.h");
+
+        let mut called = false;
+        Notifier::off().emit("node", "update", Status::Error, || {
+            called = true;
+            sample().payload
+        });
+        assert!(!called);
+        assert!(!Notifier::off().enabled(Level::Critical));
+        assert!("WARNING".parse::<Level>().unwrap() == Level::Warning);
+        assert!("loud".parse::<Level>().is_err());
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_without_waiting() {
+        let (sink, _rx) = Sink::queue(2);
+        let notifier = Notifier::new(Service::Conductor, "h", Level::Info, sink.clone());
+        for _ in 0..10 {
+            notifier.emit("node", "power_set", Status::Start, || sample().payload);
+        }
+        assert_eq!(sink.dropped(), 8);
+    }
+}
