@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use super::{
     CleanStep, DeployInterface, DeployOutcome, DriverError, DriverStep, Properties, StepContext,
     StepDone, StepPoll,
-    agent_client::{AgentClient, CommandStatus},
+    agent_client::{AgentClient, CommandResult, CommandStatus},
     local_image::{LocalImage, LocalImages},
 };
 use crate::{
@@ -415,30 +415,21 @@ impl DeployInterface for DirectDeploy {
                 StepPoll::Running
             });
         }
-        let commands = AgentClient::for_node(node)?.commands().await?;
-        let Some(last) = commands.last() else {
-            return Ok(StepPoll::Running);
+        let last = match poll_agent_step(
+            node,
+            "execute_deploy_step",
+            "deploy_step",
+            &step.interface,
+            &step.step,
+        )
+        .await?
+        {
+            AgentStep::Running => return Ok(StepPoll::Running),
+            AgentStep::Finished => return Ok(StepPoll::Finished),
+            AgentStep::Failed(last) => last,
         };
-        if last.command_name != "execute_deploy_step" {
-            return Ok(StepPoll::Running);
-        }
         Ok(match last.status() {
-            CommandStatus::Running => StepPoll::Running,
-            CommandStatus::Succeeded => {
-                let finished = last
-                    .command_result
-                    .as_ref()
-                    .and_then(|r| r.get("deploy_step"));
-                let same = finished.is_some_and(|s| {
-                    s.get("interface").and_then(Value::as_str) == Some(step.interface.as_str())
-                        && s.get("step").and_then(Value::as_str) == Some(step.step.as_str())
-                });
-                if same {
-                    StepPoll::Finished
-                } else {
-                    StepPoll::Running
-                }
-            }
+            CommandStatus::Running | CommandStatus::Succeeded => StepPoll::Running,
             CommandStatus::Failed => StepPoll::Failed(format!(
                 "Deploy step deploy.write_image failed on node {}. {}",
                 node.uuid,
@@ -546,33 +537,62 @@ impl DeployInterface for DirectDeploy {
         interface: &str,
         step: &str,
     ) -> Result<StepPoll, DriverError> {
-        let commands = AgentClient::for_node(node)?.commands().await?;
-        let Some(last) = commands.last() else {
-            return Ok(StepPoll::Running);
-        };
-        if last.command_name != "execute_clean_step" {
-            return Ok(StepPoll::Running);
-        }
-        Ok(match last.status() {
-            CommandStatus::Running => StepPoll::Running,
-            CommandStatus::Succeeded => {
-                let finished = last
-                    .command_result
-                    .as_ref()
-                    .and_then(|r| r.get("clean_step"));
-                let same = finished.is_some_and(|s| {
-                    s.get("interface").and_then(Value::as_str) == Some(interface)
-                        && s.get("step").and_then(Value::as_str) == Some(step)
-                });
-                if same {
-                    StepPoll::Finished
-                } else {
-                    StepPoll::Running
+        Ok(
+            match poll_agent_step(node, "execute_clean_step", "clean_step", interface, step).await?
+            {
+                AgentStep::Running => StepPoll::Running,
+                AgentStep::Finished => StepPoll::Finished,
+                AgentStep::Failed(last) => {
+                    StepPoll::Failed(clean_step_failed(node, step, &last).to_string())
                 }
-            }
-            _ => StepPoll::Failed(clean_step_failed(node, step, last).to_string()),
-        })
+            },
+        )
     }
+}
+
+/// Where an asynchronous step the agent runs stands.
+enum AgentStep {
+    Running,
+    Finished,
+    /// The agent's last command, which did not succeed.
+    Failed(CommandResult),
+}
+
+/// Where the agent's asynchronous `command` running `interface.step` stands (Ironic's
+/// `_get_completed_command`): finished once the agent's last command is this command, done,
+/// with this step in its result under `result_key`; running until then.
+async fn poll_agent_step(
+    node: &Node,
+    command: &str,
+    result_key: &str,
+    interface: &str,
+    step: &str,
+) -> Result<AgentStep, DriverError> {
+    let mut commands = AgentClient::for_node(node)?.commands().await?;
+    let Some(last) = commands.pop() else {
+        return Ok(AgentStep::Running);
+    };
+    if last.command_name != command {
+        return Ok(AgentStep::Running);
+    }
+    Ok(match last.status() {
+        CommandStatus::Running => AgentStep::Running,
+        CommandStatus::Succeeded => {
+            let finished = last.command_result.as_ref().and_then(|r| r.get(result_key));
+            let same = finished.is_some_and(|s| {
+                s.get("interface").and_then(Value::as_str) == Some(interface)
+                    && s.get("step").and_then(Value::as_str) == Some(step)
+            });
+            if same {
+                AgentStep::Finished
+            } else {
+                AgentStep::Running
+            }
+        }
+        CommandStatus::Failed | CommandStatus::VersionMismatch | CommandStatus::Other(_) => {
+            AgentStep::Failed(last)
+        }
+    })
 }
 
 /// Boots the deploy ramdisk: (re)starts the node, then waits for its agent. With the
@@ -633,11 +653,7 @@ async fn insert_deploy_iso(node: &Node, ctx: &StepContext<'_>) -> Result<JsonObj
 
 /// A clean step the agent failed, in its words (Ironic's "Agent returned error for clean
 /// step ..."); a changed set of hardware managers is its own failure.
-fn clean_step_failed(
-    node: &Node,
-    step: &str,
-    result: &super::agent_client::CommandResult,
-) -> DriverError {
+fn clean_step_failed(node: &Node, step: &str, result: &CommandResult) -> DriverError {
     DriverError::Failed(match result.status() {
         CommandStatus::VersionMismatch => format!(
             "The agent of node {} changed its hardware managers during the cleaning (VERSION_MISMATCH); clean again.",
