@@ -22,6 +22,7 @@ pub mod node_ops;
 pub mod periodic;
 pub mod ports;
 pub mod power;
+pub mod power_sync;
 pub mod provision;
 pub mod recovery;
 pub mod task;
@@ -63,6 +64,8 @@ pub struct Context {
     pub lease: Arc<lease::Lease>,
     /// Versioned notifications of what the conductor does (off unless configured).
     pub notifier: Notifier,
+    /// What the power-state sync keeps between its rounds.
+    pub power_sync: power_sync::PowerSync,
 }
 
 pub type Ctx = Arc<Context>;
@@ -79,6 +82,7 @@ impl Context {
             abort_work: CancellationToken::new(),
             lease: Arc::new(lease::Lease::new()),
             notifier: Notifier::off(),
+            power_sync: power_sync::PowerSync::default(),
             config,
         })
     }
@@ -157,6 +161,8 @@ pub async fn start(
         ctx.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(power_sync::sync_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn(power_sync::recovery_loop(ctx.clone(), shutdown.clone()));
     Ok(Serving {
         ctx,
         shutdown,

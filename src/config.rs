@@ -152,6 +152,29 @@ pub struct ConductorConfig {
     pub redfish_connection_attempts: u32,
     #[serde(with = "seconds")]
     pub redfish_connection_retry_interval: Duration,
+    /// How often the power state of the nodes this conductor owns is read from their hardware
+    /// and compared with the recorded one; 0 turns the sync off (Ironic's
+    /// `[conductor]sync_power_state_interval`).
+    #[serde(with = "seconds")]
+    pub sync_power_state_interval: Duration,
+    /// On a mismatch, put the hardware back into the recorded state (true) or record the
+    /// hardware's state (false) (Ironic's `[conductor]force_power_state_during_sync`).
+    pub force_power_state_during_sync: bool,
+    /// Rounds in a row a node may fail its sync (its BMC unreachable, or a mismatch that does
+    /// not go away) before it is put into maintenance with the fault `power failure` (Ironic's
+    /// `[conductor]power_state_sync_max_retries`).
+    pub power_state_sync_max_retries: u32,
+    /// Nodes synced at once by this conductor, all BMCs together (Ironic's
+    /// `[conductor]sync_power_state_workers`).
+    pub sync_power_state_workers: usize,
+    /// Nodes synced at once by this conductor on one BMC (its scheme, host and port), so that a
+    /// BMC serving many systems, or a chassis manager, is not flooded (Ferrum's own).
+    pub sync_power_state_workers_per_bmc: usize,
+    /// How often the nodes put into maintenance for a `power failure` are asked for their power
+    /// state again, and taken out of maintenance when they answer; 0 turns it off (Ironic's
+    /// `[conductor]power_failure_recovery_interval`).
+    #[serde(with = "seconds")]
+    pub power_failure_recovery_interval: Duration,
 }
 
 /// Where the agent downloads an instance image from ([`ConductorConfig::image_download_source`]).
@@ -300,6 +323,12 @@ impl Default for ConductorConfig {
             soft_power_off_timeout: Duration::from_secs(600),
             redfish_connection_attempts: 5,
             redfish_connection_retry_interval: Duration::from_secs(4),
+            sync_power_state_interval: Duration::from_secs(120),
+            force_power_state_during_sync: true,
+            power_state_sync_max_retries: 3,
+            sync_power_state_workers: 8,
+            sync_power_state_workers_per_bmc: 2,
+            power_failure_recovery_interval: Duration::from_secs(300),
         }
     }
 }
@@ -412,6 +441,21 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_REDFISH_CONNECTION_RETRY_INTERVAL", value_parser = parse_seconds)]
     pub redfish_connection_retry_interval: Option<Duration>,
+    /// Seconds; 0 turns the power-state sync off.
+    #[arg(long, env = "FERRUM_SYNC_POWER_STATE_INTERVAL", value_parser = parse_seconds)]
+    pub sync_power_state_interval: Option<Duration>,
+    /// `true` or `false`.
+    #[arg(long, env = "FERRUM_FORCE_POWER_STATE_DURING_SYNC")]
+    pub force_power_state_during_sync: Option<bool>,
+    #[arg(long, env = "FERRUM_POWER_STATE_SYNC_MAX_RETRIES")]
+    pub power_state_sync_max_retries: Option<u32>,
+    #[arg(long, env = "FERRUM_SYNC_POWER_STATE_WORKERS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub sync_power_state_workers: Option<u32>,
+    #[arg(long, env = "FERRUM_SYNC_POWER_STATE_WORKERS_PER_BMC", value_parser = clap::value_parser!(u32).range(1..))]
+    pub sync_power_state_workers_per_bmc: Option<u32>,
+    /// Seconds; 0 turns the recovery off.
+    #[arg(long, env = "FERRUM_POWER_FAILURE_RECOVERY_INTERVAL", value_parser = parse_seconds)]
+    pub power_failure_recovery_interval: Option<Duration>,
     /// debug, info, warning, error or critical; unset sends no notifications.
     #[arg(long, env = "FERRUM_NOTIFICATION_LEVEL", value_parser = parse_level)]
     pub notification_level: Option<crate::notifications::Level>,
@@ -587,6 +631,30 @@ impl Config {
             &mut self.conductor.redfish_connection_retry_interval,
             &a.redfish_connection_retry_interval,
         );
+        set(
+            &mut self.conductor.sync_power_state_interval,
+            &a.sync_power_state_interval,
+        );
+        set(
+            &mut self.conductor.force_power_state_during_sync,
+            &a.force_power_state_during_sync,
+        );
+        set(
+            &mut self.conductor.power_state_sync_max_retries,
+            &a.power_state_sync_max_retries,
+        );
+        set(
+            &mut self.conductor.sync_power_state_workers,
+            &a.sync_power_state_workers.map(|w| w as usize),
+        );
+        set(
+            &mut self.conductor.sync_power_state_workers_per_bmc,
+            &a.sync_power_state_workers_per_bmc.map(|w| w as usize),
+        );
+        set(
+            &mut self.conductor.power_failure_recovery_interval,
+            &a.power_failure_recovery_interval,
+        );
         let n = &mut self.notifications;
         if a.notification_level.is_some() {
             n.level = a.notification_level;
@@ -711,6 +779,15 @@ impl Config {
         if self.conductor.redfish_connection_attempts == 0 {
             return invalid(
                 "conductor.redfish_connection_attempts",
+                "must be at least 1",
+            );
+        }
+        if self.conductor.sync_power_state_workers == 0 {
+            return invalid("conductor.sync_power_state_workers", "must be at least 1");
+        }
+        if self.conductor.sync_power_state_workers_per_bmc == 0 {
+            return invalid(
+                "conductor.sync_power_state_workers_per_bmc",
                 "must be at least 1",
             );
         }

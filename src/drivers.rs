@@ -182,6 +182,12 @@ pub trait PowerInterface: Send + Sync + 'static {
     fn properties(&self) -> Properties;
     /// Checks `driver_info` has what this interface needs; no hardware access.
     fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    /// The BMC this interface talks to for `node` (scheme, host and port), so that work on many
+    /// nodes can bound its requests to one BMC; None when it talks to none, or the node's
+    /// `driver_info` does not say.
+    fn bmc(&self, _node: &Node) -> Option<String> {
+        None
+    }
     async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError>;
     async fn set_power_state(
         &self,

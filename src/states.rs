@@ -323,15 +323,19 @@ const INTERFACES: u8 = 1 << 3;
 const PROTECT: u8 = 1 << 4;
 /// Takes a power change requested through the API ([`ProvisionState::power_change_allowed`]).
 const POWER: u8 = 1 << 5;
+/// Its power state is compared with the hardware's by the power-state sync
+/// ([`ProvisionState::power_synced`]).
+const SYNC: u8 = 1 << 6;
 
 /// The names [`render_states`] prints for the allowance bits, in bit order.
-const ALLOWANCES: [(u8, &str); 6] = [
+const ALLOWANCES: [(u8, &str); 7] = [
     (UPDATE, "update"),
     (DELETE, "delete"),
     (STUCK_FAILS, "stuck-fails"),
     (INTERFACES, "interfaces"),
     (PROTECT, "protect"),
     (POWER, "power"),
+    (SYNC, "power-sync"),
 ];
 
 /// The facts about one provision state: one row of [`STATES`].
@@ -377,43 +381,44 @@ const fn row(
 /// `abort` here stops; and what a node in it allows: `UPDATE` (PATCH despite a target),
 /// `DELETE` (without maintenance), `STUCK_FAILS` (failed on recovery), `INTERFACES` (driver
 /// and interface changes without maintenance), `PROTECT` (may be made protected), `POWER`
-/// (takes a power change). [`render_states`] prints it for a snapshot test.
+/// (takes a power change), `SYNC` (its power state is synced with the hardware's).
+/// [`render_states`] prints it for a snapshot test.
 #[rustfmt::skip]
 pub const STATES: &[StateFacts] = {
     use Kind::{Failure, Hold, Stable, Unstable};
     &[
         //  state            API name           kind      target               abort names         allows
         row(S::Enroll,       "enroll",          Stable,   None,                None,               DELETE | INTERFACES | POWER),
-        row(S::Verifying,    "verifying",       Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | POWER),
-        row(S::Manageable,   "manageable",      Stable,   None,                None,               DELETE | INTERFACES | POWER),
-        row(S::Available,    "available",       Stable,   None,                None,               DELETE | INTERFACES | POWER),
-        row(S::Active,       "active",          Stable,   None,                None,               PROTECT | POWER),
+        row(S::Verifying,    "verifying",       Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | POWER | SYNC),
+        row(S::Manageable,   "manageable",      Stable,   None,                None,               DELETE | INTERFACES | POWER | SYNC),
+        row(S::Available,    "available",       Stable,   None,                None,               DELETE | INTERFACES | POWER | SYNC),
+        row(S::Active,       "active",          Stable,   None,                None,               PROTECT | POWER | SYNC),
         row(S::DeployWait,   "wait call-back",  Unstable, Some(S::Active),     Some("deploy"),     POWER),
-        row(S::Deploying,    "deploying",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
-        row(S::DeployFail,   "deploy failed",   Failure,  Some(S::Active),     None,               UPDATE | POWER),
-        row(S::DeployHold,   "deploy hold",     Hold,     Some(S::Active),     Some("deploy"),     POWER),
-        row(S::Deleting,     "deleting",        Unstable, Some(S::Available),  None,               STUCK_FAILS | POWER),
+        row(S::Deploying,    "deploying",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
+        row(S::DeployFail,   "deploy failed",   Failure,  Some(S::Active),     None,               UPDATE | POWER | SYNC),
+        row(S::DeployHold,   "deploy hold",     Hold,     Some(S::Active),     Some("deploy"),     POWER | SYNC),
+        row(S::Deleting,     "deleting",        Unstable, Some(S::Available),  None,               STUCK_FAILS | POWER | SYNC),
         // Cleaning drives the power itself.
-        row(S::Cleaning,     "cleaning",        Unstable, Some(S::Available),  None,               STUCK_FAILS),
+        row(S::Cleaning,     "cleaning",        Unstable, Some(S::Available),  None,               STUCK_FAILS | SYNC),
         row(S::CleanWait,    "clean wait",      Unstable, Some(S::Available),  Some("clean"),      0),
-        row(S::CleanFail,    "clean failed",    Failure,  Some(S::Available),  None,               UPDATE | POWER),
-        row(S::CleanHold,    "clean hold",      Hold,     Some(S::Available),  Some("clean"),      POWER),
-        row(S::Error,        "error",           Stable,   None,                None,               UPDATE | POWER),
-        row(S::Inspecting,   "inspecting",      Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | INTERFACES | POWER),
-        row(S::InspectFail,  "inspect failed",  Failure,  Some(S::Manageable), None,               UPDATE | POWER),
-        row(S::InspectWait,  "inspect wait",    Unstable, Some(S::Manageable), Some("inspection"), UPDATE | INTERFACES | POWER),
-        row(S::Adopting,     "adopting",        Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
+        row(S::CleanFail,    "clean failed",    Failure,  Some(S::Available),  None,               UPDATE | POWER | SYNC),
+        row(S::CleanHold,    "clean hold",      Hold,     Some(S::Available),  Some("clean"),      POWER | SYNC),
+        row(S::Error,        "error",           Stable,   None,                None,               UPDATE | POWER | SYNC),
+        row(S::Inspecting,   "inspecting",      Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | INTERFACES | POWER | SYNC),
+        row(S::InspectFail,  "inspect failed",  Failure,  Some(S::Manageable), None,               UPDATE | POWER | SYNC),
+        row(S::InspectWait,  "inspect wait",    Unstable, Some(S::Manageable), Some("inspection"), UPDATE | INTERFACES | POWER | SYNC),
+        row(S::Adopting,     "adopting",        Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
         row(S::AdoptFail,    "adopt failed",    Failure,  Some(S::Active),     None,               UPDATE | DELETE | POWER),
-        row(S::Rescue,       "rescue",          Stable,   None,                None,               PROTECT | POWER),
-        row(S::RescueFail,   "rescue failed",   Failure,  Some(S::Rescue),     None,               UPDATE | POWER),
-        row(S::RescueWait,   "rescue wait",     Unstable, Some(S::Rescue),     Some("rescue"),     POWER),
-        row(S::Rescuing,     "rescuing",        Unstable, Some(S::Rescue),     None,               STUCK_FAILS | POWER),
-        row(S::UnrescueFail, "unrescue failed", Failure,  Some(S::Active),     None,               UPDATE | POWER),
-        row(S::Unrescuing,   "unrescuing",      Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
-        row(S::Servicing,    "servicing",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER),
-        row(S::ServiceWait,  "service wait",    Unstable, Some(S::Active),     Some("service"),    POWER),
-        row(S::ServiceFail,  "service failed",  Failure,  Some(S::Active),     Some("service"),    UPDATE | POWER),
-        row(S::ServiceHold,  "service hold",    Hold,     Some(S::Active),     Some("service"),    UPDATE | POWER),
+        row(S::Rescue,       "rescue",          Stable,   None,                None,               PROTECT | POWER | SYNC),
+        row(S::RescueFail,   "rescue failed",   Failure,  Some(S::Rescue),     None,               UPDATE | POWER | SYNC),
+        row(S::RescueWait,   "rescue wait",     Unstable, Some(S::Rescue),     Some("rescue"),     POWER | SYNC),
+        row(S::Rescuing,     "rescuing",        Unstable, Some(S::Rescue),     None,               STUCK_FAILS | POWER | SYNC),
+        row(S::UnrescueFail, "unrescue failed", Failure,  Some(S::Active),     None,               UPDATE | POWER | SYNC),
+        row(S::Unrescuing,   "unrescuing",      Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
+        row(S::Servicing,    "servicing",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
+        row(S::ServiceWait,  "service wait",    Unstable, Some(S::Active),     Some("service"),    POWER | SYNC),
+        row(S::ServiceFail,  "service failed",  Failure,  Some(S::Active),     Some("service"),    UPDATE | POWER | SYNC),
+        row(S::ServiceHold,  "service hold",    Hold,     Some(S::Active),     Some("service"),    UPDATE | POWER | SYNC),
     ]
 };
 
@@ -594,6 +599,14 @@ impl ProvisionState {
     /// cleaning runs or waits, since cleaning drives the power itself.
     pub fn power_change_allowed(self) -> bool {
         self.allows(POWER)
+    }
+
+    /// Whether the power-state sync compares a node's recorded power state with its
+    /// hardware's in this state: everywhere but Ironic's `SYNC_EXCLUDED_STATES`, the waits for
+    /// a ramdisk that drives the power itself (`wait call-back`, `clean wait`), `enroll` (not
+    /// verified yet) and `adopt failed`.
+    pub fn power_synced(self) -> bool {
+        self.allows(SYNC)
     }
 
     /// The operation an `abort` in this state stops, as `last_error` names it ("By request, the
@@ -890,35 +903,35 @@ service failed --delete--> deleting
     /// deliberate change to a state's facts.
     const EXPECTED_STATES: &str = "\
 enroll: stable, target -, abort stops -, allows delete interfaces power
-verifying: unstable, target manageable, abort stops -, allows update stuck-fails power
-manageable: stable, target -, abort stops -, allows delete interfaces power
-available: stable, target -, abort stops -, allows delete interfaces power
-active: stable, target -, abort stops -, allows protect power
+verifying: unstable, target manageable, abort stops -, allows update stuck-fails power power-sync
+manageable: stable, target -, abort stops -, allows delete interfaces power power-sync
+available: stable, target -, abort stops -, allows delete interfaces power power-sync
+active: stable, target -, abort stops -, allows protect power power-sync
 wait call-back: unstable, target active, abort stops deploy, allows power
-deploying: unstable, target active, abort stops -, allows stuck-fails power
-deploy failed: failure, target active, abort stops -, allows update power
-deploy hold: hold, target active, abort stops deploy, allows power
-deleting: unstable, target available, abort stops -, allows stuck-fails power
-cleaning: unstable, target available, abort stops -, allows stuck-fails
+deploying: unstable, target active, abort stops -, allows stuck-fails power power-sync
+deploy failed: failure, target active, abort stops -, allows update power power-sync
+deploy hold: hold, target active, abort stops deploy, allows power power-sync
+deleting: unstable, target available, abort stops -, allows stuck-fails power power-sync
+cleaning: unstable, target available, abort stops -, allows stuck-fails power-sync
 clean wait: unstable, target available, abort stops clean, allows nothing
-clean failed: failure, target available, abort stops -, allows update power
-clean hold: hold, target available, abort stops clean, allows power
-error: stable, target -, abort stops -, allows update power
-inspecting: unstable, target manageable, abort stops -, allows update stuck-fails interfaces power
-inspect failed: failure, target manageable, abort stops -, allows update power
-inspect wait: unstable, target manageable, abort stops inspection, allows update interfaces power
-adopting: unstable, target active, abort stops -, allows stuck-fails power
+clean failed: failure, target available, abort stops -, allows update power power-sync
+clean hold: hold, target available, abort stops clean, allows power power-sync
+error: stable, target -, abort stops -, allows update power power-sync
+inspecting: unstable, target manageable, abort stops -, allows update stuck-fails interfaces power power-sync
+inspect failed: failure, target manageable, abort stops -, allows update power power-sync
+inspect wait: unstable, target manageable, abort stops inspection, allows update interfaces power power-sync
+adopting: unstable, target active, abort stops -, allows stuck-fails power power-sync
 adopt failed: failure, target active, abort stops -, allows update delete power
-rescue: stable, target -, abort stops -, allows protect power
-rescue failed: failure, target rescue, abort stops -, allows update power
-rescue wait: unstable, target rescue, abort stops rescue, allows power
-rescuing: unstable, target rescue, abort stops -, allows stuck-fails power
-unrescue failed: failure, target active, abort stops -, allows update power
-unrescuing: unstable, target active, abort stops -, allows stuck-fails power
-servicing: unstable, target active, abort stops -, allows stuck-fails power
-service wait: unstable, target active, abort stops service, allows power
-service failed: failure, target active, abort stops service, allows update power
-service hold: hold, target active, abort stops service, allows update power
+rescue: stable, target -, abort stops -, allows protect power power-sync
+rescue failed: failure, target rescue, abort stops -, allows update power power-sync
+rescue wait: unstable, target rescue, abort stops rescue, allows power power-sync
+rescuing: unstable, target rescue, abort stops -, allows stuck-fails power power-sync
+unrescue failed: failure, target active, abort stops -, allows update power power-sync
+unrescuing: unstable, target active, abort stops -, allows stuck-fails power power-sync
+servicing: unstable, target active, abort stops -, allows stuck-fails power power-sync
+service wait: unstable, target active, abort stops service, allows power power-sync
+service failed: failure, target active, abort stops service, allows update power power-sync
+service hold: hold, target active, abort stops service, allows update power power-sync
 ";
 
     /// The API names of the states for which `fact` holds, sorted.
@@ -1163,6 +1176,20 @@ service hold: hold, target active, abort stops service, allows update power
                 "unrescue failed",
                 "service hold",
                 "service failed",
+            ])
+        );
+    }
+
+    /// The power-state sync leaves exactly Ironic's `SYNC_EXCLUDED_STATES` alone.
+    #[test]
+    fn power_sync_skips_ironics_excluded_states() {
+        assert_eq!(
+            members(|s| !s.power_synced()),
+            sorted(vec![
+                "wait call-back",
+                "clean wait",
+                "enroll",
+                "adopt failed"
             ])
         );
     }

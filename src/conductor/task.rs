@@ -26,7 +26,7 @@ use crate::{
         children::{ChildWrite, Children},
     },
     error::{Error, Result},
-    node::{Node, NodeChanges},
+    node::{Node, NodeChanges, history::HistoryEntry},
     notifications::node as notify_node,
     states::{self, Event, ProvisionState},
 };
@@ -430,6 +430,16 @@ impl Task {
     /// Writes `changes` (conditional on the lock and the current state) and mirrors them into
     /// `self.node`. A change that releases the lock ends the task.
     pub async fn write(&mut self, changes: NodeChanges) -> Result<()> {
+        self.write_recording(changes, None).await
+    }
+
+    /// [`write`](Self::write), recording `entry` in the node's history in the same transaction
+    /// (else, as every write, the failure a `last_error` written is).
+    pub async fn write_recording(
+        &mut self,
+        changes: NodeChanges,
+        entry: Option<HistoryEntry>,
+    ) -> Result<()> {
         if !self.held {
             return Err(Error::internal(format!(
                 "write to node {} after its lock was released",
@@ -440,15 +450,31 @@ impl Task {
         let mut backoff = WRITE_RETRY_MIN;
         let mut retried = false;
         loop {
-            let written = db::nodes::update_held(
-                &self.ctx.db,
-                self.node.id,
-                &self.ctx.host,
-                self.node.provision_state,
-                self.node.version,
-                changes.clone(),
-            )
-            .await;
+            let written = match &entry {
+                None => {
+                    db::nodes::update_held(
+                        &self.ctx.db,
+                        self.node.id,
+                        &self.ctx.host,
+                        self.node.provision_state,
+                        self.node.version,
+                        changes.clone(),
+                    )
+                    .await
+                }
+                Some(entry) => {
+                    db::nodes::update_held_recording(
+                        &self.ctx.db,
+                        self.node.id,
+                        &self.ctx.host,
+                        self.node.provision_state,
+                        self.node.version,
+                        changes.clone(),
+                        Some(entry.clone()),
+                    )
+                    .await
+                }
+            };
             let cause = match written {
                 Ok(()) => break,
                 Err(Error::DatabaseUnavailable(cause)) => cause,

@@ -495,8 +495,24 @@ pub async fn update_held_as(
     changes: NodeChanges,
     event_type: &str,
 ) -> Result<()> {
-    let changes = stamped(changes);
     let entry = failure_entry(db, node_id, holder, event_type, expected, &changes);
+    update_held_recording(db, node_id, holder, expected, version, changes, entry).await
+}
+
+/// [`update_held`], recording `entry` (if any, and if history is kept) in the node's history in
+/// the same transaction, whatever the changes say (an event that is not a failure, or a failure
+/// that must not replace the node's `last_error`).
+pub async fn update_held_recording(
+    db: &Db,
+    node_id: i32,
+    holder: &str,
+    expected: ProvisionState,
+    version: i64,
+    changes: NodeChanges,
+    entry: Option<HistoryEntry>,
+) -> Result<()> {
+    let changes = stamped(changes);
+    let entry = entry.filter(|_| db.history_max_entries() > 0);
     let max = db.history_max_entries();
     let changed = with_conn_result!(db, |conn| {
         macro_rules! conditional_write {
@@ -691,6 +707,55 @@ pub async fn unlocked_in_state_since(
         .select(Node::as_select())
         .load(conn)
         .await?))
+}
+
+/// Which nodes a power-state scan reads ([`power_scan_page`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerScan {
+    /// The nodes the power-state sync compares with their hardware: not in maintenance, in a
+    /// state the sync looks at ([`ProvisionState::power_synced`]), with no power change pending.
+    Sync,
+    /// The nodes in maintenance for a `power failure`, which the recovery asks again (not in
+    /// `enroll`, as Ironic's `_power_failure_recovery` leaves it; no power change pending).
+    Recovery,
+}
+
+/// The fault the power-state sync sets on a node whose BMC it cannot reach or correct (Ironic's
+/// `faults.POWER_FAILURE`).
+pub const POWER_FAILURE: &str = "power failure";
+
+/// One page of a scan of the nodes of `group` that `scan` reads, in id order after
+/// `after_id`, at most `limit`: keyed on the primary key, so every page costs the same however
+/// far the scan has gone. Locked nodes are read too (the caller skips them, and knows it did).
+pub async fn power_scan_page(
+    db: &Db,
+    scan: PowerScan,
+    group: &str,
+    after_id: i32,
+    limit: i64,
+) -> Result<Vec<Node>> {
+    let synced: Vec<ProvisionState> = ProvisionState::ALL
+        .into_iter()
+        .filter(|s| s.power_synced())
+        .collect();
+    Ok(with_conn!(db, |conn| {
+        let mut q = nodes::table
+            .filter(nodes::id.gt(after_id))
+            .filter(nodes::conductor_group.eq(group))
+            .filter(nodes::target_power_state.is_null())
+            .select(Node::as_select())
+            .into_boxed();
+        q = match scan {
+            PowerScan::Sync => q
+                .filter(nodes::maintenance.eq(false))
+                .filter(nodes::provision_state.eq_any(&synced)),
+            PowerScan::Recovery => q
+                .filter(nodes::maintenance.eq(true))
+                .filter(nodes::fault.eq(POWER_FAILURE))
+                .filter(nodes::provision_state.ne(ProvisionState::Enroll)),
+        };
+        q.order(nodes::id.asc()).limit(limit).load(conn).await?
+    }))
 }
 
 /// Releases every lock held under `host`: exact match, unlike Ironic's case-insensitive LIKE, in

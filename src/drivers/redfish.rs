@@ -450,6 +450,12 @@ impl PowerInterface for RedfishPower {
         parse_driver_info(node).map(|_| ())
     }
 
+    /// `scheme://host[:port]` as `parse_driver_info` reads it (the host lower-cased, a port
+    /// that is the scheme's default left out), so one BMC has one name however it is written.
+    fn bmc(&self, node: &Node) -> Option<String> {
+        parse_driver_info(node).ok().map(|info| info.address)
+    }
+
     async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError> {
         System::of(&self.connections, node)
             .await?

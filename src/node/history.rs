@@ -4,7 +4,8 @@
 //! node's write, so a failure and its entry land together or not at all.
 //!
 //! Ironic also records a few informational events (adoption, console and power-sync notes,
-//! step-flow milestones when configured); Ferrum records failures only.
+//! step-flow milestones when configured); Ferrum records failures, and the power-state sync's
+//! corrections and recoveries (`INFO`, event type `monitoring`).
 
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
@@ -55,6 +56,29 @@ impl HistoryEntry {
         event: &str,
         state: ProvisionState,
     ) -> HistoryEntry {
+        HistoryEntry::new(node_id, conductor, event_type, "ERROR", event, state)
+    }
+
+    /// An event that is not a failure (a power state the sync corrected), as [`error`](Self::error)
+    /// records one.
+    pub fn info(
+        node_id: i32,
+        conductor: &str,
+        event_type: &str,
+        event: &str,
+        state: ProvisionState,
+    ) -> HistoryEntry {
+        HistoryEntry::new(node_id, conductor, event_type, "INFO", event, state)
+    }
+
+    fn new(
+        node_id: i32,
+        conductor: &str,
+        event_type: &str,
+        severity: &str,
+        event: &str,
+        state: ProvisionState,
+    ) -> HistoryEntry {
         HistoryEntry {
             id: 0,
             uuid: uuid::Uuid::new_v4().to_string(),
@@ -62,7 +86,7 @@ impl HistoryEntry {
             conductor: Some(conductor.to_owned()),
             event: event.to_owned(),
             event_type: event_type.to_owned(),
-            severity: "ERROR".to_owned(),
+            severity: severity.to_owned(),
             user: None,
             created_at: super::now(),
             updated_at: None,
@@ -105,6 +129,8 @@ pub fn event_type(state: ProvisionState) -> &'static str {
 /// The event type of a failure recorded when a conductor takes over a dead one's node (Ironic's
 /// `states.TAKEOVER`).
 pub const TAKEOVER: &str = "takeover";
+/// The event type of what the power-state sync records (Ironic's `states.MONITORING`).
+pub const MONITORING: &str = "monitoring";
 /// The event type of a failure recorded when a conductor starts and fails the nodes it held
 /// (Ironic's `states.STARTFAIL`).
 pub const STARTFAIL: &str = "startup failure";

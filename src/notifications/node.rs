@@ -20,6 +20,8 @@ pub const NODE_PAYLOAD_VERSION: &str = "1.17";
 pub const CRUD_PAYLOAD_VERSION: &str = "1.15";
 /// `NodeSetPowerStatePayload`'s version: `power_set`.
 pub const POWER_SET_PAYLOAD_VERSION: &str = "1.17";
+/// `NodeCorrectedPowerStatePayload`'s version: `power_state_corrected`.
+pub const POWER_CORRECTED_PAYLOAD_VERSION: &str = "1.17";
 /// `NodeSetProvisionStatePayload`'s version: `provision_set`.
 pub const PROVISION_SET_PAYLOAD_VERSION: &str = "1.18";
 
@@ -136,6 +138,22 @@ pub fn power_set(node: &Node, to_power: PowerState) -> Payload {
     Payload {
         name: "NodeSetPowerStatePayload",
         version: POWER_SET_PAYLOAD_VERSION,
+        data,
+    }
+}
+
+/// `NodeCorrectedPowerStatePayload`: `power_state_corrected`, sent once the recorded power
+/// state was changed to what the hardware says, with the state recorded before (`from_power`,
+/// null when none was).
+pub fn power_state_corrected(node: &Node, from_power: Option<PowerState>) -> Payload {
+    let mut data = base(node);
+    data.insert(
+        "from_power".to_owned(),
+        json!(from_power.map(PowerState::api_name)),
+    );
+    Payload {
+        name: "NodeCorrectedPowerStatePayload",
+        version: POWER_CORRECTED_PAYLOAD_VERSION,
         data,
     }
 }
@@ -304,6 +322,16 @@ mod tests {
         assert_eq!((p.name, p.version), ("NodeSetPowerStatePayload", "1.17"));
         assert_eq!(keys(&p), with(&["to_power"]));
         assert_eq!(p.data["to_power"], "power off");
+
+        let p = power_state_corrected(&node, Some(PowerState::On));
+        assert_eq!(
+            (p.name, p.version),
+            ("NodeCorrectedPowerStatePayload", "1.17")
+        );
+        assert_eq!(keys(&p), with(&["from_power"]));
+        assert_eq!(p.data["from_power"], "power on");
+        let p = power_state_corrected(&node, None);
+        assert_eq!(p.data["from_power"], serde_json::Value::Null);
 
         let p = provision_set(
             &node,

@@ -44,6 +44,7 @@ mod notifications;
 mod ports;
 mod ports_1_8x;
 mod ports_1_9x;
+mod power_sync;
 mod raid;
 mod ramdisk;
 mod redfish;

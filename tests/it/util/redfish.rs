@@ -148,6 +148,14 @@ impl Emulator {
         assert_eq!(self.systems.len(), self.options.systems, "{out:?}");
     }
 
+    /// Starts the emulator again on the same port, with the same systems, each in its initial
+    /// power state (the script starts from a fresh state).
+    pub fn restart(&mut self) {
+        self.stop();
+        let port = self.port;
+        self.launch(port);
+    }
+
     /// Stops the emulator (its state goes with it: a start begins afresh).
     pub fn stop(&self) {
         let _ = self
@@ -173,6 +181,37 @@ impl Emulator {
             info["redfish_password"] = password.clone().into();
         }
         info
+    }
+
+    /// Resets system `i` directly on the emulator (`On`, `ForceOff`, ...): a change made behind
+    /// Ferrum's back.
+    pub async fn reset(&self, i: usize, reset_type: &str) {
+        let url = format!(
+            "{}{}/Actions/ComputerSystem.Reset",
+            self.address(),
+            self.systems[i]
+        );
+        let mut req = self
+            .http
+            .post(url)
+            .json(&serde_json::json!({ "ResetType": reset_type }));
+        if let Some((user, password)) = &self.options.credentials {
+            req = req.basic_auth(user, Some(password));
+        }
+        let r = req.send().await.expect("POST to the emulator");
+        assert!(
+            r.status().is_success(),
+            "reset {reset_type}: {}",
+            r.status()
+        );
+    }
+
+    /// How many `GET <path prefix>...` requests the emulator has served since it (re)started,
+    /// from its access log.
+    pub fn gets_served(&self, path_prefix: &str) -> usize {
+        let log = std::fs::read_to_string(self.dir.join("emulator.log")).unwrap_or_default();
+        let needle = format!("\"GET {path_prefix}");
+        log.lines().filter(|l| l.contains(&needle)).count()
     }
 
     /// GETs `path` from the emulator directly, as the test's own view of the BMC.
