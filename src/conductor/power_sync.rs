@@ -519,8 +519,10 @@ async fn record(
     let entry = event.map(|event| {
         HistoryEntry::info(node.id, &ctx.host, MONITORING, &event, node.provision_state)
     });
-    let mut changes = NodeChanges::default();
-    changes.power_state = Some(Some(actual));
+    let changes = NodeChanges {
+        power_state: Some(Some(actual)),
+        ..NodeChanges::default()
+    };
     match task.write_recording(changes.release(), entry).await {
         Ok(()) => notify_corrected(ctx, &task.node, recorded),
         Err(e) => {
@@ -543,8 +545,10 @@ async fn force(
 ) -> Outcome {
     let uuid = task.node.uuid.clone();
     warn!(node.uuid = %uuid, "During sync_power_state, node {uuid} state '{actual}' does not match expected state. Changing hardware state to '{recorded}'.");
-    let mut pending = NodeChanges::default();
-    pending.target_power_state = Some(Some(recorded));
+    let pending = NodeChanges {
+        target_power_state: Some(Some(recorded)),
+        ..NodeChanges::default()
+    };
     if let Err(e) = task.write(pending).await {
         warn!(node.uuid = %uuid, error = %e, "Could not start the power change of node {uuid}: {e}");
         task.release().await;
@@ -582,8 +586,10 @@ async fn force(
             error!(node.uuid = %uuid, "Failed to change power state of node {uuid} to '{recorded}', attempt {count} of {max}: {e}");
             let entry =
                 HistoryEntry::error(node.id, &ctx.host, MONITORING, &event, node.provision_state);
-            let mut changes = NodeChanges::default();
-            changes.target_power_state = Some(None);
+            let mut changes = NodeChanges {
+                target_power_state: Some(None),
+                ..NodeChanges::default()
+            };
             // A failure state's own error stays: this one is in the history.
             if !node.provision_state.is_failure() {
                 changes = changes.last_error(Some(event));
@@ -636,8 +642,10 @@ async fn retries_exceeded(
         &message,
         node.provision_state,
     );
-    let mut changes = NodeChanges::default();
-    changes.power_state = Some(actual);
+    let mut changes = NodeChanges {
+        power_state: Some(actual),
+        ..NodeChanges::default()
+    };
     // Ironic writes its message into last_error; a failure state keeps its own.
     if !node.provision_state.is_failure() {
         changes = changes.last_error(Some(message.clone()));
@@ -701,11 +709,13 @@ async fn recover_node(ctx: &Ctx, node: &Node, driver: &Driver) -> Outcome {
         &event,
         fresh.provision_state,
     );
-    let mut changes = NodeChanges::default();
-    changes.power_state = Some(Some(actual));
-    changes.maintenance = Some(false);
-    changes.maintenance_reason = Some(None);
-    changes.fault = Some(None);
+    let changes = NodeChanges {
+        power_state: Some(Some(actual)),
+        maintenance: Some(false),
+        maintenance_reason: Some(None),
+        fault: Some(None),
+        ..NodeChanges::default()
+    };
     match task.write_recording(changes.release(), Some(entry)).await {
         Ok(()) => {
             info!(node.uuid = %uuid, "{event}");

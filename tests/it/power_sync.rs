@@ -408,8 +408,7 @@ async fn a_thousand_systems_are_synced_within_one_interval(stack) {
         let last: Vec<Option<String>> = (0..conductors)
             .map(|i| {
                 cluster.log_of(&cluster.conductor_process(i)).lines()
-                    .filter(|l| l.contains("Power state sync round"))
-                    .last()
+                    .rfind(|l| l.contains("Power state sync round"))
                     .map(str::to_owned)
             })
             .collect();
@@ -470,8 +469,10 @@ async fn fake_hardware_is_synced_and_enroll_and_maintenance_are_not() {
         let node = db::nodes::get(app.db(), db::nodes::NodeIdent::Name(name))
             .await
             .expect("node");
-        let mut changes = NodeChanges::default();
-        changes.power_state = Some(None);
+        let changes = NodeChanges {
+            power_state: Some(None),
+            ..NodeChanges::default()
+        };
         let writer = (app.host(), node.provision_state);
         assert!(
             db::nodes::update_unlocked(app.db(), node.id, node.version, writer, changes)
