@@ -6,6 +6,8 @@ use std::{net::SocketAddr, path::Path, time::Duration};
 
 use serde::Deserialize;
 
+use crate::node::InterfaceKind;
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -175,6 +177,88 @@ pub struct ConductorConfig {
     /// `[conductor]power_failure_recovery_interval`).
     #[serde(with = "seconds")]
     pub power_failure_recovery_interval: Duration,
+    /// The interfaces of each kind this conductor enables, by name (Ironic's
+    /// `[DEFAULT]enabled_<kind>_interfaces`): a node may name only these, and a hardware type
+    /// offers those of them it supports. Unset (or empty): every interface Ferrum builds for
+    /// the enabled hardware types (Ironic's defaults name interfaces Ferrum does not build).
+    pub enabled_bios_interfaces: Option<Vec<String>>,
+    pub enabled_boot_interfaces: Option<Vec<String>>,
+    pub enabled_console_interfaces: Option<Vec<String>>,
+    pub enabled_deploy_interfaces: Option<Vec<String>>,
+    pub enabled_firmware_interfaces: Option<Vec<String>>,
+    pub enabled_inspect_interfaces: Option<Vec<String>>,
+    pub enabled_management_interfaces: Option<Vec<String>>,
+    pub enabled_network_interfaces: Option<Vec<String>>,
+    pub enabled_power_interfaces: Option<Vec<String>>,
+    pub enabled_raid_interfaces: Option<Vec<String>>,
+    pub enabled_rescue_interfaces: Option<Vec<String>>,
+    pub enabled_storage_interfaces: Option<Vec<String>>,
+    pub enabled_vendor_interfaces: Option<Vec<String>>,
+    /// The interface of each kind a node gets when it names none (Ironic's
+    /// `[DEFAULT]default_<kind>_interface`); it must be enabled and supported by every enabled
+    /// hardware type. Unset: each hardware type's first enabled one.
+    pub default_bios_interface: Option<String>,
+    pub default_boot_interface: Option<String>,
+    pub default_console_interface: Option<String>,
+    pub default_deploy_interface: Option<String>,
+    pub default_firmware_interface: Option<String>,
+    pub default_inspect_interface: Option<String>,
+    pub default_management_interface: Option<String>,
+    pub default_network_interface: Option<String>,
+    pub default_power_interface: Option<String>,
+    pub default_raid_interface: Option<String>,
+    pub default_rescue_interface: Option<String>,
+    pub default_storage_interface: Option<String>,
+    pub default_vendor_interface: Option<String>,
+}
+
+impl ConductorConfig {
+    /// The interfaces of `kind` enabled by name (`enabled_<kind>_interfaces`, names trimmed),
+    /// or None when every one Ferrum builds is.
+    pub fn enabled_interfaces(&self, kind: InterfaceKind) -> Option<Vec<&str>> {
+        let names = match kind {
+            InterfaceKind::Bios => &self.enabled_bios_interfaces,
+            InterfaceKind::Boot => &self.enabled_boot_interfaces,
+            InterfaceKind::Console => &self.enabled_console_interfaces,
+            InterfaceKind::Deploy => &self.enabled_deploy_interfaces,
+            InterfaceKind::Firmware => &self.enabled_firmware_interfaces,
+            InterfaceKind::Inspect => &self.enabled_inspect_interfaces,
+            InterfaceKind::Management => &self.enabled_management_interfaces,
+            InterfaceKind::Network => &self.enabled_network_interfaces,
+            InterfaceKind::Power => &self.enabled_power_interfaces,
+            InterfaceKind::Raid => &self.enabled_raid_interfaces,
+            InterfaceKind::Rescue => &self.enabled_rescue_interfaces,
+            InterfaceKind::Storage => &self.enabled_storage_interfaces,
+            InterfaceKind::Vendor => &self.enabled_vendor_interfaces,
+        };
+        let names: Vec<&str> = names
+            .iter()
+            .flatten()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .collect();
+        (!names.is_empty()).then_some(names)
+    }
+
+    /// The interface of `kind` a node gets when it names none (`default_<kind>_interface`).
+    pub fn default_interface(&self, kind: InterfaceKind) -> Option<&str> {
+        let name = match kind {
+            InterfaceKind::Bios => &self.default_bios_interface,
+            InterfaceKind::Boot => &self.default_boot_interface,
+            InterfaceKind::Console => &self.default_console_interface,
+            InterfaceKind::Deploy => &self.default_deploy_interface,
+            InterfaceKind::Firmware => &self.default_firmware_interface,
+            InterfaceKind::Inspect => &self.default_inspect_interface,
+            InterfaceKind::Management => &self.default_management_interface,
+            InterfaceKind::Network => &self.default_network_interface,
+            InterfaceKind::Power => &self.default_power_interface,
+            InterfaceKind::Raid => &self.default_raid_interface,
+            InterfaceKind::Rescue => &self.default_rescue_interface,
+            InterfaceKind::Storage => &self.default_storage_interface,
+            InterfaceKind::Vendor => &self.default_vendor_interface,
+        };
+        name.as_deref().map(str::trim).filter(|n| !n.is_empty())
+    }
 }
 
 /// Where the agent downloads an instance image from ([`ConductorConfig::image_download_source`]).
@@ -329,6 +413,32 @@ impl Default for ConductorConfig {
             sync_power_state_workers: 8,
             sync_power_state_workers_per_bmc: 2,
             power_failure_recovery_interval: Duration::from_secs(300),
+            enabled_bios_interfaces: None,
+            enabled_boot_interfaces: None,
+            enabled_console_interfaces: None,
+            enabled_deploy_interfaces: None,
+            enabled_firmware_interfaces: None,
+            enabled_inspect_interfaces: None,
+            enabled_management_interfaces: None,
+            enabled_network_interfaces: None,
+            enabled_power_interfaces: None,
+            enabled_raid_interfaces: None,
+            enabled_rescue_interfaces: None,
+            enabled_storage_interfaces: None,
+            enabled_vendor_interfaces: None,
+            default_bios_interface: None,
+            default_boot_interface: None,
+            default_console_interface: None,
+            default_deploy_interface: None,
+            default_firmware_interface: None,
+            default_inspect_interface: None,
+            default_management_interface: None,
+            default_network_interface: None,
+            default_power_interface: None,
+            default_raid_interface: None,
+            default_rescue_interface: None,
+            default_storage_interface: None,
+            default_vendor_interface: None,
         }
     }
 }
@@ -456,6 +566,79 @@ pub struct ConfigArgs {
     /// Seconds; 0 turns the recovery off.
     #[arg(long, env = "FERRUM_POWER_FAILURE_RECOVERY_INTERVAL", value_parser = parse_seconds)]
     pub power_failure_recovery_interval: Option<Duration>,
+    /// Comma-separated bios interface names.
+    #[arg(long, env = "FERRUM_ENABLED_BIOS_INTERFACES", value_delimiter = ',')]
+    pub enabled_bios_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_BIOS_INTERFACE")]
+    pub default_bios_interface: Option<String>,
+    /// Comma-separated boot interface names.
+    #[arg(long, env = "FERRUM_ENABLED_BOOT_INTERFACES", value_delimiter = ',')]
+    pub enabled_boot_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_BOOT_INTERFACE")]
+    pub default_boot_interface: Option<String>,
+    /// Comma-separated console interface names.
+    #[arg(long, env = "FERRUM_ENABLED_CONSOLE_INTERFACES", value_delimiter = ',')]
+    pub enabled_console_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_CONSOLE_INTERFACE")]
+    pub default_console_interface: Option<String>,
+    /// Comma-separated deploy interface names.
+    #[arg(long, env = "FERRUM_ENABLED_DEPLOY_INTERFACES", value_delimiter = ',')]
+    pub enabled_deploy_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_DEPLOY_INTERFACE")]
+    pub default_deploy_interface: Option<String>,
+    /// Comma-separated firmware interface names.
+    #[arg(
+        long,
+        env = "FERRUM_ENABLED_FIRMWARE_INTERFACES",
+        value_delimiter = ','
+    )]
+    pub enabled_firmware_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_FIRMWARE_INTERFACE")]
+    pub default_firmware_interface: Option<String>,
+    /// Comma-separated inspect interface names.
+    #[arg(long, env = "FERRUM_ENABLED_INSPECT_INTERFACES", value_delimiter = ',')]
+    pub enabled_inspect_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_INSPECT_INTERFACE")]
+    pub default_inspect_interface: Option<String>,
+    /// Comma-separated management interface names.
+    #[arg(
+        long,
+        env = "FERRUM_ENABLED_MANAGEMENT_INTERFACES",
+        value_delimiter = ','
+    )]
+    pub enabled_management_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_MANAGEMENT_INTERFACE")]
+    pub default_management_interface: Option<String>,
+    /// Comma-separated network interface names.
+    #[arg(long, env = "FERRUM_ENABLED_NETWORK_INTERFACES", value_delimiter = ',')]
+    pub enabled_network_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_NETWORK_INTERFACE")]
+    pub default_network_interface: Option<String>,
+    /// Comma-separated power interface names.
+    #[arg(long, env = "FERRUM_ENABLED_POWER_INTERFACES", value_delimiter = ',')]
+    pub enabled_power_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_POWER_INTERFACE")]
+    pub default_power_interface: Option<String>,
+    /// Comma-separated raid interface names.
+    #[arg(long, env = "FERRUM_ENABLED_RAID_INTERFACES", value_delimiter = ',')]
+    pub enabled_raid_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_RAID_INTERFACE")]
+    pub default_raid_interface: Option<String>,
+    /// Comma-separated rescue interface names.
+    #[arg(long, env = "FERRUM_ENABLED_RESCUE_INTERFACES", value_delimiter = ',')]
+    pub enabled_rescue_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_RESCUE_INTERFACE")]
+    pub default_rescue_interface: Option<String>,
+    /// Comma-separated storage interface names.
+    #[arg(long, env = "FERRUM_ENABLED_STORAGE_INTERFACES", value_delimiter = ',')]
+    pub enabled_storage_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_STORAGE_INTERFACE")]
+    pub default_storage_interface: Option<String>,
+    /// Comma-separated vendor interface names.
+    #[arg(long, env = "FERRUM_ENABLED_VENDOR_INTERFACES", value_delimiter = ',')]
+    pub enabled_vendor_interfaces: Option<Vec<String>>,
+    #[arg(long, env = "FERRUM_DEFAULT_VENDOR_INTERFACE")]
+    pub default_vendor_interface: Option<String>,
     /// debug, info, warning, error or critical; unset sends no notifications.
     #[arg(long, env = "FERRUM_NOTIFICATION_LEVEL", value_parser = parse_level)]
     pub notification_level: Option<crate::notifications::Level>,
@@ -655,6 +838,84 @@ impl Config {
             &mut self.conductor.power_failure_recovery_interval,
             &a.power_failure_recovery_interval,
         );
+        if let Some(names) = &a.enabled_bios_interfaces {
+            self.conductor.enabled_bios_interfaces = Some(names.clone());
+        }
+        if a.default_bios_interface.is_some() {
+            self.conductor.default_bios_interface = a.default_bios_interface.clone();
+        }
+        if let Some(names) = &a.enabled_boot_interfaces {
+            self.conductor.enabled_boot_interfaces = Some(names.clone());
+        }
+        if a.default_boot_interface.is_some() {
+            self.conductor.default_boot_interface = a.default_boot_interface.clone();
+        }
+        if let Some(names) = &a.enabled_console_interfaces {
+            self.conductor.enabled_console_interfaces = Some(names.clone());
+        }
+        if a.default_console_interface.is_some() {
+            self.conductor.default_console_interface = a.default_console_interface.clone();
+        }
+        if let Some(names) = &a.enabled_deploy_interfaces {
+            self.conductor.enabled_deploy_interfaces = Some(names.clone());
+        }
+        if a.default_deploy_interface.is_some() {
+            self.conductor.default_deploy_interface = a.default_deploy_interface.clone();
+        }
+        if let Some(names) = &a.enabled_firmware_interfaces {
+            self.conductor.enabled_firmware_interfaces = Some(names.clone());
+        }
+        if a.default_firmware_interface.is_some() {
+            self.conductor.default_firmware_interface = a.default_firmware_interface.clone();
+        }
+        if let Some(names) = &a.enabled_inspect_interfaces {
+            self.conductor.enabled_inspect_interfaces = Some(names.clone());
+        }
+        if a.default_inspect_interface.is_some() {
+            self.conductor.default_inspect_interface = a.default_inspect_interface.clone();
+        }
+        if let Some(names) = &a.enabled_management_interfaces {
+            self.conductor.enabled_management_interfaces = Some(names.clone());
+        }
+        if a.default_management_interface.is_some() {
+            self.conductor.default_management_interface = a.default_management_interface.clone();
+        }
+        if let Some(names) = &a.enabled_network_interfaces {
+            self.conductor.enabled_network_interfaces = Some(names.clone());
+        }
+        if a.default_network_interface.is_some() {
+            self.conductor.default_network_interface = a.default_network_interface.clone();
+        }
+        if let Some(names) = &a.enabled_power_interfaces {
+            self.conductor.enabled_power_interfaces = Some(names.clone());
+        }
+        if a.default_power_interface.is_some() {
+            self.conductor.default_power_interface = a.default_power_interface.clone();
+        }
+        if let Some(names) = &a.enabled_raid_interfaces {
+            self.conductor.enabled_raid_interfaces = Some(names.clone());
+        }
+        if a.default_raid_interface.is_some() {
+            self.conductor.default_raid_interface = a.default_raid_interface.clone();
+        }
+        if let Some(names) = &a.enabled_rescue_interfaces {
+            self.conductor.enabled_rescue_interfaces = Some(names.clone());
+        }
+        if a.default_rescue_interface.is_some() {
+            self.conductor.default_rescue_interface = a.default_rescue_interface.clone();
+        }
+        if let Some(names) = &a.enabled_storage_interfaces {
+            self.conductor.enabled_storage_interfaces = Some(names.clone());
+        }
+        if a.default_storage_interface.is_some() {
+            self.conductor.default_storage_interface = a.default_storage_interface.clone();
+        }
+        if let Some(names) = &a.enabled_vendor_interfaces {
+            self.conductor.enabled_vendor_interfaces = Some(names.clone());
+        }
+        if a.default_vendor_interface.is_some() {
+            self.conductor.default_vendor_interface = a.default_vendor_interface.clone();
+        }
         let n = &mut self.notifications;
         if a.notification_level.is_some() {
             n.level = a.notification_level;
@@ -767,6 +1028,12 @@ impl Config {
                 "conductor.enabled_hardware_types",
                 "must name at least one hardware type",
             );
+        }
+        if let Err((key, reason)) = crate::drivers::Registry::check_config(&self.conductor) {
+            return Err(ConfigError::Invalid {
+                name: "conductor.enabled_*_interfaces",
+                reason: format!("{key}: {reason}"),
+            });
         }
         if self.conductor.power_state_change_timeout.is_zero()
             || self.conductor.soft_power_off_timeout.is_zero()
@@ -904,6 +1171,48 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("workerz"), "{err}");
+    }
+
+    #[test]
+    fn interfaces_that_cannot_serve_stop_the_start() {
+        let check = |args: ConfigArgs| match Config::load(&args) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        };
+        let names = |n: &[&str]| Some(n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        let err = check(ConfigArgs {
+            enabled_boot_interfaces: names(&["bogus"]),
+            ..ConfigArgs::default()
+        });
+        assert!(err.contains("conductor.enabled_boot_interfaces: Could not find the following items in the 'ironic.hardware.interfaces.boot' entrypoint: bogus."), "{err}");
+        // fake-hardware has no ipxe boot.
+        let err = check(ConfigArgs {
+            default_boot_interface: Some("ipxe".into()),
+            ..ConfigArgs::default()
+        });
+        assert!(err.contains("For hardware type 'fake-hardware', no default value found for boot interface could be determined. Please ensure the interfaces are enabled."), "{err}");
+        let err = check(ConfigArgs {
+            enabled_power_interfaces: names(&["fake"]),
+            ..ConfigArgs::default()
+        });
+        assert!(
+            err.contains("For hardware type 'redfish', no default value found for power interface"),
+            "{err}"
+        );
+        let err = check(ConfigArgs {
+            enabled_deploy_interfaces: names(&["direct"]),
+            default_deploy_interface: Some("fake".into()),
+            ..ConfigArgs::default()
+        });
+        assert!(err.contains("conductor.default_deploy_interface: Could not find the following interface in the 'ironic.hardware.interfaces.deploy' entrypoint: fake. Valid interfaces are ['direct']."), "{err}");
+        // What a redfish-only conductor may default to.
+        let ok = check(ConfigArgs {
+            enabled_hardware_types: names(&["redfish"]),
+            default_boot_interface: Some("redfish-virtual-media".into()),
+            enabled_inspect_interfaces: names(&[" agent ", ""]),
+            ..ConfigArgs::default()
+        });
+        assert_eq!(ok, "");
     }
 
     #[test]

@@ -662,6 +662,13 @@ pub trait DeployInterface: Send + Sync + 'static {
         Ok(StepDone::done())
     }
     async fn tear_down(&self, node: &Node) -> Result<(), DriverError>;
+    /// Undoes, once the node is off, what booting the ramdisk or the instance left on the
+    /// machine (the deploy ISO in a virtual CD): at the end of in-band cleaning and at
+    /// tear-down (Ironic's boot interface's `clean_up_ramdisk` and `clean_up_instance`). The
+    /// default has nothing to undo.
+    async fn clean_up_boot(&self, _node: &Node, _driver: &Driver) -> Result<(), DriverError> {
+        Ok(())
+    }
     /// Undoes `prepare` after a failure; best effort.
     async fn clean_up(&self, node: &Node) -> Result<(), DriverError>;
 }
@@ -718,7 +725,7 @@ pub struct HardwareType {
     /// The passive interfaces ([`InterfaceKind::PASSIVE`]): names only, the first of each the
     /// default. Ferrum's are no-ops or not supported (`no-*`), and read no properties (as
     /// Ironic's fake, `no-*`, `noop` and `flat` ones).
-    pub passive: &'static [(InterfaceKind, &'static [&'static str])],
+    pub passive: Vec<(InterfaceKind, Vec<&'static str>)>,
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
     pub deploy: Vec<Arc<dyn DeployInterface>>,
@@ -747,9 +754,73 @@ impl HardwareType {
                 .passive
                 .iter()
                 .find(|(k, _)| *k == kind)
-                .map(|(_, names)| names.to_vec())
+                .map(|(_, names)| names.clone())
                 .unwrap_or_default(),
         }
+    }
+
+    /// Keeps, of each kind, only the interfaces `config` enables, its default first (Ironic's
+    /// `enabled_supported_interfaces` and `default_interface`).
+    fn narrow(&mut self, config: &ConductorConfig) {
+        fn keep<T>(
+            items: &mut Vec<T>,
+            name: impl Fn(&T) -> &str,
+            enabled: Option<&[&str]>,
+            default: Option<&str>,
+        ) {
+            if let Some(enabled) = enabled {
+                items.retain(|i| enabled.contains(&name(i)));
+            }
+            if let Some(at) = default.and_then(|d| items.iter().position(|i| name(i) == d)) {
+                items[..=at].rotate_right(1);
+            }
+        }
+        for kind in InterfaceKind::ALL {
+            let enabled = config.enabled_interfaces(kind);
+            let (enabled, default) = (enabled.as_deref(), config.default_interface(kind));
+            match kind {
+                InterfaceKind::Deploy => keep(&mut self.deploy, |i| i.name(), enabled, default),
+                InterfaceKind::Power => keep(&mut self.power, |i| i.name(), enabled, default),
+                InterfaceKind::Management => {
+                    keep(&mut self.management, |i| i.name(), enabled, default);
+                }
+                InterfaceKind::Vendor => keep(&mut self.vendor, |i| i.name(), enabled, default),
+                InterfaceKind::Bios => keep(&mut self.bios, |i| i.name(), enabled, default),
+                InterfaceKind::Firmware => {
+                    keep(&mut self.firmware, |i| i.name(), enabled, default);
+                }
+                InterfaceKind::Boot
+                | InterfaceKind::Console
+                | InterfaceKind::Inspect
+                | InterfaceKind::Network
+                | InterfaceKind::Raid
+                | InterfaceKind::Rescue
+                | InterfaceKind::Storage => {
+                    for (_, names) in self.passive.iter_mut().filter(|(k, _)| *k == kind) {
+                        keep(names, |n: &&str| *n, enabled, default);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a conductor registers of this hardware type: its default and enabled interfaces
+    /// of each kind, as `/v1/drivers/<name>` shows them (Ironic's rows of
+    /// `conductor_hardware_interfaces`).
+    pub fn describe(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        for kind in InterfaceKind::ALL {
+            let names = self.interface_names(kind);
+            out.insert(
+                format!("default_{}_interface", kind.name()),
+                serde_json::json!(names.first()),
+            );
+            out.insert(
+                format!("enabled_{}_interfaces", kind.name()),
+                serde_json::json!(names),
+            );
+        }
+        Value::Object(out)
     }
 
     /// Ironic's driver properties (`hardware_type.get_properties`): those of the default
@@ -821,9 +892,12 @@ impl Driver {
     }
 }
 
-/// The hardware types this conductor has enabled.
+/// The hardware types this conductor has enabled, each with the interfaces it enables.
 pub struct Registry {
     types: BTreeMap<&'static str, HardwareType>,
+    /// The interfaces of each kind enabled, whatever the hardware type: what a node naming
+    /// another is told are the valid ones (Ironic's interface factory's names).
+    enabled: BTreeMap<InterfaceKind, Vec<String>>,
 }
 
 impl Registry {
@@ -853,11 +927,95 @@ impl Registry {
             let redfish = redfish::hardware_type(config);
             types.insert(redfish.name, redfish);
         }
-        Registry { types }
+        let mut by_kind = BTreeMap::new();
+        for kind in InterfaceKind::ALL {
+            let names: Vec<String> = match config.enabled_interfaces(kind) {
+                Some(names) => names.into_iter().map(str::to_owned).collect(),
+                None => {
+                    let mut all: Vec<String> = Vec::new();
+                    for name in types.values().flat_map(|hw| hw.interface_names(kind)) {
+                        if !all.iter().any(|n| n == name) {
+                            all.push(name.to_owned());
+                        }
+                    }
+                    all
+                }
+            };
+            by_kind.insert(kind, names);
+        }
+        for hw in types.values_mut() {
+            hw.narrow(config);
+        }
+        Registry {
+            types,
+            enabled: by_kind,
+        }
+    }
+
+    /// Why `config`'s interfaces cannot serve: an interface no hardware type of this build
+    /// has, a default that is not enabled, or an enabled hardware type left without an
+    /// interface of some kind (Ironic refuses to start its conductor for the same, with the
+    /// words of `NoValidDefaultForInterface`). The setting's name and the reason.
+    pub fn check_config(config: &ConductorConfig) -> Result<(), (String, String)> {
+        let built = catalogue();
+        let registry = Registry::builtin(config);
+        for kind in InterfaceKind::ALL {
+            let key = format!("conductor.enabled_{}_interfaces", kind.name());
+            let known: Vec<&str> = built
+                .types
+                .values()
+                .flat_map(|hw| hw.interface_names(kind))
+                .collect();
+            for name in config.enabled_interfaces(kind).unwrap_or_default() {
+                if !known.contains(&name) {
+                    return Err((
+                        key,
+                        format!(
+                            "Could not find the following items in the 'ironic.hardware.interfaces.{}' entrypoint: {name}. Ferrum has {}.",
+                            kind.name(),
+                            python_list(&known)
+                        ),
+                    ));
+                }
+            }
+            let default = config.default_interface(kind);
+            if let Some(default) = default
+                && !registry.enabled[&kind].iter().any(|n| n == default)
+            {
+                return Err((
+                    format!("conductor.default_{}_interface", kind.name()),
+                    not_found(kind, default, &registry.enabled[&kind]).to_string(),
+                ));
+            }
+            for (name, hw) in &registry.types {
+                let names = hw.interface_names(kind);
+                if names.is_empty() || default.is_some_and(|d| names.first() != Some(&d)) {
+                    return Err((
+                        key,
+                        format!(
+                            "For hardware type '{name}', no default value found for {} interface could be determined. Please ensure the interfaces are enabled.",
+                            kind.name()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn names(&self) -> Vec<String> {
         self.types.keys().map(|n| (*n).to_owned()).collect()
+    }
+
+    /// What a conductor registers (its row's `hardware_interfaces`): each hardware type's
+    /// [`HardwareType::describe`], by name.
+    pub fn describe(&self) -> Value {
+        Value::Object(
+            self.types
+                .iter()
+                .map(|(name, hw)| ((*name).to_owned(), hw.describe()))
+                .collect(),
+        )
     }
 
     /// The hardware type named `driver`, if this registry has it.
@@ -882,7 +1040,30 @@ impl Registry {
         wanted: Option<&str>,
     ) -> Result<String, Error> {
         let hw = self.hardware_type(driver)?;
-        choose(kind.name(), driver, wanted, &hw.interface_names(kind))
+        let names = hw.interface_names(kind);
+        match wanted {
+            None => names
+                .first()
+                .map(|n| (*n).to_owned())
+                .ok_or_else(|| Error::internal(format!("{driver} has no {kind:?} interface"))),
+            Some(w) if names.contains(&w) => Ok(w.to_owned()),
+            Some(w) => Err(self.unavailable(driver, kind, w)),
+        }
+    }
+
+    /// Ironic's refusal of an interface `wanted` that a node of `driver` cannot have: one this
+    /// conductor does not enable (`InterfaceNotFoundInEntrypoint`), or one it enables that the
+    /// hardware type does not support (`IncompatibleInterface`, which names the hardware
+    /// type by its name where Ironic names its class).
+    fn unavailable(&self, driver: &str, kind: InterfaceKind, wanted: &str) -> Error {
+        let enabled = &self.enabled[&kind];
+        if enabled.iter().any(|n| n == wanted) {
+            return Error::InvalidParameterValue(format!(
+                "{} interface implementation '{wanted}' is not supported by hardware type {driver}.",
+                kind.name()
+            ));
+        }
+        not_found(kind, wanted, enabled)
     }
 
     /// Every interface of a node of `driver`: `wanted(kind)` where it names one, else the
@@ -913,36 +1094,26 @@ impl Registry {
     /// The interfaces of `node`.
     pub fn for_node(&self, node: &Node) -> Result<Driver, Error> {
         let hw = self.hardware_type(&node.driver)?;
-        fn find<T: ?Sized>(
-            kind: &str,
-            wanted: &str,
-            available: &[Arc<T>],
-            name: impl Fn(&T) -> &'static str,
-        ) -> Result<Arc<T>, Error> {
-            available
-                .iter()
-                .find(|i| name(i) == wanted)
-                .cloned()
-                .ok_or_else(|| {
-                    Error::InvalidParameterValue(format!(
-                        "The {kind} interface {wanted} is not enabled for this node's driver."
-                    ))
-                })
-        }
+        // An interface a node was given that this conductor does not enable (any more) is
+        // refused as at create (Ironic checks the node's interfaces whenever it builds its
+        // driver).
+        let find = |kind: InterfaceKind| {
+            let wanted = node.interfaces.get(kind);
+            move |names: Vec<&str>| -> Result<usize, Error> {
+                names
+                    .iter()
+                    .position(|n| *n == wanted)
+                    .ok_or_else(|| self.unavailable(&node.driver, kind, wanted))
+            }
+        };
+        let pick = |kind: InterfaceKind| find(kind)(hw.interface_names(kind));
         Ok(Driver {
-            power: find("power", &node.interfaces.power, &hw.power, |i| i.name())?,
-            management: find(
-                "management",
-                &node.interfaces.management,
-                &hw.management,
-                |i| i.name(),
-            )?,
-            deploy: find("deploy", &node.interfaces.deploy, &hw.deploy, |i| i.name())?,
-            vendor: find("vendor", &node.interfaces.vendor, &hw.vendor, |i| i.name())?,
-            bios: find("bios", &node.interfaces.bios, &hw.bios, |i| i.name())?,
-            firmware: find("firmware", &node.interfaces.firmware, &hw.firmware, |i| {
-                i.name()
-            })?,
+            power: hw.power[pick(InterfaceKind::Power)?].clone(),
+            management: hw.management[pick(InterfaceKind::Management)?].clone(),
+            deploy: hw.deploy[pick(InterfaceKind::Deploy)?].clone(),
+            vendor: hw.vendor[pick(InterfaceKind::Vendor)?].clone(),
+            bios: hw.bios[pick(InterfaceKind::Bios)?].clone(),
+            firmware: hw.firmware[pick(InterfaceKind::Firmware)?].clone(),
         })
     }
 
@@ -988,18 +1159,19 @@ pub fn require_interface(node: &Node, kind: InterfaceKind) -> Result<(), Error> 
     Ok(())
 }
 
-/// The interface `wanted` among `names` (the first being the default), or the error Ironic
-/// gives for one the hardware type does not have.
-fn choose(kind: &str, driver: &str, wanted: Option<&str>, names: &[&str]) -> Result<String, Error> {
-    match wanted {
-        None => names
-            .first()
-            .map(|n| (*n).to_owned())
-            .ok_or_else(|| Error::internal(format!("{driver} has no {kind} interface"))),
-        Some(w) if names.contains(&w) => Ok(w.to_owned()),
-        Some(w) => Err(Error::InvalidParameterValue(format!(
-            "Could not find the following interface in the 'ironic.hardware.interfaces.{kind}' entrypoint: {w}. Valid interfaces are {}.",
-            names.join(", ")
-        ))),
-    }
+/// Ironic's `InterfaceNotFoundInEntrypoint`: `wanted` is no enabled interface of `kind`;
+/// `enabled` are (its list as Python prints one).
+fn not_found(kind: InterfaceKind, wanted: &str, enabled: &[String]) -> Error {
+    let enabled: Vec<&str> = enabled.iter().map(String::as_str).collect();
+    Error::InvalidParameterValue(format!(
+        "Could not find the following interface in the 'ironic.hardware.interfaces.{}' entrypoint: {wanted}. Valid interfaces are {}.",
+        kind.name(),
+        python_list(&enabled)
+    ))
+}
+
+/// A list of names as Python prints it: `['a', 'b']`.
+fn python_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    format!("[{}]", quoted.join(", "))
 }

@@ -83,6 +83,7 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         instance -> Nullable<Text>,
+        hardware_interfaces -> Nullable<Text>,
     }
 }
 

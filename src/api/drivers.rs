@@ -1,8 +1,9 @@
 //! /v1/drivers: the hardware types the alive conductors offer, which hosts offer them, their
 //! interfaces (1.30), their properties, and the properties of a RAID logical disk (1.12).
 //!
-//! Which hardware types exist is read from the alive conductors' rows; what a hardware type is
-//! (its interfaces and properties) from the build's catalogue (`drivers::catalogue`).
+//! Which hardware types exist, and which of their interfaces are enabled, is read from the alive
+//! conductors' rows (each registers what its configuration enables); their properties from the
+//! build's catalogue (`drivers::catalogue`).
 
 use std::collections::BTreeMap;
 
@@ -15,30 +16,83 @@ use super::{
     extract::{ApiPath, ApiQuery, ApiVersion, parse_bool},
 };
 use crate::{
-    db,
+    db::{self, models::Conductor},
     drivers::{self, HardwareType},
     error::{Error, Result},
     node::{InterfaceKind, fields::links},
 };
 
-/// Driver name → hosts offering it, from the conductors alive now.
-pub(super) async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String>>> {
+/// Driver name → the conductors alive now that offer it.
+async fn offering_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<Conductor>>> {
     let alive = db::conductors::list_alive(&state.db, state.router.heartbeat_timeout()).await?;
-    let mut by_driver: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_driver: BTreeMap<String, Vec<Conductor>> = BTreeMap::new();
     for c in alive {
-        for d in c.drivers {
-            by_driver.entry(d).or_default().push(c.hostname.clone());
+        for d in &c.drivers {
+            by_driver.entry(d.clone()).or_default().push(c.clone());
         }
     }
     Ok(by_driver)
 }
 
-/// The hosts offering `name`, or Ironic's DriverNotFound.
-async fn hosts_of(state: &ApiState, name: &str) -> Result<Vec<String>> {
-    hosts_by_driver(state)
+/// Driver name → hosts offering it, from the conductors alive now.
+pub(super) async fn hosts_by_driver(state: &ApiState) -> Result<BTreeMap<String, Vec<String>>> {
+    Ok(offering_by_driver(state)
+        .await?
+        .into_iter()
+        .map(|(d, cs)| (d, cs.into_iter().map(|c| c.hostname).collect()))
+        .collect())
+}
+
+/// The conductors offering `name`, or Ironic's DriverNotFound.
+async fn offering(state: &ApiState, name: &str) -> Result<Vec<Conductor>> {
+    offering_by_driver(state)
         .await?
         .remove(name)
         .ok_or_else(|| Error::driver_not_found(name))
+}
+
+/// The interfaces of `kind` of the hardware type `name` that `conductors` enable, and the
+/// default, as Ironic's API gathers them from every conductor's registration: the union of the
+/// enabled ones, and a default (assumed the same on every conductor). A conductor of a release
+/// that registered none is taken to enable every interface of the build's hardware type.
+fn enabled_interfaces(
+    name: &str,
+    kind: InterfaceKind,
+    conductors: &[Conductor],
+) -> (Option<String>, Vec<String>) {
+    let mut default = None;
+    let mut enabled: Vec<String> = Vec::new();
+    for c in conductors {
+        let (d, names): (Option<String>, Vec<String>) =
+            match c.hardware_interfaces.as_ref().and_then(|h| h.get(name)) {
+                Some(described) => (
+                    described[format!("default_{}_interface", kind.name())]
+                        .as_str()
+                        .map(str::to_owned),
+                    serde_json::from_value(
+                        described[format!("enabled_{}_interfaces", kind.name())].clone(),
+                    )
+                    .unwrap_or_default(),
+                ),
+                None => {
+                    let names: Vec<String> = drivers::catalogue()
+                        .get(name)
+                        .map(|hw| hw.interface_names(kind))
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect();
+                    (names.first().cloned(), names)
+                }
+            };
+        default = default.or(d);
+        for n in names {
+            if !enabled.contains(&n) {
+                enabled.push(n);
+            }
+        }
+    }
+    (default, enabled)
 }
 
 /// The version from which a driver shows its interfaces of `kind`: 1.30 for the standard ones,
@@ -67,10 +121,11 @@ const DYNAMIC_DRIVERS: u32 = 30;
 fn driver_view(
     base: &str,
     name: &str,
-    hosts: &[String],
+    conductors: &[Conductor],
     version: ApiVersion,
     detail: bool,
 ) -> Value {
+    let hosts: Vec<&str> = conductors.iter().map(|c| c.hostname.as_str()).collect();
     let mut v = json!({
         "name": name,
         "hosts": hosts,
@@ -83,13 +138,12 @@ fn driver_view(
         v["type"] = json!("dynamic");
     }
     if detail && version.at_least(DYNAMIC_DRIVERS) {
-        let hw = drivers::catalogue().get(name);
         for kind in InterfaceKind::ALL {
             if !version.at_least(interfaces_shown_since(kind)) {
                 continue;
             }
-            let enabled = hw.map(|hw| hw.interface_names(kind)).unwrap_or_default();
-            v[format!("default_{}_interface", kind.name())] = json!(enabled.first());
+            let (default, enabled) = enabled_interfaces(name, kind, conductors);
+            v[format!("default_{}_interface", kind.name())] = json!(default);
             v[format!("enabled_{}_interfaces", kind.name())] = json!(enabled);
         }
     }
@@ -185,13 +239,13 @@ pub async fn list(
     let by_driver = if classic {
         BTreeMap::new()
     } else {
-        hosts_by_driver(&state).await?
+        offering_by_driver(&state).await?
     };
     let drivers = by_driver
         .iter()
-        .map(|(name, hosts)| {
+        .map(|(name, conductors)| {
             select_fields(
-                driver_view(&base, name, hosts, version, detail),
+                driver_view(&base, name, conductors, version, detail),
                 fields.as_deref(),
             )
         })
@@ -208,14 +262,14 @@ pub async fn show(
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
     let fields = read_fields(version, q.fields.as_deref())?;
-    let hosts = hosts_of(&state, &name).await?;
-    let view = driver_view(&base, &name, &hosts, version, true);
+    let conductors = offering(&state, &name).await?;
+    let view = driver_view(&base, &name, &conductors, version, true);
     Ok(Json(select_fields(view, fields.as_deref())?))
 }
 
 /// The hardware type `name` as a conductor offers it (DriverNotFound otherwise).
 async fn offered(state: &ApiState, name: &str) -> Result<&'static HardwareType> {
-    hosts_of(state, name).await?;
+    offering(state, name).await?;
     drivers::catalogue().get(name).ok_or_else(|| {
         Error::internal(format!(
             "a conductor offers {name}, which this API's build does not know"

@@ -148,6 +148,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
     let lease = &ctx.lease;
     let host = &ctx.host;
     let drivers = ctx.drivers.names();
+    let interfaces = ctx.drivers.describe();
     let timeout =
         chrono::Duration::from_std(ctx.config.heartbeat_timeout).unwrap_or(chrono::Duration::MAX);
     let fresh = |c: &Conductor| c.updated_at >= crate::node::now() - timeout;
@@ -159,6 +160,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
             host,
             &lease.instance,
             &drivers,
+            &interfaces,
             &ctx.group,
             watched.as_ref(),
         )

@@ -684,6 +684,14 @@ async fn run_steps(
                 task.node.uuid
             )
         })?;
+        hw(task, driver.deploy.clean_up_boot(&task.node, driver))
+            .await?
+            .map_err(|e| {
+                format!(
+                    "Failed to tear down cleaning on node {}: {e}",
+                    task.node.uuid
+                )
+            })?;
         changes = changes.power(Some(power), None);
         let info = changes
             .driver_internal_info
@@ -1665,6 +1673,9 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
     // as Ironic's `clean_up` does for it.
     let power = power_off_or_reboot(task, driver)
         .await
+        .map_err(|e| format!("Failed to tear down: {e}"))?;
+    hw(task, driver.deploy.clean_up_boot(&task.node, driver))
+        .await?
         .map_err(|e| format!("Failed to tear down: {e}"))?;
     let mut changes = NodeChanges::default().power(Some(power), None);
     changes.instance_info = Some(Json::default());

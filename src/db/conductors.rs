@@ -39,14 +39,17 @@ pub async fn claim(
     host: &str,
     instance: &str,
     drivers: &[String],
+    hardware_interfaces: &serde_json::Value,
     group: &str,
     expired: Option<&Conductor>,
 ) -> Result<Claim> {
     let drivers = serde_json::to_string(drivers).map_err(Error::internal)?;
+    let interfaces = hardware_interfaces.to_string();
     let stamp = now();
     let values = (
         conductors::instance.eq(instance),
         conductors::drivers.eq(&drivers),
+        conductors::hardware_interfaces.eq(Some(&interfaces)),
         conductors::conductor_group.eq(group),
         conductors::online.eq(false),
         conductors::updated_at.eq(stamp),
@@ -80,6 +83,7 @@ pub async fn claim(
             conductors::hostname.eq(host),
             conductors::instance.eq(instance),
             conductors::drivers.eq(&drivers),
+            conductors::hardware_interfaces.eq(Some(&interfaces)),
             conductors::conductor_group.eq(group),
             conductors::online.eq(false),
             conductors::created_at.eq(stamp),

@@ -19,6 +19,7 @@ pub(super) struct ConductorRow {
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub instance: Option<String>,
+    pub hardware_interfaces: Option<String>,
 }
 
 /// A registered conductor, as the hash ring and the API see it.
@@ -33,6 +34,10 @@ pub struct Conductor {
     /// The token of the process holding the host name's lease; None after a clean stop.
     #[serde(default)]
     pub instance: Option<String>,
+    /// What it enables of each hardware type it offers (`drivers::Registry::describe`); None
+    /// from a release before it.
+    #[serde(default)]
+    pub hardware_interfaces: Option<serde_json::Value>,
 }
 
 impl From<ConductorRow> for Conductor {
@@ -45,6 +50,9 @@ impl From<ConductorRow> for Conductor {
             created_at: r.created_at,
             updated_at: r.updated_at,
             instance: r.instance,
+            hardware_interfaces: r
+                .hardware_interfaces
+                .and_then(|text| serde_json::from_str(&text).ok()),
         }
     }
 }

@@ -34,7 +34,7 @@ use super::{
 use crate::{
     config::ImageDownloadSource,
     deploy_template::DeployStep,
-    drivers::BootDevice,
+    drivers::{BootDevice, Driver, ManagementInterface},
     node::{JsonObject, Node, PowerState, mask},
 };
 
@@ -456,6 +456,10 @@ impl DeployInterface for DirectDeploy {
         Ok(())
     }
 
+    async fn clean_up_boot(&self, node: &Node, driver: &Driver) -> Result<(), DriverError> {
+        eject_deploy_iso(node, driver.management.as_ref()).await
+    }
+
     fn cleans_in_band(&self) -> bool {
         true
     }
@@ -651,6 +655,21 @@ async fn insert_deploy_iso(node: &Node, ctx: &StepContext<'_>) -> Result<JsonObj
     Ok(kept)
 }
 
+/// With the `redfish-virtual-media` boot interface: the virtual CD ejected (Ironic's
+/// `_eject_all` of the boot interface, for the CD: Ferrum inserts nothing else).
+async fn eject_deploy_iso(
+    node: &Node,
+    management: &dyn ManagementInterface,
+) -> Result<(), DriverError> {
+    if node.interfaces.boot != VMEDIA_BOOT {
+        return Ok(());
+    }
+    management
+        .detach_virtual_media(node, Some(&[BootDevice::Cdrom]))
+        .await
+        .map(|_| ())
+}
+
 /// A clean step the agent failed, in its words (Ironic's "Agent returned error for clean
 /// step ..."); a changed set of hardware managers is its own failure.
 fn clean_step_failed(node: &Node, step: &str, result: &CommandResult) -> DriverError {
@@ -808,16 +827,10 @@ async fn prepare_instance_boot(
         tracing::error!(node.uuid = %node.uuid, partitions = %uuids,
             "No root UUID returned from the ramdisk for node {}, the deploy will likely fail", node.uuid);
     }
-    if node.interfaces.boot == VMEDIA_BOOT {
-        // The ramdisk's work is done: its ISO leaves the virtual CD before the disk boots.
-        ctx.driver
-            .management
-            .detach_virtual_media(node, Some(&[BootDevice::Cdrom]))
-            .await
-            .map_err(|e| {
-                DriverError::Failed(format!("Failed to prepare instance for booting: {e}"))
-            })?;
-    }
+    // The ramdisk's work is done: its ISO leaves the virtual CD before the disk boots.
+    eject_deploy_iso(node, ctx.driver.management.as_ref())
+        .await
+        .map_err(|e| DriverError::Failed(format!("Failed to prepare instance for booting: {e}")))?;
     let kept = ctx
         .driver
         .management

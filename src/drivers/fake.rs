@@ -36,14 +36,14 @@ use crate::node::{InterfaceKind, JsonObject, Node, PowerState, bios::BiosValue};
 pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> HardwareType {
     HardwareType {
         name: "fake-hardware",
-        passive: &[
-            (InterfaceKind::Boot, &["fake"]),
-            (InterfaceKind::Console, &["no-console", "fake"]),
-            (InterfaceKind::Inspect, &["no-inspect", "fake", "agent"]),
-            (InterfaceKind::Network, &["noop", "flat"]),
-            (InterfaceKind::Raid, &["no-raid", "fake"]),
-            (InterfaceKind::Storage, &["noop", "fake"]),
-            (InterfaceKind::Rescue, &["no-rescue", "fake"]),
+        passive: vec![
+            (InterfaceKind::Boot, vec!["fake"]),
+            (InterfaceKind::Console, vec!["no-console", "fake"]),
+            (InterfaceKind::Inspect, vec!["no-inspect", "fake", "agent"]),
+            (InterfaceKind::Network, vec!["noop", "flat"]),
+            (InterfaceKind::Raid, vec!["no-raid", "fake"]),
+            (InterfaceKind::Storage, vec!["noop", "fake"]),
+            (InterfaceKind::Rescue, vec!["no-rescue", "fake"]),
         ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],

@@ -56,14 +56,14 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
     }));
     HardwareType {
         name: "redfish",
-        passive: &[
-            (InterfaceKind::Boot, BOOT_INTERFACES),
-            (InterfaceKind::Console, &["no-console"]),
-            (InterfaceKind::Inspect, &["no-inspect", "agent"]),
-            (InterfaceKind::Network, &["noop", "flat"]),
-            (InterfaceKind::Raid, &["no-raid"]),
-            (InterfaceKind::Storage, &["noop"]),
-            (InterfaceKind::Rescue, &["no-rescue"]),
+        passive: vec![
+            (InterfaceKind::Boot, BOOT_INTERFACES.to_vec()),
+            (InterfaceKind::Console, vec!["no-console"]),
+            (InterfaceKind::Inspect, vec!["no-inspect", "agent"]),
+            (InterfaceKind::Network, vec!["noop", "flat"]),
+            (InterfaceKind::Raid, vec!["no-raid"]),
+            (InterfaceKind::Storage, vec!["noop"]),
+            (InterfaceKind::Rescue, vec!["no-rescue"]),
         ],
         power: vec![Arc::new(RedfishPower {
             connections: connections.clone(),

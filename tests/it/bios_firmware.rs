@@ -208,7 +208,7 @@ async fn the_firmware_interface(stack) {
         ("1.85", Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "no-firmware"}])), StatusCode::NOT_ACCEPTABLE, ""),
         ("1.85", Method::GET, "/v1/nodes/fw1?fields=firmware_interface".to_owned(), None, StatusCode::NOT_ACCEPTABLE, ""),
         (FW, Method::POST, "/v1/nodes".to_owned(), Some(json!({"driver": "fake-hardware", "firmware_interface": "redfish"})), StatusCode::BAD_REQUEST, "redfish"),
-        (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "redfish"}])), StatusCode::BAD_REQUEST, "Valid interfaces are no-firmware, fake"),
+        (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "redfish"}])), StatusCode::BAD_REQUEST, "Valid interfaces are ['no-firmware', 'fake']"),
         (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": 7}])), StatusCode::BAD_REQUEST, "firmware_interface"),
         ("1.85", Method::GET, format!("/v1/nodes/{uuid}/firmware"), None, StatusCode::NOT_FOUND, ""),
         (FW, Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=component,vendor"), None, StatusCode::BAD_REQUEST, "Fields vendor are not allowed in this API version"),

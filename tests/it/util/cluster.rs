@@ -271,14 +271,18 @@ impl Cluster {
     /// Starts one more conductor process, named `name` (for `kill`, `log_of`, ...), serving as
     /// `host`, which need not be one of `conductor_hosts`; stopped with the cluster.
     pub fn spawn_conductor_as(&mut self, name: &str, host: &str) {
-        self.spawn(
-            name,
-            &["conductor"],
-            &[
-                ("FERRUM_CONDUCTOR_HOST", host.to_owned()),
-                ("FERRUM_CONDUCTOR_GROUP", String::new()),
-            ],
-        );
+        self.spawn_conductor_with(name, host, &[]);
+    }
+
+    /// [`spawn_conductor_as`](Self::spawn_conductor_as) with settings of its own over the
+    /// cluster's.
+    pub fn spawn_conductor_with(&mut self, name: &str, host: &str, env: &[(&str, String)]) {
+        let mut all = vec![
+            ("FERRUM_CONDUCTOR_HOST", host.to_owned()),
+            ("FERRUM_CONDUCTOR_GROUP", String::new()),
+        ];
+        all.extend(env.iter().cloned());
+        self.spawn(name, &["conductor"], &all);
     }
 
     /// The exit status of process `name` if it has exited, without waiting.

@@ -6,11 +6,16 @@
 //! anything. Where the venv or the script is missing the tests say so loudly and return, or
 //! fail under `FERRUM_REQUIRE_SERVICES=1`.
 
-use std::{path::PathBuf, process::Command, sync::OnceLock, time::Duration};
+use std::{
+    path::PathBuf,
+    process::Command,
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
 
 use serde_json::Value;
 
-use super::services::random_suffix;
+use super::{ipa::Agent, services::random_suffix};
 
 fn required() -> bool {
     std::env::var("FERRUM_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
@@ -230,5 +235,188 @@ impl Drop for Emulator {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A machine's firmware, as far as a deploy needs one: it watches an emulated system, and when
+/// the system is powered on to boot once from its virtual CD with the deploy ISO inserted, it
+/// boots the deploy ramdisk, that is, starts a sandboxed agent (`util::ipa`) that looks itself
+/// up by the system's MAC; when the system is powered off, the ramdisk goes with it (the agent
+/// is stopped, its disk kept). Booting from any other device starts nothing: the instance
+/// written to the disk is not run. The emulator itself boots nothing, so this is what makes its
+/// power and boot settings matter.
+pub struct Firmware {
+    seen: Arc<Mutex<FirmwareLog>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What the firmware did, in order, and the agents it booted (the last one running or
+/// stopped, its disk as the machine's disk).
+#[derive(Default)]
+pub struct FirmwareLog {
+    pub events: Vec<String>,
+    pub agents: Vec<Agent>,
+    pub running: bool,
+}
+
+impl Emulator {
+    /// The firmware of system `i`, booting ramdisks that talk to the API at `api_url` when the
+    /// system boots from its CD holding `iso_url`.
+    pub fn firmware(&self, i: usize, api_url: &str, mac: &str, iso_url: &str) -> Firmware {
+        let seen = Arc::new(Mutex::new(FirmwareLog::default()));
+        let watch = Watch {
+            http: self.http.clone(),
+            base: self.address(),
+            system: self.systems[i].clone(),
+            credentials: self.options.credentials.clone(),
+            api_url: api_url.to_owned(),
+            mac: mac.to_owned(),
+            iso_url: iso_url.to_owned(),
+            seen: seen.clone(),
+        };
+        Firmware {
+            seen,
+            task: tokio::spawn(watch.run()),
+        }
+    }
+
+    /// The MAC of system `i`'s first NIC (the emulator names its interfaces by MAC).
+    pub async fn mac(&self, i: usize) -> String {
+        let nics = self
+            .get(&format!("{}/EthernetInterfaces", self.systems[i]))
+            .await;
+        let first = nics["Members"][0]["@odata.id"]
+            .as_str()
+            .expect("a NIC")
+            .to_owned();
+        self.get(&first).await["MACAddress"]
+            .as_str()
+            .expect("its MAC")
+            .to_lowercase()
+    }
+}
+
+impl Firmware {
+    /// What happened so far, one line per event.
+    pub fn events(&self) -> Vec<String> {
+        self.seen.lock().expect("firmware log").events.clone()
+    }
+
+    /// Runs `f` over the log (the agents, for their disks and logs).
+    pub fn with_log<T>(&self, f: impl FnOnce(&FirmwareLog) -> T) -> T {
+        f(&self.seen.lock().expect("firmware log"))
+    }
+
+    /// Every agent's log, for a failing test's message.
+    pub fn agent_logs(&self) -> String {
+        self.with_log(|log| {
+            log.agents
+                .iter()
+                .map(Agent::log_text)
+                .collect::<Vec<_>>()
+                .join("\n=== next boot ===\n")
+        })
+    }
+}
+
+impl Drop for Firmware {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Watch {
+    http: reqwest::Client,
+    base: String,
+    system: String,
+    credentials: Option<(String, String)>,
+    api_url: String,
+    mac: String,
+    iso_url: String,
+    seen: Arc<Mutex<FirmwareLog>>,
+}
+
+impl Watch {
+    async fn fetch(&self, path: &str) -> Option<Value> {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some((user, password)) = &self.credentials {
+            req = req.basic_auth(user, Some(password));
+        }
+        let r = req.send().await.ok()?;
+        if !r.status().is_success() {
+            return None;
+        }
+        r.json().await.ok()
+    }
+
+    fn note(&self, event: String) {
+        eprintln!("firmware of {}: {event}", self.system);
+        self.seen.lock().expect("firmware log").events.push(event);
+    }
+
+    /// Every 100 ms: a system that is on and set to boot from a CD holding the deploy ISO
+    /// boots the ramdisk (once per power-on); a system that is off has no ramdisk running.
+    /// (Power changes land 1-2 s after they are asked for with `power_delay: Some(2)`, so an
+    /// off between two ons is always seen.)
+    async fn run(self) {
+        let mut on = false;
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let Some(system) = self.fetch(&self.system).await else {
+                continue;
+            };
+            let now_on = system["PowerState"] == "On";
+            if now_on && !on {
+                let target = system["Boot"]["BootSourceOverrideTarget"]
+                    .as_str()
+                    .unwrap_or("None")
+                    .to_owned();
+                let Some(cd) = self
+                    .fetch(&format!("{}/VirtualMedia/Cd", self.system))
+                    .await
+                else {
+                    continue;
+                };
+                let image = cd["Image"].as_str().unwrap_or_default();
+                let inserted = cd["Inserted"] == true;
+                if target == "Cd" && inserted && image == self.iso_url {
+                    self.note(format!(
+                        "powered on, booting the deploy ISO {image} from Cd"
+                    ));
+                    let (api, mac) = (self.api_url.clone(), self.mac.clone());
+                    let agent =
+                        tokio::task::spawn_blocking(move || Agent::start(&api, &mac, "16M"))
+                            .await
+                            .expect("start the agent");
+                    let mut seen = self.seen.lock().expect("firmware log");
+                    seen.agents.extend(agent);
+                    seen.running = true;
+                } else {
+                    self.note(format!(
+                        "powered on, booting from {target} (CD inserted: {inserted}, image {image:?}): no ramdisk"
+                    ));
+                }
+            }
+            if !now_on && on {
+                let running = {
+                    let mut seen = self.seen.lock().expect("firmware log");
+                    std::mem::replace(&mut seen.running, false)
+                };
+                if running {
+                    self.note("powered off, the ramdisk's agent stopped".to_owned());
+                    let seen = self.seen.clone();
+                    tokio::task::spawn_blocking(move || {
+                        if let Some(agent) = seen.lock().expect("firmware log").agents.last() {
+                            agent.stop();
+                        }
+                    })
+                    .await
+                    .expect("stop the agent");
+                } else {
+                    self.note("powered off".to_owned());
+                }
+            }
+            on = now_on;
+        }
     }
 }

@@ -1,0 +1,1 @@
+ALTER TABLE conductors DROP COLUMN hardware_interfaces;

@@ -1,0 +1,175 @@
+//! End to end on emulated hardware: a `redfish` node with `redfish-virtual-media` boot and the
+//! `direct` deploy is cleaned and deployed on sushy-tools' emulator with the real, sandboxed
+//! agent, on both stacks. The emulator boots nothing itself: the test's firmware
+//! (`util::redfish::Firmware`) watches the emulated system, and when Ferrum has inserted the
+//! deploy ISO into its virtual CD, set it to boot from the CD and powered it on, starts the
+//! agent as the ISO's ramdisk would come up; when Ferrum powers the system off, the agent goes.
+//! So every step of the deploy that touches the machine goes through the BMC, and the agent
+//! only runs when Ferrum has booted it.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::util::{
+    Api, Cluster, ClusterOptions,
+    ipa::{ImageServer, raw_disk_image, sha256_hex},
+    ipa_sandbox, on_both_stacks,
+    redfish::{Emulator, EmulatorOptions, Firmware},
+};
+
+const IMAGE_SIZE: usize = 4 << 20;
+
+/// Waits until the node is unlocked in `state`, failing at once if it settles in another
+/// stable state, with the firmware's story and the agents' logs.
+async fn wait_state(api: &Api, uuid: &str, state: &str, limit: Duration, fw: &Firmware) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let node = api.node(uuid).await;
+        let now = node["provision_state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if now == state && node["reservation"].is_null() {
+            return node;
+        }
+        let settled = [
+            "active",
+            "deploy failed",
+            "available",
+            "manageable",
+            "clean failed",
+            "enroll",
+        ];
+        let stuck = settled.contains(&now.as_str()) && node["reservation"].is_null();
+        if stuck || Instant::now() >= deadline {
+            panic!(
+                "node {uuid} is in {now}, not {state}: {node}\n--- firmware ---\n{}\n--- agents ---\n{}",
+                fw.events().join("\n"),
+                fw.agent_logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+on_both_stacks! {
+/// enroll → manage → provide (automated cleaning in the agent) → deploy → `active`, all through
+/// the emulated BMC: each ramdisk boot inserts the deploy ISO (the emulator downloads it), boots
+/// once from the CD and powers on; the end of cleaning and the deploy's instance boot eject it;
+/// the deploy leaves the system on, booting from its disk, with the image written to the agent's
+/// disk byte for byte.
+async fn a_redfish_virtual_media_node_deploys_with_the_real_agent(stack) {
+    if ipa_sandbox().is_none() {
+        return;
+    }
+    // Power changes land 1-2 s after they are asked for, so the firmware sees every off.
+    let Some(emu) = Emulator::start(EmulatorOptions {
+        power_delay: Some(2),
+        credentials: Some(("admin".into(), "vm-pw".into())),
+        ..EmulatorOptions::default()
+    }) else {
+        return;
+    };
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        rpc_timeout: 15.0,
+        env: vec![
+            ("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "120".to_owned()),
+            ("FERRUM_CLEAN_CALLBACK_TIMEOUT", "120".to_owned()),
+            ("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()),
+            ("FERRUM_REDFISH_CONNECTION_ATTEMPTS", "2".to_owned()),
+            ("FERRUM_REDFISH_CONNECTION_RETRY_INTERVAL", "0.2".to_owned()),
+        ],
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let iso_url = images.add("ipa.iso", vec![0x49_u8; 256 << 10]);
+    let image = raw_disk_image(IMAGE_SIZE, 7);
+    let image_url = images.add("disk.raw", image.clone());
+    let mac = emu.mac(0).await;
+    let firmware = emu.firmware(0, &api.base, &mac, &iso_url);
+
+    let mut info = emu.driver_info(0);
+    info["deploy_iso"] = iso_url.clone().into();
+    info["deploy_forces_oob_reboot"] = true.into();
+    let node = api.create_node(json!({
+        "name": "vm-deploy",
+        "driver": "redfish",
+        "boot_interface": "redfish-virtual-media",
+        "deploy_interface": "direct",
+        "driver_info": info,
+        "instance_info": {
+            "image_source": image_url,
+            "image_os_hash_algo": "sha256",
+            "image_os_hash_value": sha256_hex(&image),
+            "image_disk_format": "raw",
+        },
+    })).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = api.get(&format!("/v1/nodes/{uuid}/validate")).await;
+    for interface in ["boot", "deploy", "power", "management"] {
+        assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
+    }
+
+    api.accepted(&uuid, "manage").await;
+    wait_state(api, &uuid, "manageable", Duration::from_secs(30), &firmware).await;
+
+    // Automated cleaning boots the ramdisk from the CD, the agent erases its disk, and the
+    // cleaning ends with the system off and the CD ejected.
+    let started = Instant::now();
+    api.accepted(&uuid, "provide").await;
+    let available = wait_state(api, &uuid, "available", Duration::from_secs(120), &firmware).await;
+    let cleaned_in = started.elapsed();
+    assert_eq!(available["power_state"], "power off", "{available}");
+    assert!(available["last_error"].is_null(), "{available}");
+    let system = emu.get(&emu.systems[0]).await;
+    assert_eq!(system["PowerState"], "Off", "{system}");
+    let cd = emu.get(&format!("{}/VirtualMedia/Cd", emu.systems[0])).await;
+    assert_eq!(cd["Inserted"], false, "the cleaning left its ISO in the CD: {cd}");
+    assert_eq!(images.served("ipa.iso"), 1, "the emulator downloaded the ISO when it was inserted");
+    let ramdisk_boots = |fw: &Firmware| fw.events().iter().filter(|e| e.contains("booting the deploy ISO")).count();
+    assert_eq!(ramdisk_boots(&firmware), 1, "{:?}", firmware.events());
+
+    // The deploy boots the ramdisk again, the agent writes the image, the CD is ejected, the
+    // system set to boot from its disk, powered off and on into the instance.
+    let started = Instant::now();
+    api.accepted(&uuid, "active").await;
+    let active = wait_state(api, &uuid, "active", Duration::from_secs(120), &firmware).await;
+    eprintln!("{stack:?}: redfish virtual media node cleaned in {cleaned_in:?}, deployed in {:?}", started.elapsed());
+    assert_eq!(active["power_state"], "power on", "{active}");
+    assert!(active["last_error"].is_null(), "{active}");
+    assert_eq!(images.served("ipa.iso"), 2, "the deploy inserted the ISO again");
+    assert!(images.served("disk.raw") >= 1);
+    let system = emu.get(&emu.systems[0]).await;
+    assert_eq!(system["PowerState"], "On", "{system}");
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Hdd", "{system}");
+    let cd = emu.get(&format!("{}/VirtualMedia/Cd", emu.systems[0])).await;
+    assert_eq!((&cd["Inserted"], &cd["Image"]), (&json!(false), &json!("")), "{cd}");
+    let r = api.request_at("1.93", Method::GET, &format!("/v1/nodes/{uuid}/vmedia"), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.as_array().unwrap().iter().all(|m| m["inserted"] == false), "{}", r.body);
+
+    // The machine's story: two ramdisk boots from the CD, each ended by a power off, then the
+    // instance's boot from the disk, with no agent.
+    let events = firmware.events();
+    assert_eq!(ramdisk_boots(&firmware), 2, "{events:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert!(last.contains("booting from Hdd") && last.contains("no ramdisk"), "{events:?}");
+    let written = firmware.with_log(|log| {
+        assert_eq!(log.agents.len(), 2, "{events:?}");
+        assert!(!log.running, "{events:?}");
+        log.agents[1].disk_prefix(image.len())
+    });
+    assert!(written == image, "the deploy's agent's disk does not hold the image\n{}", firmware.agent_logs());
+    cluster.assert_no_locks().await;
+}
+}
