@@ -5,6 +5,7 @@
 //! those raised before a handler (unknown URL, wrong method, bad version, bad JSON), is rendered in
 //! Ironic's envelope by `error_body`.
 
+pub mod access_log;
 pub mod allocations;
 pub mod bios;
 pub mod chassis;
@@ -21,6 +22,7 @@ pub mod inventory;
 pub mod listing;
 pub mod named;
 pub mod nodes;
+pub mod ops;
 pub mod portgroups;
 pub mod ports;
 pub mod ramdisk;
@@ -254,6 +256,9 @@ pub fn router(state: ApiState) -> Router {
         );
     let routes = Router::new()
         .route("/", get(root))
+        // Operations, outside Ironic's API: Prometheus metrics and the health check.
+        .route("/metrics", get(ops::metrics))
+        .route("/healthcheck", get(ops::health))
         .nest("/v1/allocations", allocations)
         .route("/v1", get(v1))
         .nest("/v1/nodes", nodes)
@@ -347,10 +352,11 @@ where
 }
 
 /// The middleware around every route, innermost first: panics become 500s, the body limits,
-/// version negotiation and request ids, the one log line of a 5xx's cause
-/// (`error_body::log_server_errors`, so that it sees the errors of all the others), and
-/// outermost the request's span, so that every line logged for a request carries its method,
-/// path and request id.
+/// version negotiation and request ids, the request's span (so that every line logged for a
+/// request carries its method, path and request id), and outermost the access log and HTTP
+/// metrics (`access_log.rs`: one line per request, with a 4xx's message or a 5xx's cause, so
+/// that it sees the answers of all the others). Being a layer of the router, it sees the
+/// route template a request matched.
 fn with_middleware<S: Clone + Send + Sync + 'static>(
     routes: Router<S>,
     state: S,
@@ -364,8 +370,8 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
             max,
             extract::version_and_request_id,
         ))
-        .layer(middleware::from_fn(error_body::log_server_errors))
         .layer(middleware::from_fn(request_span))
+        .layer(middleware::from_fn(access_log::access_log))
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
     // before routing.
@@ -404,7 +410,7 @@ fn strip_trailing_slash(mut request: Request) -> Request {
 }
 
 /// A handler that panics answers 500 in the envelope (its cause logged by
-/// `error_body::log_server_errors`); the process and its other requests go on.
+/// the access log); the process and its other requests go on.
 async fn catch_panics(request: Request, next: middleware::Next) -> axum::response::Response {
     use axum::response::IntoResponse;
     use futures::FutureExt;
@@ -546,25 +552,33 @@ mod tests {
         }
     }
 
-    async fn fetch(app: &Router, path: &str) -> (StatusCode, String) {
+    /// The status, body and `X-OpenStack-Request-Id` of a GET.
+    async fn fetch(app: &Router, path: &str) -> (StatusCode, String, String) {
         let response = app
             .clone()
             .oneshot(Request::get(path).body(Body::empty()).unwrap())
             .await
             .unwrap();
         let status = response.status();
+        let id = response.headers()["x-openstack-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
-        (status, String::from_utf8(body.to_vec()).unwrap())
+        (status, String::from_utf8(body.to_vec()).unwrap(), id)
     }
 
     async fn panics() -> Error {
         panic!("boom in a handler")
     }
 
+    /// One access line per request: its method, path, status, duration and request id (the one
+    /// the answer carries), a 5xx with its cause (which the client does not see), a 4xx with its
+    /// message.
     #[tokio::test]
-    async fn a_server_error_is_logged_once_with_its_cause() {
+    async fn every_request_is_logged_once_with_its_request_id() {
         let logs = Logs::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer({
@@ -577,39 +591,98 @@ mod tests {
         let routes = Router::new()
             .route("/panic", get(panics))
             .route("/busy", get(|| async { Error::NoFreeConductorWorker }))
+            .route("/ok", get(|| async { "ok" }))
             .fallback(not_found);
         let app = with_middleware(routes, (), ServedMax::default());
 
-        let (status, body) = fetch(&app, "/panic").await;
+        let (status, body, request_id) = fetch(&app, "/panic").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("An internal error occurred"), "{body}");
         assert!(!body.contains("boom"), "{body}");
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(lines.contains("ERROR"), "{lines}");
+        assert!(lines.contains("ERROR ferrum::access: internal error method=GET path=/panic status=500 duration_ms="), "{lines}");
         assert!(
-            lines.contains("internal error error=request handler panicked: boom in a handler"),
-            "{lines}"
-        );
-        // Inside the request's span: the line names the request.
-        assert!(
-            lines.contains("request{method=GET path=/panic request_id=req-"),
+            lines.contains(&format!(
+                "request_id={request_id} error=request handler panicked: boom in a handler"
+            )),
             "{lines}"
         );
 
-        let (status, _) = fetch(&app, "/busy").await;
+        let (status, _, request_id) = fetch(&app, "/busy").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(lines.contains("WARN"), "{lines}");
         assert!(
-            lines.contains("service unavailable error=Requested action cannot be performed"),
+            lines.contains("WARN ferrum::access: server error method=GET path=/busy status=503"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains(&format!(
+                "request_id={request_id} error=Requested action cannot be performed"
+            )),
             "{lines}"
         );
 
-        // A client's error is answered, not logged.
-        let (status, _) = fetch(&app, "/nowhere").await;
+        // A client's error, with its message.
+        let (status, _, request_id) = fetch(&app, "/nowhere").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
-        assert_eq!(logs.take(), "");
+        let lines = logs.take();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(
+            lines.contains("INFO ferrum::access: client error method=GET path=/nowhere status=404"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains(&format!(
+                "request_id={request_id} error=The resource could not be found."
+            )),
+            "{lines}"
+        );
+
+        // An answer.
+        let (status, _, request_id) = fetch(&app, "/ok").await;
+        assert_eq!(status, StatusCode::OK);
+        let lines = logs.take();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(
+            lines.contains("INFO ferrum::access: answered method=GET path=/ok status=200"),
+            "{lines}"
+        );
+        assert!(
+            lines
+                .trim_end()
+                .ends_with(&format!("request_id={request_id}")),
+            "{lines}"
+        );
+        assert!(request_id.starts_with("req-"), "{request_id}");
+    }
+
+    /// A line logged while a request is handled is in the request's span: it names the request.
+    #[tokio::test]
+    async fn lines_logged_for_a_request_name_it() {
+        let logs = Logs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let routes = Router::new().route(
+            "/says",
+            get(|| async {
+                tracing::info!("inside");
+                "said"
+            }),
+        );
+        let app = with_middleware(routes, (), ServedMax::default());
+        let (_, _, request_id) = fetch(&app, "/says").await;
+        let lines = logs.take();
+        assert!(
+            lines.contains(&format!("request{{method=GET path=/says request_id={request_id}}}: ferrum::api::tests: inside")),
+            "{lines}"
+        );
     }
 }

@@ -156,6 +156,7 @@ pub async fn start(
         anyhow::bail!("the lease on the host name {host} was taken by another process");
     }
     info!(conductor.host = %host, "Conductor {host} is serving");
+    crate::metrics::get().set_worker_capacity(ctx.config.workers);
     tokio::spawn(periodic::takeover_loop(ctx.clone(), shutdown.clone()));
     tokio::spawn(periodic::callback_timeout_loop(
         ctx.clone(),

@@ -139,6 +139,9 @@ pub struct ConductorConfig {
     /// Where the conductor serves `http_root` itself (GET of files only); unset, another web
     /// server must serve it at `http_url`.
     pub http_bind: Option<SocketAddr>,
+    /// Where a `ferrum conductor` process serves its Prometheus metrics (`GET /metrics`);
+    /// unset, none. All-in-one ignores it: the API's `/metrics` covers its conductor.
+    pub metrics_bind: Option<SocketAddr>,
     /// The hardware types this conductor offers (Ironic's `[DEFAULT]enabled_hardware_types`;
     /// Ferrum builds `fake-hardware` and `redfish`).
     pub enabled_hardware_types: Vec<String>,
@@ -402,6 +405,7 @@ impl Default for ConductorConfig {
             http_root: std::path::PathBuf::from("ferrum-httpboot"),
             http_url: None,
             http_bind: None,
+            metrics_bind: None,
             enabled_hardware_types: vec!["fake-hardware".to_owned(), "redfish".to_owned()],
             power_state_change_timeout: Duration::from_secs(60),
             soft_power_off_timeout: Duration::from_secs(600),
@@ -537,6 +541,8 @@ pub struct ConfigArgs {
     pub http_url: Option<String>,
     #[arg(long, env = "FERRUM_HTTP_BIND")]
     pub http_bind: Option<SocketAddr>,
+    #[arg(long, env = "FERRUM_CONDUCTOR_METRICS_BIND")]
+    pub conductor_metrics_bind: Option<SocketAddr>,
     /// Comma-separated hardware type names.
     #[arg(long, env = "FERRUM_ENABLED_HARDWARE_TYPES", value_delimiter = ',')]
     pub enabled_hardware_types: Option<Vec<String>>,
@@ -793,6 +799,9 @@ impl Config {
         }
         if a.http_bind.is_some() {
             self.conductor.http_bind = a.http_bind;
+        }
+        if a.conductor_metrics_bind.is_some() {
+            self.conductor.metrics_bind = a.conductor_metrics_bind;
         }
         if let Some(types) = &a.enabled_hardware_types {
             self.conductor.enabled_hardware_types =

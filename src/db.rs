@@ -513,6 +513,20 @@ impl Db {
         }
     }
 
+    /// The pool's connections now, for the metrics.
+    pub fn pool_status(&self) -> crate::metrics::PoolStatus {
+        let status = match &self.pool {
+            Pool::Mysql(pool) => pool.status(),
+            Pool::Sqlite(pool) => pool.status(),
+        };
+        crate::metrics::PoolStatus {
+            max_size: status.max_size,
+            in_use: status.size.saturating_sub(status.available),
+            idle: status.available,
+            waiting: status.waiting,
+        }
+    }
+
     /// One round trip, to fail early at start-up when the server is not there.
     pub async fn ping(&self) -> Result<()> {
         use diesel_async::SimpleAsyncConnection;

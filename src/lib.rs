@@ -14,6 +14,7 @@ pub mod deploy_template;
 pub mod drivers;
 pub mod error;
 pub mod inspection_rule;
+pub mod metrics;
 pub mod node;
 pub mod notifications;
 pub mod patch;

@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    telemetry::finish(runtime.block_on(async {
         match command {
             Command::AllInOne(args) => {
                 let config = Config::load(&args)?;
@@ -64,5 +64,5 @@ fn main() -> anyhow::Result<()> {
                 service::db_sync(&config).await
             }
         }
-    })
+    }))
 }

@@ -628,6 +628,11 @@ impl RpcClient {
         RpcClient { transport, timeout }
     }
 
+    /// Whether the transport's broker connection is up (None: in-process, no broker).
+    pub fn connected(&self) -> Option<bool> {
+        self.transport.connected()
+    }
+
     pub async fn call(
         &self,
         host: &str,
@@ -642,28 +647,30 @@ impl RpcClient {
             request,
         };
         let body = encode(&envelope)?;
+        let started = std::time::Instant::now();
         let reply = self
             .transport
             .call(host, request_id, body, self.timeout)
-            .await
-            .map_err(|e| match e {
-                TransportError::Unroutable(_) => Error::ConductorUnreachable {
-                    host: host.to_owned(),
-                },
-                TransportError::Lost(_) => Error::ConductorLost {
-                    host: host.to_owned(),
-                },
-                TransportError::Timeout { after, .. } => Error::TemporaryFailure(format!(
-                    "Conductor {host} did not answer {method} within {} s; please retry.",
-                    after.as_secs_f64()
-                )),
-                TransportError::Unavailable(cause) => {
-                    tracing::warn!(%cause, "message broker unavailable");
-                    Error::TemporaryFailure(
-                        "The message broker is unavailable; please retry.".to_owned(),
-                    )
-                }
-            })?;
+            .await;
+        crate::metrics::get().rpc_call(method, started.elapsed().as_secs_f64());
+        let reply = reply.map_err(|e| match e {
+            TransportError::Unroutable(_) => Error::ConductorUnreachable {
+                host: host.to_owned(),
+            },
+            TransportError::Lost(_) => Error::ConductorLost {
+                host: host.to_owned(),
+            },
+            TransportError::Timeout { after, .. } => Error::TemporaryFailure(format!(
+                "Conductor {host} did not answer {method} within {} s; please retry.",
+                after.as_secs_f64()
+            )),
+            TransportError::Unavailable(cause) => {
+                tracing::warn!(%cause, "message broker unavailable");
+                Error::TemporaryFailure(
+                    "The message broker is unavailable; please retry.".to_owned(),
+                )
+            }
+        })?;
         let result: RpcResult = decode(&reply)
             .map_err(|e| Error::internal(format!("undecodable reply from {host}: {e}")))?;
         result

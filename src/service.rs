@@ -190,6 +190,18 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
 pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     require_multi_host(&config, "conductor")?;
     let db = connect_db(&config).await?;
+    if let Some(bind) = config.conductor.metrics_bind {
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .with_context(|| format!("cannot listen on {bind} (conductor.metrics_bind)"))?;
+        info!("Conductor metrics at http://{bind}/metrics");
+        tokio::spawn(api::server::serve(
+            listener,
+            api::ops::metrics_router(db.clone()),
+            config.api.header_read_timeout,
+            shutdown.clone(),
+        ));
+    }
     let transport = connect_transport(&config).await?;
     let mut ctx = conductor::Context::new(db, config.conductor.clone());
     let sink = notification_sink(&config);
@@ -330,13 +342,21 @@ fn banner(config: &Config) {
     } else {
         redact_url(&config.transport.url)
     };
+    let conductor = &config.conductor.host;
+    // In JSON mode only JSON lines may reach stderr: the banner is a log event there.
+    if crate::telemetry::json() {
+        info!(
+            %url, %database, %transport, %conductor,
+            "Ferrum all-in-one is serving the Ironic API v1 at {url}"
+        );
+        return;
+    }
     eprintln!(
         "\nFerrum all-in-one is serving the Ironic API v1 at {url}\n  \
          database:  {database}\n  \
          transport: {transport}\n  \
-         conductor: {}\n  \
-         try:       baremetal --os-auth-type none --os-endpoint {url} node list\n",
-        config.conductor.host
+         conductor: {conductor}\n  \
+         try:       baremetal --os-auth-type none --os-endpoint {url} node list\n"
     );
 }
 

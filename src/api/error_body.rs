@@ -1,15 +1,13 @@
 //! Renders [`Error`] as Ironic's error envelope: `{"error_message": "<JSON text>"}` whose text is
 //! `{"faultcode": "Client"|"Server", "faultstring": ..., "debuginfo": null}`, keys in that order.
-//! The one place an error becomes HTTP. A 5xx's cause is not shown: it rides in the response's
-//! extensions ([`ErrorCause`]), and one middleware ([`log_server_errors`]) logs it, once.
+//! The one place an error becomes HTTP. The error rides in the response's extensions
+//! ([`ErrorCause`]), and the access log (`access_log.rs`) logs it, once: a 5xx's cause is not
+//! shown to the client, only logged.
 
 use axum::{
-    extract::Request,
     http::{HeaderValue, StatusCode, header},
-    middleware::Next,
     response::{IntoResponse, Response},
 };
-use tracing::error;
 
 use crate::error::Error;
 
@@ -40,8 +38,8 @@ pub fn framework_envelope(status: StatusCode, description: &str) -> String {
     serde_json::json!({ "error_message": inner }).to_string()
 }
 
-/// The error a 5xx response was rendered from, for [`log_server_errors`]. Extensions never reach
-/// the client.
+/// The error a response was rendered from, for the access log. Extensions never reach the
+/// client.
 #[derive(Debug, Clone)]
 pub struct ErrorCause(pub Error);
 
@@ -57,27 +55,9 @@ impl IntoResponse for Error {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if status.is_server_error() {
-            response.extensions_mut().insert(ErrorCause(self));
-        }
+        response.extensions_mut().insert(ErrorCause(self));
         response
     }
-}
-
-/// Middleware: logs the cause of a 500 (as an error) or a 503 (as a warning) that any handler,
-/// extractor or other middleware answered, once: it takes the [`ErrorCause`] out as it logs.
-/// It runs outside every other layer of the router, so it sees their errors too.
-pub async fn log_server_errors(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    if let Some(ErrorCause(e)) = response.extensions_mut().remove::<ErrorCause>() {
-        let status = e.status();
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
-            error!(error = %e, "internal error");
-        } else if status == StatusCode::SERVICE_UNAVAILABLE {
-            tracing::warn!(error = %e, "service unavailable");
-        }
-    }
-    response
 }
 
 #[cfg(test)]

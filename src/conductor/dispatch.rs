@@ -30,6 +30,7 @@ impl Dispatcher {
 #[async_trait::async_trait]
 impl RequestHandler for Dispatcher {
     async fn handle(&self, body: Vec<u8>) -> Result<Vec<u8>, Rejection> {
+        let started = std::time::Instant::now();
         let envelope: Envelope = match rpc::decode(&body) {
             Ok(envelope) => envelope,
             Err(reason) => {
@@ -78,6 +79,7 @@ impl RequestHandler for Dispatcher {
                 warn!(error = %e, "{method} failed");
             }
         }
+        crate::metrics::get().rpc_handled(method, result.is_ok(), started.elapsed().as_secs_f64());
         rpc::encode(&result).map_err(|e| Rejection::silent(e.to_string()))
     }
 }

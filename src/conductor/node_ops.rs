@@ -34,7 +34,7 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
     };
     patch::changes_for_create(&row, n.fields)?.set_into(&mut row);
     let uuid = row.uuid.clone();
-    match db::nodes::insert(&ctx.db, &row).await {
+    let created = match db::nodes::insert(&ctx.db, &row).await {
         // The first attempt of this very request created it (its answer was lost with a
         // conductor, and the API sent the request on with the node's UUID it had chosen).
         Err(Error::Conflict(why)) => match db::nodes::get_by_uuid(&ctx.db, &uuid).await {
@@ -42,7 +42,9 @@ pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
             _ => Err(Error::Conflict(why)),
         },
         created => created,
-    }
+    }?;
+    tracing::info!(node.uuid = %uuid, driver = %created.driver, "Node {uuid} created");
+    Ok(created)
 }
 
 /// Applies a JSON patch to the node as it is, in one statement conditional on nobody holding the
@@ -150,7 +152,7 @@ pub async fn set_maintenance(
     deadline: Option<Instant>,
 ) -> Result<Node> {
     let uuid = node.uuid.clone();
-    change_node(ctx, &uuid, Some(node), deadline, |_| {
+    let (node, _) = change_node(ctx, &uuid, Some(node), deadline, |_| {
         let changes = NodeChanges {
             maintenance: Some(maintenance),
             maintenance_reason: Some(if maintenance {
@@ -164,8 +166,14 @@ pub async fn set_maintenance(
         };
         Ok(Decision::Write(changes, Hold::Release))
     })
-    .await
-    .map(|(node, _)| node)
+    .await?;
+    if maintenance {
+        let reason = node.maintenance_reason.as_deref().unwrap_or("");
+        tracing::info!(node.uuid = %uuid, reason, "Node {uuid} put in maintenance");
+    } else {
+        tracing::info!(node.uuid = %uuid, "Node {uuid} taken out of maintenance");
+    }
+    Ok(node)
 }
 
 /// Ironic's `MAX_TRAITS_PER_NODE`.
@@ -351,6 +359,7 @@ pub async fn destroy(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result
         }
         Ok(Decision::Delete)
     })
-    .await
-    .map(|_| ())
+    .await?;
+    tracing::info!(node.uuid = %uuid, "Node {uuid} deleted");
+    Ok(())
 }

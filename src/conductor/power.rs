@@ -66,6 +66,8 @@ pub async fn change_node_power_state(
     })
     .await?;
     if let (Some(task), Some(worker)) = (task, worker) {
+        tracing::info!(node.uuid = %uuid, target = requested.api_name(),
+            "Node {uuid} power change to '{}' accepted", requested.api_name());
         let change = PowerChange { requested, timeout };
         worker.run(task, change)?;
     }
@@ -138,6 +140,8 @@ async fn set_power(
     task.write(changes)
         .await
         .map_err(|e| format!("Failed to record the power state: {e}"))?;
+    tracing::info!(node.uuid = %task.node.uuid, power_state = target.api_name(),
+        "Node {} power state set to '{}' by '{}'", task.node.uuid, target.api_name(), requested.api_name());
     task.ctx()
         .notifier
         .emit("node", "power_set", Status::End, || {

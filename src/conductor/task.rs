@@ -175,12 +175,14 @@ impl LockWaits {
             .deadline
             .is_some_and(|d| Instant::now() + self.interval >= d);
         if self.looked >= self.attempts || out_of_time {
+            crate::metrics::get().lock_conflict();
             return Err(Error::NodeLocked {
                 node: uuid.to_owned(),
                 host: holder.to_owned(),
             });
         }
         self.looked += 1;
+        crate::metrics::get().lock_wait();
         tokio::time::sleep(self.interval).await;
         Ok(())
     }
@@ -347,7 +349,8 @@ fn log_move(uuid: &str, from: ProvisionState, to: ProvisionState, event: Event) 
 
 /// Emits `baremetal.node.provision_set.<status>` for a move written to `node` (as it is now)
 /// from `previous` (with its target) on `event`, as Ironic's task manager does for every
-/// event it processes. Nothing is built when notifications are off.
+/// event it processes. Nothing is built when notifications are off. Every move is counted in
+/// the metrics here too (`ferrum_provision_state_changes_total`, `ferrum_deploys_total`).
 pub fn notify_move(
     ctx: &Ctx,
     node: &Node,
@@ -355,6 +358,7 @@ pub fn notify_move(
     previous_target: Option<ProvisionState>,
     event: Event,
 ) {
+    crate::metrics::get().provision_move(previous, node.provision_state);
     let status = notify_node::provision_status(previous, node.provision_state, event);
     ctx.notifier.emit("node", "provision_set", status, || {
         notify_node::provision_set(node, previous, previous_target, event)

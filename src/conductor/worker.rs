@@ -55,7 +55,26 @@ pub struct Failure {
 
 /// A free worker, taken before the event is applied and then handed the flow.
 pub struct Worker {
-    permit: OwnedSemaphorePermit,
+    permit: Permit,
+}
+
+/// A worker's permit, counted busy in the metrics (`ferrum_conductor_workers_busy`) from its
+/// taking until it is given back.
+struct Permit {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Permit {
+    fn new(permit: OwnedSemaphorePermit) -> Permit {
+        crate::metrics::get().worker_busy(true);
+        Permit { _permit: permit }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        crate::metrics::get().worker_busy(false);
+    }
 }
 
 impl Worker {
@@ -75,7 +94,9 @@ impl Worker {
             .clone()
             .try_acquire_owned()
             .map_err(|_| Error::NoFreeConductorWorker)?;
-        Ok(Worker { permit })
+        Ok(Worker {
+            permit: Permit::new(permit),
+        })
     }
 
     /// Runs `work`, which is about no node (a driver-level vendor method), on this worker;
@@ -149,7 +170,7 @@ pub async fn hw_now<T>(
         .map_err(|e| e.into_error(&task.node.driver))
 }
 
-async fn run_flow(mut task: Task, driver: Driver, flow: impl Flow, _permit: OwnedSemaphorePermit) {
+async fn run_flow(mut task: Task, driver: Driver, flow: impl Flow, _permit: Permit) {
     let outcome = AssertUnwindSafe(flow.run(&mut task, &driver))
         .catch_unwind()
         .await;

@@ -23,6 +23,9 @@ impl From<diesel::result::Error> for Error {
 impl From<PoolError> for Error {
     /// No connection could be had from the pool (the server is away, none came free in time): 503.
     fn from(e: PoolError) -> Self {
+        if matches!(e, PoolError::Timeout(deadpool::managed::TimeoutType::Wait)) {
+            crate::metrics::get().db_wait_timeout();
+        }
         Error::DatabaseUnavailable(e.to_string())
     }
 }

@@ -150,6 +150,11 @@ impl std::fmt::Debug for AmqpTransport {
 
 #[async_trait::async_trait]
 impl Transport for AmqpTransport {
+    fn connected(&self) -> Option<bool> {
+        let session = self.session.borrow();
+        Some(!session.lost.is_cancelled() && session.connection.status().connected())
+    }
+
     async fn call(
         &self,
         host: &str,

@@ -61,6 +61,12 @@ pub trait Transport: Send + Sync + 'static {
         timeout: Duration,
     ) -> Result<Vec<u8>, TransportError>;
 
+    /// Whether the transport's connection (to its broker) is up now, for the health check;
+    /// None for a transport without one (the in-process transport).
+    fn connected(&self) -> Option<bool> {
+        None
+    }
+
     /// Fire and forget, but confirmed by the broker (publisher confirms) and routable.
     async fn cast(&self, host: &str, request_id: &str, body: Vec<u8>)
     -> Result<(), TransportError>;

@@ -42,6 +42,7 @@ mod node_history;
 mod node_inventory;
 mod node_shards;
 mod notifications;
+mod ops;
 mod ports;
 mod ports_1_8x;
 mod ports_1_9x;
