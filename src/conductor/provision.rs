@@ -668,7 +668,12 @@ async fn run_steps(
                                 "Failed to record that clean step {interface}.{name} waits: {e}"
                             )
                         })?;
-                    spawn_clean_poller(task.ctx().clone(), task.node.clone(), index);
+                    spawn_poller(
+                        task.ctx().clone(),
+                        task.node.clone(),
+                        AgentWait::Clean,
+                        index,
+                    );
                     return Ok(());
                 }
             }
@@ -1244,7 +1249,12 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             tracing::info!(node.uuid = %task.node.uuid, step = %name,
                 "Deploy step {name} on node {} waits for the agent", task.node.uuid);
             if !step_is_core(step) {
-                spawn_poller(task.ctx().clone(), task.node.clone(), index);
+                spawn_poller(
+                    task.ctx().clone(),
+                    task.node.clone(),
+                    AgentWait::Deploy,
+                    index,
+                );
             }
             return Ok(());
         }
@@ -1315,43 +1325,97 @@ async fn ports_for_agent(task: &Task) -> Result<Vec<Value>> {
         .collect())
 }
 
-/// How often a waiting deploy's agent is asked whether its command has finished: from
+/// A wait for the node's agent that a poller asks about and a timeout ends: a deploy in
+/// `wait call-back` or a cleaning in `clean wait`.
+#[derive(Clone, Copy, Debug)]
+enum AgentWait {
+    Deploy,
+    Clean,
+}
+
+impl AgentWait {
+    /// The state the node waits in.
+    fn state(self) -> ProvisionState {
+        match self {
+            AgentWait::Deploy => ProvisionState::DeployWait,
+            AgentWait::Clean => ProvisionState::CleanWait,
+        }
+    }
+
+    /// What waits, for messages.
+    fn noun(self) -> &'static str {
+        match self {
+            AgentWait::Deploy => "deploy",
+            AgentWait::Clean => "cleaning",
+        }
+    }
+
+    /// How long the agent may take (`deploy_callback_timeout`, `clean_callback_timeout`).
+    fn timeout(self, ctx: &Ctx) -> Duration {
+        match self {
+            AgentWait::Deploy => ctx.config.deploy_callback_timeout,
+            AgentWait::Clean => ctx.config.clean_callback_timeout,
+        }
+    }
+
+    /// Whether the step at `index` of `node` has finished, as its agent tells.
+    async fn poll(self, ctx: &Ctx, node: &Node, index: usize) -> Result<StepPoll> {
+        match self {
+            AgentWait::Deploy => {
+                let Some(step) = decided_steps(node).get(index).cloned() else {
+                    return Ok(StepPoll::Running);
+                };
+                let driver = ctx.drivers.for_node(node)?;
+                driver
+                    .deploy
+                    .poll_step(node, &step)
+                    .await
+                    .map_err(|e| e.into_error(&node.driver))
+            }
+            AgentWait::Clean => poll_cleaning(ctx, node).await,
+        }
+    }
+
+    /// Continues or fails the wait of `node` after `poll`.
+    async fn settle(self, ctx: &Ctx, node: Node, index: usize, poll: StepPoll) -> Result<()> {
+        match self {
+            AgentWait::Deploy => settle(ctx, node, index, poll).await,
+            AgentWait::Clean => settle_cleaning(ctx, node, poll).await,
+        }
+    }
+}
+
+/// How often a waiting step's agent is asked whether its command has finished: from
 /// `POLL_FIRST`, growing by half up to `POLL_MAX`. The agent heartbeats too when a command ends,
 /// but only within 5 s and never more than every 5 s; asking it is faster.
 const POLL_FIRST: Duration = Duration::from_millis(250);
 const POLL_MAX: Duration = Duration::from_secs(2);
 
 /// Asks the agent of `node`, waiting in the step at `index`, until that step has finished or
-/// failed, then continues or fails the deploy. It holds no lock and reads no row while it asks:
-/// the conditional write of [`continue_deploy`] settles a race with a heartbeat doing the same.
-/// It ends with the callback timeout, when the conductor stops taking work, or when the deploy
-/// has moved on; an agent that cannot be reached is asked again (the timeout decides).
-fn spawn_poller(ctx: Ctx, node: Node, index: usize) {
+/// failed, then continues or fails the deploy or cleaning. It holds no lock and reads no row
+/// while it asks: the conditional write of [`AgentWait::settle`] settles a race with a heartbeat
+/// doing the same. It ends with the callback timeout, when the conductor stops taking work, or
+/// when the wait has moved on; an agent that cannot be reached is asked again (the timeout
+/// decides).
+fn spawn_poller(ctx: Ctx, node: Node, wait: AgentWait, index: usize) {
     tokio::spawn(async move {
-        let steps = decided_steps(&node);
-        let Some(step) = steps.get(index).cloned() else {
-            return;
-        };
-        let Ok(driver) = ctx.drivers.for_node(&node) else {
-            return;
-        };
-        let give_up = Instant::now() + ctx.config.deploy_callback_timeout;
-        let mut wait = POLL_FIRST;
+        let give_up = Instant::now() + wait.timeout(&ctx);
+        let mut interval = POLL_FIRST;
         while Instant::now() < give_up && ctx.lease.is_serving() {
-            tokio::time::sleep(wait).await;
-            wait = (wait * 3 / 2).min(POLL_MAX);
-            match driver.deploy.poll_step(&node, &step).await {
+            tokio::time::sleep(interval).await;
+            interval = (interval * 3 / 2).min(POLL_MAX);
+            match wait.poll(&ctx, &node, index).await {
                 Ok(StepPoll::Running) => continue,
                 Ok(poll) => {
-                    if let Err(e) = settle(&ctx, node.clone(), index, poll).await {
+                    if let Err(e) = wait.settle(&ctx, node.clone(), index, poll).await {
                         tracing::debug!(node.uuid = %node.uuid, error = %e,
-                            "The deploy of node {} was not continued from the poll", node.uuid);
+                            "The {} of node {} was not continued from the poll", wait.noun(), node.uuid);
                     }
                     return;
                 }
                 Err(e) => {
-                    tracing::debug!(node.uuid = %node.uuid, error = %e,
-                        "Cannot ask the agent of node {} about its command yet", node.uuid);
+                    tracing::debug!(node.uuid = %node.uuid, error = %e, index,
+                        "Cannot ask the agent of node {} about its step yet", node.uuid);
                 }
             }
         }
@@ -1516,39 +1580,10 @@ async fn settle_cleaning(ctx: &Ctx, node: Node, poll: StepPoll) -> Result<()> {
     settle_wait(ctx, node, poll, still_waiting, clean_failure).await
 }
 
-/// Asks the agent of `node`, whose cleaning waits in the step at `index`, until that step has
-/// finished or failed, then continues or fails the cleaning, as [`spawn_poller`] does for a
-/// deploy.
-fn spawn_clean_poller(ctx: Ctx, node: Node, index: usize) {
-    tokio::spawn(async move {
-        let give_up = Instant::now() + ctx.config.clean_callback_timeout;
-        let mut wait = POLL_FIRST;
-        while Instant::now() < give_up && ctx.lease.is_serving() {
-            tokio::time::sleep(wait).await;
-            wait = (wait * 3 / 2).min(POLL_MAX);
-            match poll_cleaning(&ctx, &node).await {
-                Ok(StepPoll::Running) => continue,
-                Ok(poll) => {
-                    if let Err(e) = settle_cleaning(&ctx, node.clone(), poll).await {
-                        tracing::debug!(node.uuid = %node.uuid, error = %e,
-                            "The cleaning of node {} was not continued from the poll", node.uuid);
-                    }
-                    return;
-                }
-                Err(e) => {
-                    tracing::debug!(node.uuid = %node.uuid, error = %e, index,
-                        "Cannot ask the agent of node {} about its clean step yet", node.uuid);
-                }
-            }
-        }
-    });
-}
-
 /// Fails the cleanings whose wait in `clean wait` has outlasted `clean_callback_timeout`
 /// (Ironic's `_check_cleanwait_timeouts`), saying which step waited for what. As for deploys,
 /// only unlocked nodes not in maintenance, of this conductor, are passed.
 pub async fn fail_timed_out_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
-    let waited_since = node.provision_updated_at;
     let what = match StepRun::Clean
         .reached(&node)
         .and_then(|i| clean_step_at(&node, i))
@@ -1566,18 +1601,7 @@ pub async fn fail_timed_out_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
         node.uuid,
         ctx.config.clean_callback_timeout.as_secs()
     );
-    start(ctx, node, None, "fail", Event::Fail, move |node, _| {
-        if node.provision_state != ProvisionState::CleanWait
-            || node.provision_updated_at != waited_since
-        {
-            return Err(Error::Conflict(format!(
-                "The cleaning of node {} has moved on already.",
-                node.uuid
-            )));
-        }
-        Ok(clean_failure(node, &message).last_error(Some(message.clone())))
-    })
-    .await
+    fail_timed_out(ctx, node, AgentWait::Clean, message, clean_failure).await
 }
 
 /// What a failed cleaning writes besides `last_error` (Ironic's `cleaning_error_handler`): the
@@ -1608,7 +1632,6 @@ const CLEAN_FAILURE: &str = "clean failure";
 /// (Ironic's `_check_deploy_timeouts`), saying which step waited for what. Only unlocked nodes
 /// not in maintenance are failed, as in Ironic; the caller passes the nodes this conductor owns.
 pub async fn fail_timed_out_deploy(ctx: &Ctx, node: Node) -> Result<()> {
-    let waited_since = node.provision_updated_at;
     let index = step_index(&node);
     let step = index.and_then(|i| decided_steps(&node).get(i).cloned());
     let what = match &step {
@@ -1626,21 +1649,35 @@ pub async fn fail_timed_out_deploy(ctx: &Ctx, node: Node) -> Result<()> {
         node.uuid,
         ctx.config.deploy_callback_timeout.as_secs()
     );
-    start(ctx, node, None, "fail", Event::Fail, move |node, _| {
-        if node.provision_state != ProvisionState::DeployWait
-            || node.provision_updated_at != waited_since
-        {
-            return Err(Error::Conflict(format!(
-                "The deploy of node {} has moved on already.",
-                node.uuid
-            )));
-        }
-        Ok(NodeChanges {
+    fail_timed_out(ctx, node, AgentWait::Deploy, message, |node, _| {
+        NodeChanges {
             deploy_step: Some(Json::default()),
             driver_internal_info: Some(Json(without_deploy_steps(node))),
             ..NodeChanges::default()
         }
-        .last_error(Some(message.clone())))
+    })
+    .await
+}
+
+/// Fails the `wait` of `node` with `message` as its `last_error`, writing `changes` too, unless
+/// the wait has moved on since `node` was read (a heartbeat or a poller won the race).
+async fn fail_timed_out(
+    ctx: &Ctx,
+    node: Node,
+    wait: AgentWait,
+    message: String,
+    changes: impl Fn(&Node, &str) -> NodeChanges,
+) -> Result<()> {
+    let waited_since = node.provision_updated_at;
+    start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+        if node.provision_state != wait.state() || node.provision_updated_at != waited_since {
+            return Err(Error::Conflict(format!(
+                "The {} of node {} has moved on already.",
+                wait.noun(),
+                node.uuid
+            )));
+        }
+        Ok(changes(node, &message).last_error(Some(message.clone())))
     })
     .await
 }

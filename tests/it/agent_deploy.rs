@@ -66,8 +66,8 @@ async fn node_for(api: &Api, mac: &str, url: &str, sha256: &str, format: &str) -
     uuid
 }
 
-/// A manageable `direct` node with no image to deploy, and its agent, up.
-async fn manageable_node_with_agent(api: &Api) -> (String, Agent) {
+/// A manageable `direct` node with no image to deploy, and the MAC its agent looks it up by.
+async fn manageable_node(api: &Api) -> (String, String) {
     let mac = random_mac();
     let uuid = node_for(
         api,
@@ -79,8 +79,16 @@ async fn manageable_node_with_agent(api: &Api) -> (String, Agent) {
     .await;
     api.accepted(&uuid, "manage").await;
     wait_state(api, &uuid, "manageable", Duration::from_secs(20), None).await;
-    let agent = Agent::start(&api.base, &mac, "16M").expect("the sandbox was checked");
-    (uuid, agent)
+    (uuid, mac)
+}
+
+/// Boots the node's ramdisk once the cleaning has powered it on, as a real machine does. An
+/// agent started earlier would be refused lookup while the node is `manageable`, and the
+/// agent's lookup backs off exponentially (up to 60 s a try), which made a test slow or late.
+async fn agent_once_cleaning(api: &Api, uuid: &str, mac: &str) -> Agent {
+    let waiting = wait_state(api, uuid, "clean wait", Duration::from_secs(20), None).await;
+    assert_eq!(waiting["target_provision_state"], "manageable", "{waiting}");
+    Agent::start(&api.base, mac, "16M").expect("the sandbox was checked")
 }
 
 /// Asks for a manual cleaning of `steps`, accepted.
@@ -512,10 +520,13 @@ async fn automated_cleaning_runs_the_agents_erase_steps(stack) {
     // The machine reboots into the ramdisk again; its disk still holds the instance.
     let r = api.patch(&uuid, json!([{"op": "replace", "path": "/automated_clean", "value": true}])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    let agent = Agent::start(&api.base, &mac, "16M").unwrap();
-    agent.fill_disk(&raw);
     let started = Instant::now();
     api.accepted(&uuid, "deleted").await;
+    // The ramdisk boots once the cleaning has powered the node on (see `agent_once_cleaning`).
+    let waiting = wait_state(api, &uuid, "clean wait", Duration::from_secs(20), None).await;
+    assert_eq!(waiting["target_provision_state"], "available", "{waiting}");
+    let agent = Agent::start(&api.base, &mac, "16M").unwrap();
+    agent.fill_disk(&raw);
     let (available, seen, _) = wait_cleaned(api, &uuid, "available", &agent).await;
     eprintln!("{stack:?}: automated cleaning in the agent took {:?}", started.elapsed());
     assert!(
@@ -541,15 +552,13 @@ on_both_stacks! {
 async fn manual_cleaning_runs_a_step_in_the_agent(stack) {
     let Some(cluster) = cluster(stack, 120).await else { return };
     let api = &cluster.api;
-    let (uuid, agent) = manageable_node_with_agent(api).await;
-    let marker = vec![0xa5_u8; 1 << 20];
-    agent.fill_disk(&marker);
+    let (uuid, mac) = manageable_node(api).await;
     let steps = json!([{"interface": "deploy", "step": "erase_devices_metadata", "args": {}}]);
     clean_manually(api, &uuid, steps).await;
-    let waiting = api.node(&uuid).await;
-    if waiting["provision_state"] == "clean wait" {
-        assert_eq!(waiting["target_provision_state"], "manageable", "{waiting}");
-    }
+    let agent = agent_once_cleaning(api, &uuid, &mac).await;
+    // Before the agent has looked its node up, so before any step can run.
+    let marker = vec![0xa5_u8; 1 << 20];
+    agent.fill_disk(&marker);
     let (manageable, seen, shown) = wait_cleaned(api, &uuid, "manageable", &agent).await;
     // The step the agent runs is the node's `clean_step` while it runs (seen if polled then).
     assert!(shown.iter().all(|s| s == "erase_devices_metadata"), "{shown:?}");
@@ -600,10 +609,11 @@ on_both_stacks! {
 async fn a_failed_clean_step_puts_the_node_in_maintenance(stack) {
     let Some(cluster) = cluster(stack, 120).await else { return };
     let api = &cluster.api;
-    let (uuid, agent) = manageable_node_with_agent(api).await;
-    agent.make_disk_read_only();
+    let (uuid, mac) = manageable_node(api).await;
     let steps = json!([{"interface": "deploy", "step": "erase_devices_metadata", "args": {}}]);
     clean_manually(api, &uuid, steps).await;
+    let agent = agent_once_cleaning(api, &uuid, &mac).await;
+    agent.make_disk_read_only();
     let failed = wait_state(api, &uuid, "clean failed", Duration::from_secs(60), Some(&agent)).await;
     let error = failed["last_error"].as_str().unwrap();
     assert!(error.contains("erase_devices_metadata") && error.contains("Permission denied"), "{error}");
