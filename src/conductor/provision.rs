@@ -50,6 +50,9 @@ pub enum Work {
     Adopt,
     Rescue,
     Unrescue,
+    /// A cleaning aborted from `clean wait` or `clean hold`, now `clean failed`: its ramdisk is
+    /// shut down (Ironic's `do_node_clean_abort` -> `tear_down_cleaning`).
+    AbortClean,
 }
 
 impl Work {
@@ -75,6 +78,7 @@ impl Work {
             // continues it at once, from the step after the hold (Ironic spawns
             // `continue_node_service`).
             S::DeployWait | S::CleanWait if event == Event::Unhold => Ok(None),
+            S::CleanFail if event == Event::Abort => Ok(Some(Work::AbortClean)),
             S::ServiceWait if event == Event::Unhold => Ok(Some(Work::Service)),
             // Unstable states whose work Ferrum does not run yet.
             S::DeployWait | S::CleanWait | S::InspectWait | S::RescueWait | S::ServiceWait => {
@@ -117,6 +121,7 @@ impl Flow for Work {
             Work::Deploy => "Deploy",
             Work::TearDown => "Tear down",
             Work::Clean | Work::ManualClean | Work::ResumeClean => "Cleaning",
+            Work::AbortClean => "Aborting cleaning",
             Work::Service => "Servicing",
             Work::Verify => "Verification",
             Work::Inspect => "Inspection",
@@ -139,6 +144,7 @@ impl Flow for Work {
             Work::Adopt => adopt(task, driver).await,
             Work::Rescue => rescue(task).await,
             Work::Unrescue => unrescue(task).await,
+            Work::AbortClean => abort_clean(task, driver).await,
         }
     }
 
@@ -163,6 +169,19 @@ impl Flow for Work {
             Work::Service => {
                 extra.service_step = Some(Json::default());
                 extra.driver_internal_info = Some(Json(StepRun::Service.without_info(node)));
+            }
+            // The node stays `clean failed`, in maintenance: its ramdisk may still run
+            // (Ironic's `cleaning_error_handler` with `set_fail_state=False`).
+            Work::AbortClean => {
+                return Failure {
+                    extra: NodeChanges {
+                        maintenance: Some(true),
+                        fault: Some(Some(CLEAN_FAILURE.to_owned())),
+                        maintenance_reason: Some(Some(node::truncate_error(message.to_owned()))),
+                        ..NodeChanges::default()
+                    },
+                    fail_edge: false,
+                };
             }
             Work::TearDown | Work::Verify | Work::Inspect | Work::Adopt | Work::Unrescue => {}
         }
@@ -218,7 +237,14 @@ pub(super) async fn begin(
             return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
         }
         Worker::reserve(ctx, &mut worker)?;
-        let mut changes = step.changes(true, extra.last_error(None));
+        // A new operation clears the last one's error, unless the move itself writes one (an
+        // aborted cleaning says so while its worker shuts the ramdisk down).
+        let extra = if extra.last_error.is_some() {
+            extra
+        } else {
+            extra.last_error(None)
+        };
+        let mut changes = step.changes(true, extra);
         if let Some(target) = work.and_then(Work::target_override) {
             changes.target_provision_state = Some(Some(target));
         }
@@ -1734,6 +1760,21 @@ async fn tear_down(task: &mut Task, driver: &Driver) -> std::result::Result<(), 
         tracing::warn!(node.uuid = %task.node.uuid, "Could not delete allocation {allocation} after tear-down: {e}");
     }
     clean(task, driver).await
+}
+
+/// After an aborted cleaning (the node already `clean failed`, its `last_error` saying so):
+/// powers the node off (or reboots it, API 1.95) and undoes the ramdisk's boot, so that the
+/// ramdisk does not go on running, as Ironic's `tear_down_cleaning` does.
+async fn abort_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+    let failed =
+        |e: String| format!("Failed to tear down cleaning after aborting the operation: {e}");
+    let power = power_off_or_reboot(task, driver).await.map_err(failed)?;
+    hw(task, driver.deploy.clean_up_boot(&task.node, driver))
+        .await?
+        .map_err(|e| failed(e.to_string()))?;
+    task.write(NodeChanges::default().power(Some(power), None).release())
+        .await
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// Automated cleaning, unless the node's `automated_clean` (else the conductor's setting) turns

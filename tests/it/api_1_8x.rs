@@ -70,7 +70,8 @@ async fn unhold_sends_a_held_deploy_back_to_wait_call_back(stack) {
 on_both_stacks! {
 /// unhold (1.85) of a manual cleaning held by the reserved `hold` step (accepted on any
 /// interface, as Ironic leaves reserved steps to the conductor): `clean hold` with the step's
-/// index kept, unhold to `clean wait`, then abort to `clean failed`, which forgets the steps.
+/// index kept, unhold to `clean wait`, then abort to `clean failed`, which forgets the steps and
+/// powers the node off.
 async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
     else {
@@ -80,6 +81,10 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     let node = api.available_node(json!({"name": "uh-clean"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.accepted(&uuid, "manage").await;
+    api.wait_for(&uuid, "manageable").await;
+    // Powered on, as a node whose ramdisk runs the cleaning is.
+    let r = api.power(&uuid, "power on").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     api.wait_for(&uuid, "manageable").await;
     let steps = json!([
         {"interface": "deploy", "step": "erase_devices_metadata", "args": {}},
@@ -95,10 +100,13 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
     let r = provision_at(api, "1.85", &uuid, json!({"target": "unhold"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    api.wait_for(&uuid, "clean wait").await;
+    let waiting = api.wait_for(&uuid, "clean wait").await;
+    assert_eq!(waiting["power_state"], "power on", "the ramdisk runs: {waiting}");
     let r = provision_at(api, "1.85", &uuid, json!({"target": "abort"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     let failed = api.wait_for(&uuid, "clean failed").await;
+    assert_eq!(failed["power_state"], "power off", "the aborted cleaning's ramdisk is shut down: {failed}");
+    assert_eq!(failed["maintenance"], false, "{failed}");
     assert_eq!(
         failed["last_error"],
         "By request, the clean operation was aborted during or after the completion of step \"management.hold\"",
