@@ -7,6 +7,7 @@
 
 pub mod access_log;
 pub mod allocations;
+pub mod auth;
 pub mod bios;
 pub mod chassis;
 pub mod conductors;
@@ -67,6 +68,8 @@ pub struct ApiState {
     pub config: Arc<crate::config::ApiConfig>,
     /// Versioned notifications of what the API does (off unless configured).
     pub notifier: crate::notifications::Notifier,
+    /// The users of `auth_strategy = http_basic`; None for `noauth`.
+    pub auth: Option<Arc<auth::BasicAuth>>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -306,7 +309,8 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     let max = ServedMax::default();
-    with_middleware(routes, state, max)
+    let basic_auth = state.auth.clone();
+    with_middleware(routes, state, max, basic_auth)
 }
 
 /// The routes of `/v1/deploy_templates` or `/v1/runbooks`.
@@ -352,20 +356,28 @@ where
 }
 
 /// The middleware around every route, innermost first: panics become 500s, the body limits,
-/// version negotiation and request ids, the request's span (so that every line logged for a
-/// request carries its method, path and request id), and outermost the access log and HTTP
-/// metrics (`access_log.rs`: one line per request, with a 4xx's message or a 5xx's cause, so
-/// that it sees the answers of all the others). Being a layer of the router, it sees the
+/// authentication (`http_basic` only: before any body is read, and inside the request id so
+/// that a 401 carries one, as Ironic's does; `auth::is_public` routes pass), version negotiation
+/// and request ids, the request's span (so that every line logged for a request carries its
+/// method, path and request id), and outermost the access log and HTTP metrics
+/// (`access_log.rs`: one line per request, with a 4xx's message or a 5xx's cause, so that it
+/// sees the answers of all the others, 401s included). Being a layer of the router, it sees the
 /// route template a request matched.
 fn with_middleware<S: Clone + Send + Sync + 'static>(
     routes: Router<S>,
     state: S,
     max: ServedMax,
+    basic_auth: Option<Arc<auth::BasicAuth>>,
 ) -> Router {
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
         .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
-        .layer(middleware::from_fn(extract::refuse_oversized_body))
+        .layer(middleware::from_fn(extract::refuse_oversized_body));
+    let routes = match basic_auth {
+        Some(users) => routes.layer(middleware::from_fn_with_state(users, auth::require)),
+        None => routes,
+    };
+    let routes = routes
         .layer(middleware::from_fn_with_state(
             max,
             extract::version_and_request_id,
@@ -435,7 +447,8 @@ async fn method_not_allowed() -> Error {
     Error::MethodNotAllowed("The method is not allowed for this resource.".to_owned())
 }
 
-/// The URL clients reached us by, for links: `http://<Host>`.
+/// The URL clients reached us by, for links: `http://<Host>`, or `https://<Host>` on a TLS
+/// listener (`server::Https`).
 pub struct BaseUrl(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for BaseUrl {
@@ -447,7 +460,12 @@ impl<S: Send + Sync> FromRequestParts<S> for BaseUrl {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost:6385");
-        Ok(BaseUrl(format!("http://{host}")))
+        let scheme = if parts.extensions.get::<server::Https>().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        Ok(BaseUrl(format!("{scheme}://{host}")))
     }
 }
 
@@ -593,7 +611,7 @@ mod tests {
             .route("/busy", get(|| async { Error::NoFreeConductorWorker }))
             .route("/ok", get(|| async { "ok" }))
             .fallback(not_found);
-        let app = with_middleware(routes, (), ServedMax::default());
+        let app = with_middleware(routes, (), ServedMax::default(), None);
 
         let (status, body, request_id) = fetch(&app, "/panic").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -677,7 +695,7 @@ mod tests {
                 "said"
             }),
         );
-        let app = with_middleware(routes, (), ServedMax::default());
+        let app = with_middleware(routes, (), ServedMax::default(), None);
         let (_, _, request_id) = fetch(&app, "/says").await;
         let lines = logs.take();
         assert!(

@@ -2,7 +2,11 @@
 //! environment variables, then command-line flags (clap reads both of the last two, flags winning).
 //! A bad value stops start-up with a message naming it. Tests build a `Config` in code.
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use serde::Deserialize;
 
@@ -42,6 +46,8 @@ pub struct TransportConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiConfig {
+    /// `host:port`; a host name (`localhost`) is resolved at start ([`parse_bind`]).
+    #[serde(deserialize_with = "bind_address")]
     pub bind: SocketAddr,
     /// How long the API trusts its view of the online conductors before reading it again.
     #[serde(with = "seconds")]
@@ -56,6 +62,41 @@ pub struct ApiConfig {
     /// How often the agent is told to heartbeat at the latest (`[api]ramdisk_heartbeat_timeout`).
     #[serde(with = "seconds")]
     pub ramdisk_heartbeat_timeout: Duration,
+    /// Who may use the API (Ironic's `[DEFAULT]auth_strategy`; Ironic's default, `keystone`,
+    /// is not built).
+    pub auth_strategy: AuthStrategy,
+    /// The Apache htpasswd file of `http_basic`: `user:<bcrypt hash>` lines (Ironic's
+    /// `[DEFAULT]http_basic_auth_user_file`), read once at start.
+    pub http_basic_auth_user_file: PathBuf,
+    /// Serve HTTPS with `cert_file` and `key_file` (PEM) instead of HTTP (Ironic's
+    /// `[api]enable_ssl_api`, `cert_file`, `key_file`).
+    pub enable_ssl_api: bool,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// The lowest TLS version served (Ironic's `[api]tls_minimum_version`): `1.2` or `1.3`.
+    pub tls_minimum_version: TlsVersion,
+}
+
+/// Who may use the API ([`ApiConfig::auth_strategy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthStrategy {
+    /// Anyone who reaches the port.
+    Noauth,
+    /// HTTP Basic against the bcrypt entries of `http_basic_auth_user_file`.
+    #[value(name = "http_basic")]
+    HttpBasic,
+}
+
+/// The lowest TLS version the API accepts ([`ApiConfig::tls_minimum_version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+pub enum TlsVersion {
+    #[serde(rename = "1.2")]
+    #[value(name = "1.2")]
+    V1_2,
+    #[serde(rename = "1.3")]
+    #[value(name = "1.3")]
+    V1_3,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -137,10 +178,13 @@ pub struct ConductorConfig {
     /// needed for `local` images.
     pub http_url: Option<String>,
     /// Where the conductor serves `http_root` itself (GET of files only); unset, another web
-    /// server must serve it at `http_url`.
+    /// server must serve it at `http_url`. A host name is resolved as `api.bind`'s.
+    #[serde(deserialize_with = "optional_bind_address")]
     pub http_bind: Option<SocketAddr>,
     /// Where a `ferrum conductor` process serves its Prometheus metrics (`GET /metrics`);
-    /// unset, none. All-in-one ignores it: the API's `/metrics` covers its conductor.
+    /// unset, none. All-in-one ignores it: the API's `/metrics` covers its conductor. A host
+    /// name is resolved as `api.bind`'s.
+    #[serde(deserialize_with = "optional_bind_address")]
     pub metrics_bind: Option<SocketAddr>,
     /// The hardware types this conductor offers (Ironic's `[DEFAULT]enabled_hardware_types`;
     /// Ferrum builds `fake-hardware` and `redfish`).
@@ -369,6 +413,14 @@ impl Default for ApiConfig {
             header_read_timeout: Duration::from_secs(10),
             restrict_lookup: true,
             ramdisk_heartbeat_timeout: Duration::from_secs(300),
+            // Ironic's default is keystone, which Ferrum does not have; the banner says what
+            // noauth means.
+            auth_strategy: AuthStrategy::Noauth,
+            http_basic_auth_user_file: PathBuf::from("/etc/ironic/htpasswd"),
+            enable_ssl_api: false,
+            cert_file: None,
+            key_file: None,
+            tls_minimum_version: TlsVersion::V1_3,
         }
     }
 }
@@ -475,11 +527,25 @@ pub struct ConfigArgs {
     /// Seconds.
     #[arg(long, env = "FERRUM_RPC_TIMEOUT", value_parser = parse_seconds)]
     pub rpc_timeout: Option<Duration>,
-    #[arg(long, env = "FERRUM_API_BIND")]
+    /// `host:port`; a host name is resolved.
+    #[arg(long, env = "FERRUM_API_BIND", value_parser = parse_bind)]
     pub api_bind: Option<SocketAddr>,
     /// Seconds.
     #[arg(long, env = "FERRUM_API_HEADER_TIMEOUT", value_parser = parse_seconds)]
     pub api_header_timeout: Option<Duration>,
+    #[arg(long, env = "FERRUM_AUTH_STRATEGY", value_enum)]
+    pub auth_strategy: Option<AuthStrategy>,
+    #[arg(long, env = "FERRUM_HTTP_BASIC_AUTH_USER_FILE")]
+    pub http_basic_auth_user_file: Option<PathBuf>,
+    /// `true` or `false`.
+    #[arg(long, env = "FERRUM_ENABLE_SSL_API")]
+    pub enable_ssl_api: Option<bool>,
+    #[arg(long, env = "FERRUM_API_CERT_FILE")]
+    pub api_cert_file: Option<PathBuf>,
+    #[arg(long, env = "FERRUM_API_KEY_FILE")]
+    pub api_key_file: Option<PathBuf>,
+    #[arg(long, env = "FERRUM_API_TLS_MINIMUM_VERSION", value_enum)]
+    pub api_tls_minimum_version: Option<TlsVersion>,
     #[arg(long, env = "FERRUM_CONDUCTOR_HOST")]
     pub conductor_host: Option<String>,
     #[arg(long, env = "FERRUM_CONDUCTOR_GROUP")]
@@ -539,9 +605,9 @@ pub struct ConfigArgs {
     pub http_root: Option<std::path::PathBuf>,
     #[arg(long, env = "FERRUM_HTTP_URL")]
     pub http_url: Option<String>,
-    #[arg(long, env = "FERRUM_HTTP_BIND")]
+    #[arg(long, env = "FERRUM_HTTP_BIND", value_parser = parse_bind)]
     pub http_bind: Option<SocketAddr>,
-    #[arg(long, env = "FERRUM_CONDUCTOR_METRICS_BIND")]
+    #[arg(long, env = "FERRUM_CONDUCTOR_METRICS_BIND", value_parser = parse_bind)]
     pub conductor_metrics_bind: Option<SocketAddr>,
     /// Comma-separated hardware type names.
     #[arg(long, env = "FERRUM_ENABLED_HARDWARE_TYPES", value_delimiter = ',')]
@@ -664,18 +730,6 @@ fn parse_level(s: &str) -> Result<crate::notifications::Level, String> {
     s.parse()
 }
 
-impl ConfigArgs {
-    /// The settings from `FERRUM_*` variables alone, as when no flags were given.
-    pub fn from_env() -> Result<ConfigArgs, clap::Error> {
-        #[derive(clap::Parser)]
-        struct EnvOnly {
-            #[command(flatten)]
-            args: ConfigArgs,
-        }
-        <EnvOnly as clap::Parser>::try_parse_from(["ferrum"]).map(|e| e.args)
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -729,6 +783,22 @@ impl Config {
         set(&mut self.transport.rpc_timeout, &a.rpc_timeout);
         set(&mut self.api.bind, &a.api_bind);
         set(&mut self.api.header_read_timeout, &a.api_header_timeout);
+        set(&mut self.api.auth_strategy, &a.auth_strategy);
+        set(
+            &mut self.api.http_basic_auth_user_file,
+            &a.http_basic_auth_user_file,
+        );
+        set(&mut self.api.enable_ssl_api, &a.enable_ssl_api);
+        if a.api_cert_file.is_some() {
+            self.api.cert_file = a.api_cert_file.clone();
+        }
+        if a.api_key_file.is_some() {
+            self.api.key_file = a.api_key_file.clone();
+        }
+        set(
+            &mut self.api.tls_minimum_version,
+            &a.api_tls_minimum_version,
+        );
         set(&mut self.conductor.host, &a.conductor_host);
         set(&mut self.conductor.conductor_group, &a.conductor_group);
         set(
@@ -969,6 +1039,14 @@ impl Config {
         if self.api.header_read_timeout.is_zero() {
             return invalid("api.header_read_timeout", "must be above 0");
         }
+        // As Ironic's wsgi_service: TLS needs both files (they are read at start).
+        if self.api.enable_ssl_api && (self.api.cert_file.is_none() || self.api.key_file.is_none())
+        {
+            return invalid(
+                "api.enable_ssl_api",
+                "serving HTTPS needs api.cert_file and api.key_file",
+            );
+        }
         let host = &self.conductor.host;
         if host.is_empty() || host.len() > 255 || host.contains(char::is_whitespace) {
             return invalid("conductor.host", "must be 1-255 characters without spaces");
@@ -1106,6 +1184,41 @@ impl Config {
     }
 }
 
+/// A listening address, `host:port`: an IP address, or a host name (`localhost`) resolved now.
+/// A name with both IPv4 and IPv6 addresses binds its first IPv4 one, which is what clients of
+/// `localhost` try first on most systems.
+pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if s.rsplit_once(':').is_none_or(|(host, _)| host.is_empty()) {
+        return Err(format!("'{s}' is not host:port"));
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(s)
+        .map_err(|e| format!("cannot resolve '{s}': {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("'{s}' resolves to no address"))
+}
+
+fn bind_address<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_bind(&s).map_err(serde::de::Error::custom)
+}
+
+fn optional_bind_address<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SocketAddr>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        Some(s) => parse_bind(&s).map(Some).map_err(serde::de::Error::custom),
+        None => Ok(None),
+    }
+}
+
 /// A non-negative number of seconds, fractions allowed ("0.5").
 pub fn parse_seconds(s: &str) -> Result<Duration, String> {
     let v: f64 = s
@@ -1180,6 +1293,96 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("workerz"), "{err}");
+    }
+
+    /// The keys a TOML table of `Config` accepts, as serde names them when refusing an unknown
+    /// one (`deny_unknown_fields`): so the list follows the structs without being kept by hand.
+    fn accepted_keys(section: Option<&str>) -> Vec<String> {
+        let text = match section {
+            Some(section) => format!("[{section}]\nno_such_key_ = 1\n"),
+            None => "no_such_key_ = 1\n".to_owned(),
+        };
+        let err = toml::from_str::<Config>(&text).unwrap_err().to_string();
+        let expected = err
+            .split_once("expected")
+            .expect("an unknown field error")
+            .1;
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_sample_file_documents_every_setting_and_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ferrum.toml");
+        let sample = std::fs::read_to_string(&path).unwrap();
+        // As shipped (every setting commented out: the defaults).
+        let config = Config::from_file(&path).unwrap();
+        config.validate().unwrap();
+
+        let sections = accepted_keys(None);
+        assert!(sections.len() >= 5, "{sections:?}");
+        let setting = regex::Regex::new(r"^# ([a-z_]+) = ").unwrap();
+        let mut missing = Vec::new();
+        for section in &sections {
+            let header = format!("[{section}]\n");
+            let body = sample
+                .split_once(&header)
+                .map(|(_, rest)| rest.split("\n[").next().unwrap_or_default())
+                .unwrap_or_else(|| panic!("ferrum.toml has no [{section}]"));
+            let documented: Vec<&str> = body
+                .lines()
+                .filter_map(|l| setting.captures(l))
+                .filter_map(|c| c.get(1).map(|m| m.as_str()))
+                .collect();
+            for key in accepted_keys(Some(section)) {
+                if !documented.contains(&key.as_str()) {
+                    missing.push(format!("{section}.{key}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "ferrum.toml lacks {missing:?}");
+
+        // Every sample value is of the right type and valid together.
+        let uncommented: String = sample
+            .lines()
+            .map(|l| if setting.is_match(l) { &l[2..] } else { l })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config: Config = toml::from_str(&uncommented).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.conductor.host, "conductor-1");
+        assert_eq!(config.api.tls_minimum_version, TlsVersion::V1_3);
+    }
+
+    #[test]
+    fn bind_accepts_host_names() {
+        let addr = parse_bind("localhost:6385").unwrap();
+        assert!(addr.ip().is_loopback(), "{addr}");
+        assert_eq!(addr.port(), 6385);
+        assert_eq!(
+            parse_bind("[::1]:7000").unwrap(),
+            "[::1]:7000".parse().unwrap()
+        );
+        assert!(parse_bind("6385").is_err());
+        assert!(parse_bind(":6385").is_err());
+        let config: Config = toml::from_str("[api]\nbind = \"localhost:7001\"\n").unwrap();
+        assert_eq!(config.api.bind.port(), 7001);
+    }
+
+    #[test]
+    fn tls_needs_its_files() {
+        let err = Config::load(&ConfigArgs {
+            enable_ssl_api: Some(true),
+            api_cert_file: Some("/x.crt".into()),
+            ..ConfigArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("api.enable_ssl_api"), "{err}");
     }
 
     #[test]

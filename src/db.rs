@@ -534,6 +534,49 @@ impl Db {
         Ok(())
     }
 
+    /// The versions of the embedded migrations not applied to this database, oldest first, in
+    /// one query (no table is created: the API's database user may have no right to). A
+    /// database without diesel's bookkeeping table has them all pending.
+    pub async fn pending_migrations(&self) -> Result<Vec<String>> {
+        use diesel::migration::MigrationSource;
+        use diesel_async::RunQueryDsl as _;
+
+        #[derive(diesel::QueryableByName)]
+        struct Applied {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            version: String,
+        }
+        let query = "SELECT version FROM __diesel_schema_migrations";
+        let applied = match with_conn_result!(self, |conn| {
+            diesel::sql_query(query).load::<Applied>(conn).await?
+        }) {
+            Ok(rows) => rows.into_iter().map(|r| r.version).collect(),
+            // The server answered, with an error: there is no such table yet.
+            Err(diesel::result::Error::DatabaseError(..)) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let applied: std::collections::HashSet<String> = applied.into_iter().collect();
+        let names: Vec<String> = match self.backend() {
+            Backend::Mysql => {
+                MigrationSource::<diesel::mysql::Mysql>::migrations(&MYSQL_MIGRATIONS)
+                    .map_err(|e| Error::internal(format!("embedded migrations: {e}")))?
+                    .iter()
+                    .map(|m| m.name().version().to_string())
+                    .collect()
+            }
+            Backend::Sqlite => {
+                MigrationSource::<diesel::sqlite::Sqlite>::migrations(&SQLITE_MIGRATIONS)
+                    .map_err(|e| Error::internal(format!("embedded migrations: {e}")))?
+                    .iter()
+                    .map(|m| m.name().version().to_string())
+                    .collect()
+            }
+        };
+        let mut pending: Vec<String> = names.into_iter().filter(|v| !applied.contains(v)).collect();
+        pending.sort();
+        Ok(pending)
+    }
+
     /// Applies pending migrations (`ferrum db-sync`). Returns the versions applied.
     pub async fn migrate(&self) -> Result<Vec<String>> {
         let failed = |e: Box<dyn std::error::Error + Send + Sync>| {

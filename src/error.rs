@@ -116,6 +116,14 @@ pub enum Error {
     #[error("{0}")]
     Internal(String),
 
+    /// 401 of `auth_strategy = http_basic`: no credentials, or wrong ones. Raised before
+    /// routing by Ironic's basic-auth middleware, which renders it (`api::error_body`) in its
+    /// own envelope with `WWW-Authenticate`.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 400 of the same middleware: an `Authorization` header it cannot read.
+    #[error("{0}")]
+    BadAuthorization(String),
     /// 406 for a microversion header that is malformed or outside the supported range, raised
     /// before routing; Ironic's web framework renders it (`api::error_body`), not its handlers.
     #[error("{0}")]
@@ -138,8 +146,9 @@ impl Error {
             | Error::PatchError { .. }
             | Error::InvalidConductorGroup(_)
             | Error::UnsupportedDriverExtension { .. }
-            | Error::NoValidHost(_) => StatusCode::BAD_REQUEST,
-            Error::InvalidAgentToken => StatusCode::UNAUTHORIZED,
+            | Error::NoValidHost(_)
+            | Error::BadAuthorization(_) => StatusCode::BAD_REQUEST,
+            Error::InvalidAgentToken | Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::NodeProtected { .. } | Error::OperationNotPermitted => StatusCode::FORBIDDEN,
             Error::NodeNotFound { .. }
             | Error::NodeTraitNotFound { .. }

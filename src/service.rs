@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::{
+    api::auth::BasicAuth,
     api::{self, ApiState, routing::ConductorRouter},
     conductor,
-    config::Config,
+    config::{AuthStrategy, Config},
     db::{self, Db, redact_url},
     drivers::Registry,
     notifications::{self, Notifier, Service, Sink},
@@ -112,6 +113,20 @@ fn require_multi_host(config: &Config, kind: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The multi-host processes never migrate: on a database `ferrum db-sync` has not brought up to
+/// date they stop here, saying so, instead of failing every request on a missing table.
+async fn require_schema(db: &Db, config: &Config) -> anyhow::Result<()> {
+    let pending = db.pending_migrations().await?;
+    if let Some(first) = pending.first() {
+        bail!(
+            "the database {} is not up to date: {} migration(s) not applied (from {first}); run `ferrum db-sync` with the same database URL first",
+            redact_url(&config.database.url),
+            pending.len(),
+        );
+    }
+    Ok(())
+}
+
 /// `ferrum db-sync`: applies pending migrations.
 pub async fn db_sync(config: &Config) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
@@ -129,8 +144,21 @@ fn api_state(
     db: Db,
     transport: Arc<dyn Transport>,
     notifier: Notifier,
-) -> ApiState {
-    ApiState {
+) -> anyhow::Result<ApiState> {
+    let auth = match config.api.auth_strategy {
+        AuthStrategy::Noauth => None,
+        AuthStrategy::HttpBasic => {
+            let users = BasicAuth::from_file(&config.api.http_basic_auth_user_file)?;
+            if users.user_count() == 0 {
+                warn!(
+                    file = %config.api.http_basic_auth_user_file.display(),
+                    "the http_basic user file has no users: every request but the public ones is refused"
+                );
+            }
+            Some(Arc::new(users))
+        }
+    };
+    Ok(ApiState {
         router: Arc::new(ConductorRouter::new(
             db.clone(),
             config.api.hash_ring_reset_interval,
@@ -140,6 +168,29 @@ fn api_state(
         db,
         config: Arc::new(config.api.clone()),
         notifier,
+        auth,
+    })
+}
+
+/// What the start-up lines say of who may use the API.
+fn auth_summary(config: &Config) -> String {
+    match config.api.auth_strategy {
+        AuthStrategy::Noauth => {
+            "noauth: anyone who can reach the port can act on every node".to_owned()
+        }
+        AuthStrategy::HttpBasic => format!(
+            "http_basic: users of {}",
+            config.api.http_basic_auth_user_file.display()
+        ),
+    }
+}
+
+/// The API's URL scheme: `https` with `enable_ssl_api`.
+fn scheme(config: &Config) -> &'static str {
+    if config.api.enable_ssl_api {
+        "https"
+    } else {
+        "http"
     }
 }
 
@@ -149,12 +200,19 @@ async fn serve_api(
     shutdown: CancellationToken,
     banner: impl FnOnce(),
 ) -> anyhow::Result<()> {
+    // Read before listening: a missing or bad certificate stops the start.
+    let tls = if config.api.enable_ssl_api {
+        Some(api::server::tls_acceptor(&config.api)?)
+    } else {
+        None
+    };
     let listener = tokio::net::TcpListener::bind(config.api.bind)
         .await
         .with_context(|| format!("cannot listen on {}", config.api.bind))?;
     banner();
     api::server::serve(
         listener,
+        tls,
         api::router(state),
         config.api.header_read_timeout,
         shutdown,
@@ -167,6 +225,7 @@ async fn serve_api(
 pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     require_multi_host(&config, "api")?;
     let db = connect_db(&config).await?;
+    require_schema(&db, &config).await?;
     let transport = connect_transport(&config).await?;
     let sink = notification_sink(&config);
     let state = api_state(
@@ -174,13 +233,16 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
         db,
         transport,
         notifier(&config, Service::Api, sink.as_ref()),
-    );
+    )?;
     serve_api(&config, state, shutdown, || {
         info!(
-            "Ferrum API listening on http://{} (database {}, transport {})",
+            auth = ?config.api.auth_strategy,
+            "Ferrum API listening on {}://{} (database {}, transport {}; {})",
+            scheme(&config),
             config.api.bind,
             redact_url(&config.database.url),
-            redact_url(&config.transport.url)
+            redact_url(&config.transport.url),
+            auth_summary(&config)
         );
     })
     .await
@@ -190,6 +252,7 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
 pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     require_multi_host(&config, "conductor")?;
     let db = connect_db(&config).await?;
+    require_schema(&db, &config).await?;
     if let Some(bind) = config.conductor.metrics_bind {
         let listener = tokio::net::TcpListener::bind(bind)
             .await
@@ -197,6 +260,7 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
         info!("Conductor metrics at http://{bind}/metrics");
         tokio::spawn(api::server::serve(
             listener,
+            None,
             api::ops::metrics_router(db.clone()),
             config.api.header_read_timeout,
             shutdown.clone(),
@@ -259,17 +323,26 @@ impl AllInOne {
             if !applied.is_empty() {
                 info!(migrations = ?applied, "prepared the database file");
             }
+        } else {
+            require_schema(&db, config).await?;
         }
         let transport = connect_transport(config).await?;
-        let mut ctx = conductor::Context::new(db.clone(), config.conductor.clone());
         // One publisher (or log) for both halves of the process.
         let sink = notification_sink(config);
+        // Built before the conductor starts: a bad user file stops the start cleanly.
+        let state = api_state(
+            config,
+            db.clone(),
+            transport.clone(),
+            notifier(config, Service::Api, sink.as_ref()),
+        )?;
+        let mut ctx = conductor::Context::new(db, config.conductor.clone());
         // Not shared yet: the context is this function's alone until the conductor starts.
         let own = Arc::get_mut(&mut ctx).context("a new conductor context is not shared")?;
         own.drivers = drivers;
         own.notifier = notifier(config, Service::Conductor, sink.as_ref());
         // The conductor serves before the API takes its first request.
-        let serving = conductor::start(ctx.clone(), transport.clone(), shutdown.clone()).await?;
+        let serving = conductor::start(ctx.clone(), transport, shutdown.clone()).await?;
         let stopped = tokio::spawn({
             let shutdown = shutdown.clone();
             async move {
@@ -279,12 +352,7 @@ impl AllInOne {
             }
         });
         Ok(AllInOne {
-            state: api_state(
-                config,
-                db,
-                transport,
-                notifier(config, Service::Api, sink.as_ref()),
-            ),
+            state,
             conductor: ctx,
             shutdown,
             stopped,
@@ -332,7 +400,7 @@ fn lock_database_file(path: &str) -> anyhow::Result<std::fs::File> {
 }
 
 fn banner(config: &Config) {
-    let url = format!("http://{}", config.api.bind);
+    let url = format!("{}://{}", scheme(config), config.api.bind);
     let database = match db::Backend::of_url(&config.database.url) {
         Some(db::Backend::Sqlite) => format!("{} (embedded SQLite)", config.database.url),
         _ => redact_url(&config.database.url),
@@ -343,20 +411,26 @@ fn banner(config: &Config) {
         redact_url(&config.transport.url)
     };
     let conductor = &config.conductor.host;
+    let auth = auth_summary(config);
     // In JSON mode only JSON lines may reach stderr: the banner is a log event there.
     if crate::telemetry::json() {
         info!(
-            %url, %database, %transport, %conductor,
+            %url, %database, %transport, %conductor, %auth,
             "Ferrum all-in-one is serving the Ironic API v1 at {url}"
         );
         return;
     }
+    let credentials = match config.api.auth_strategy {
+        AuthStrategy::Noauth => "--os-auth-type none",
+        AuthStrategy::HttpBasic => "--os-auth-type http_basic --os-username U --os-password P",
+    };
     eprintln!(
         "\nFerrum all-in-one is serving the Ironic API v1 at {url}\n  \
+         auth:      {auth}\n  \
          database:  {database}\n  \
          transport: {transport}\n  \
          conductor: {conductor}\n  \
-         try:       baremetal --os-auth-type none --os-endpoint {url} node list\n"
+         try:       baremetal {credentials} --os-endpoint {url} node list\n"
     );
 }
 

@@ -38,6 +38,23 @@ pub fn framework_envelope(status: StatusCode, description: &str) -> String {
     serde_json::json!({ "error_message": inner }).to_string()
 }
 
+/// The body of a refusal of `http_basic` authentication. Ironic's basic-auth middleware
+/// (`auth_basic.py`) runs outside its web framework and answers `{"error": {"message": ...,
+/// "code": <status>}}` only, which python-ironicclient and openstacksdk cannot read (they look
+/// for `error_message`), so the CLI says just "Unauthorized (HTTP 401)". Ferrum sends both:
+/// Ironic's keys as they are, and the usual envelope ([`envelope`]) with the same message, so
+/// that a client written for either reads it and the CLI shows why it was refused.
+pub fn auth_envelope(status: StatusCode, message: &str) -> String {
+    let mut body = serde_json::json!({ "error": { "message": message, "code": status.as_u16() } });
+    if let (Some(object), Ok(serde_json::Value::Object(usual))) = (
+        body.as_object_mut(),
+        serde_json::from_str::<serde_json::Value>(&envelope(status, message)),
+    ) {
+        object.extend(usual);
+    }
+    body.to_string()
+}
+
 /// The error a response was rendered from, for the access log. Extensions never reach the
 /// client.
 #[derive(Debug, Clone)]
@@ -48,9 +65,19 @@ impl IntoResponse for Error {
         let status = self.status();
         let body = match &self {
             Error::VersionNotAcceptable(detail) => framework_envelope(status, detail),
+            Error::Unauthorized(message) | Error::BadAuthorization(message) => {
+                auth_envelope(status, message)
+            }
             _ => envelope(status, &self.client_message()),
         };
         let mut response = (status, body).into_response();
+        if let Error::Unauthorized(_) = self {
+            // Ironic's exception.Unauthorized: the client is asked for Basic credentials.
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"Baremetal API\""),
+            );
+        }
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -78,6 +105,21 @@ mod tests {
         assert!(
             envelope(StatusCode::SERVICE_UNAVAILABLE, "x").contains(r#"\"faultcode\": \"Server\""#)
         );
+    }
+
+    #[test]
+    fn auth_envelope_has_ironics_keys_and_the_usual_envelope() {
+        let body = auth_envelope(StatusCode::UNAUTHORIZED, "Authorization required");
+        let outer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            outer["error"],
+            serde_json::json!({"message": "Authorization required", "code": 401})
+        );
+        assert_eq!(
+            outer["error_message"],
+            r#"{"faultcode": "Client", "faultstring": "Authorization required", "debuginfo": null}"#
+        );
+        assert_eq!(outer.as_object().unwrap().len(), 2);
     }
 
     #[test]

@@ -1,20 +1,25 @@
-//! The HTTP/1.1 server under the router: the accept loop, the request limits every connection
-//! gets, and graceful shutdown (stop accepting, let the requests in flight finish, close idle
-//! keep-alive connections). It knows nothing of Ironic: the router answers every request, its
-//! errors included; only what hyper refuses before a request exists (a head too large or too
-//! slow) is answered, or cut, here.
+//! The HTTP/1.1 server under the router: the accept loop, optional TLS (rustls, `enable_ssl_api`),
+//! the request limits every connection gets, and graceful shutdown (stop accepting, let the
+//! requests in flight finish, close idle keep-alive connections). It knows nothing of Ironic:
+//! the router answers every request, its errors included; only what hyper refuses before a
+//! request exists (a head too large or too slow) is answered, or cut, here.
 
-use std::{io, time::Duration};
+use std::{io, sync::Arc, time::Duration};
 
+use anyhow::Context as _;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::{
     rt::{TokioIo, TokioTimer},
     service::TowerToHyperService,
 };
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{debug, error};
+
+use crate::config::{ApiConfig, TlsVersion};
 
 // The request limits, all in one place (README "Limits" states them).
 
@@ -33,14 +38,75 @@ pub const MAX_HEADER_BYTES: usize = 64 << 10;
 /// file descriptors, typically), as hyper and axum do.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
 
-/// Serves `app` on `listener` until `shutdown`; then stops accepting, tells every connection to
-/// close once its request in flight is answered, and returns when all have closed.
+/// The TLS side of `enable_ssl_api`: the certificate chain of `cert_file` and the private key
+/// of `key_file` (PEM), served from `tls_minimum_version` up. Errors name the file.
+pub fn tls_acceptor(config: &ApiConfig) -> anyhow::Result<TlsAcceptor> {
+    let (Some(cert_file), Some(key_file)) = (&config.cert_file, &config.key_file) else {
+        anyhow::bail!("serving HTTPS (api.enable_ssl_api) needs api.cert_file and api.key_file");
+    };
+    let certs = CertificateDer::pem_file_iter(cert_file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| {
+            format!(
+                "cannot read a PEM certificate from api.cert_file {}",
+                cert_file.display()
+            )
+        })?;
+    if certs.is_empty() {
+        anyhow::bail!(
+            "api.cert_file {} holds no PEM certificate",
+            cert_file.display()
+        );
+    }
+    let key = PrivateKeyDer::from_pem_file(key_file).with_context(|| {
+        format!(
+            "cannot read a PEM private key from api.key_file {}",
+            key_file.display()
+        )
+    })?;
+    let versions: &[&rustls::SupportedProtocolVersion] = match config.tls_minimum_version {
+        TlsVersion::V1_2 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsVersion::V1_3 => &[&rustls::version::TLS13],
+    };
+    let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .context("TLS protocol versions")?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .with_context(|| {
+        format!(
+            "the key of api.key_file {} does not fit the certificate of api.cert_file {}",
+            key_file.display(),
+            cert_file.display()
+        )
+    })?;
+    // Clients speak HTTP/1.1 only here.
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(tls)))
+}
+
+/// A request extension present on the requests of a TLS listener, so that the links the API
+/// writes say `https` (`api::BaseUrl`), as Ironic's do behind its TLS-serving WSGI server.
+#[derive(Debug, Clone, Copy)]
+pub struct Https;
+
+/// Serves `app` on `listener` (over TLS with `tls`) until `shutdown`; then stops accepting, tells
+/// every connection to close once its request in flight is answered, and returns when all have
+/// closed.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     app: Router,
     header_read_timeout: Duration,
     shutdown: CancellationToken,
 ) {
+    let app = if tls.is_some() {
+        app.layer(axum::Extension(Https))
+    } else {
+        app
+    };
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
@@ -69,27 +135,63 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
-        let shutdown = shutdown.clone();
+        let (http, app, shutdown) = (http.clone(), app.clone(), shutdown.clone());
+        let tls = tls.clone();
         connections.spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+            match tls {
+                None => serve_connection(&http, stream, app, shutdown).await,
+                Some(tls) => {
+                    // The handshake gets the time a request head gets: a client that stalls in
+                    // it holds a connection no longer than one that stalls in its headers.
+                    let stream = tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        handshake = tokio::time::timeout(header_read_timeout, tls.accept(stream)) => {
+                            match handshake {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(e)) => {
+                                    debug!(error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    debug!("TLS handshake timed out");
+                                    return;
+                                }
+                            }
+                        }
+                    };
+                    serve_connection(&http, stream, app, shutdown).await;
                 }
-            };
-            // A client gone, a head too large or too slow: the client's problem, not ours.
-            if let Err(e) = ended {
-                debug!(error = %e, "connection closed with an error");
             }
         });
     }
     drop(listener);
     connections.close();
     connections.wait().await;
+}
+
+/// Serves one connection's requests until it closes, or until `shutdown` and its request in
+/// flight is answered.
+async fn serve_connection<IO>(
+    http: &http1::Builder,
+    stream: IO,
+    app: Router,
+    shutdown: CancellationToken,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    let mut connection = std::pin::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        () = shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    // A client gone, a head too large or too slow: the client's problem, not ours.
+    if let Err(e) = ended {
+        debug!(error = %e, "connection closed with an error");
+    }
 }
 
 /// An error of one connection's handshake, not of the listener: accept the next one at once.
@@ -144,6 +246,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         let server = tokio::spawn(serve(
             listener,
+            None,
             app,
             crate::config::ApiConfig::default().header_read_timeout,
             shutdown.clone(),

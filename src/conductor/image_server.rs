@@ -32,6 +32,7 @@ pub async fn start(
     tracing::info!("Serving {} at http://{bind}/", root.display());
     tokio::spawn(crate::api::server::serve(
         listener,
+        None,
         router(root),
         HEADER_READ_TIMEOUT,
         shutdown,

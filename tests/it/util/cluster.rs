@@ -463,6 +463,8 @@ impl Drop for Cluster {
 pub struct Api {
     pub base: String,
     client: reqwest::Client,
+    /// HTTP Basic credentials sent with every request (`auth_strategy = http_basic`).
+    credentials: Option<(String, String)>,
 }
 
 pub struct Reply {
@@ -502,6 +504,15 @@ impl Api {
                 .timeout(Duration::from_secs(60))
                 .build()
                 .expect("http client"),
+            credentials: None,
+        }
+    }
+
+    /// The same API, sending `user` and `password` with every request.
+    pub fn with_basic_auth(&self, user: &str, password: &str) -> Api {
+        Api {
+            credentials: Some((user.to_owned(), password.to_owned())),
+            ..self.clone()
         }
     }
 
@@ -520,6 +531,9 @@ impl Api {
             .client
             .request(method, format!("{}{path}", self.base))
             .header("X-OpenStack-Ironic-API-Version", version);
+        if let Some((user, password)) = &self.credentials {
+            req = req.basic_auth(user, Some(password));
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }

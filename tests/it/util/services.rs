@@ -207,6 +207,12 @@ impl TestDb {
         db
     }
 
+    /// A fresh MySQL database without any table: what `ferrum db-sync` has not been run on.
+    /// None (announced) when the server is unreachable.
+    pub async fn unmigrated_mysql() -> Option<TestDb> {
+        TestDb::mysql().await
+    }
+
     /// A new pool on the same database, for a test that restarted the server under the old one.
     pub fn reconnect(&mut self) {
         let size = if matches!(self.cleanup, Cleanup::Directory(_)) {
