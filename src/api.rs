@@ -34,6 +34,7 @@ pub mod traits;
 pub mod vendor;
 pub mod views;
 pub mod volume;
+pub mod watch;
 
 use std::sync::Arc;
 
@@ -67,6 +68,8 @@ pub struct ApiState {
     pub config: Arc<crate::config::ApiConfig>,
     /// Versioned notifications of what the API does (off unless configured).
     pub notifier: crate::notifications::Notifier,
+    /// The node events `GET /ferrum/v1/watch` streams (None: the watch is off).
+    pub watch: Option<crate::watch::Hub>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -303,6 +306,8 @@ pub fn router(state: ApiState) -> Router {
             "/v1/heartbeat/{ident}",
             axum::routing::post(ramdisk::heartbeat),
         )
+        // Beyond Ironic, outside its `/v1` tree.
+        .route("/ferrum/v1/watch", get(watch::watch))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     let max = ServedMax::default();

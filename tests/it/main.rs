@@ -57,3 +57,4 @@ mod runbooks;
 mod servicing;
 mod vmedia;
 mod volume;
+mod watch;
