@@ -29,11 +29,13 @@ struct Sse {
 impl EventStream {
     /// Opens `/ferrum/v1/watch?<query>` and reads its first event, `watching`.
     async fn open(base: &str, query: &str) -> (EventStream, Value) {
-        let response = reqwest::Client::new()
+        let opening = reqwest::Client::new()
             .get(format!("{base}/ferrum/v1/watch?{query}"))
             .header("Accept", "text/event-stream")
-            .send()
+            .send();
+        let response = tokio::time::timeout(Duration::from_secs(10), opening)
             .await
+            .expect("the watch answers within 10 s")
             .expect("open the watch");
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(
