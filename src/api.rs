@@ -35,6 +35,7 @@ pub mod traits;
 pub mod vendor;
 pub mod views;
 pub mod volume;
+pub mod watch;
 
 use std::sync::Arc;
 
@@ -70,6 +71,8 @@ pub struct ApiState {
     pub notifier: crate::notifications::Notifier,
     /// The users of `auth_strategy = http_basic`; None for `noauth`.
     pub auth: Option<Arc<auth::BasicAuth>>,
+    /// The node events `GET /ferrum/v1/watch` streams (None: the watch is off).
+    pub watch: Option<crate::watch::Hub>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -306,6 +309,8 @@ pub fn router(state: ApiState) -> Router {
             "/v1/heartbeat/{ident}",
             axum::routing::post(ramdisk::heartbeat),
         )
+        // Beyond Ironic, outside its `/v1` tree.
+        .route("/ferrum/v1/watch", get(watch::watch))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     let max = ServedMax::default();

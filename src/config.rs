@@ -20,6 +20,7 @@ pub struct Config {
     pub api: ApiConfig,
     pub conductor: ConductorConfig,
     pub notifications: NotificationsConfig,
+    pub watch: WatchConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -355,6 +356,34 @@ pub struct NotificationsConfig {
     /// Without a broker (all-in-one on the in-process transport, no `transport_url`):
     /// `log` writes them to the log at their level, `off` drops them.
     pub without_broker: WithoutBroker,
+    /// At a graceful stop, how long the publisher may take to send what is still queued
+    /// (notifications and watch events); what is left then is lost, and logged.
+    #[serde(with = "seconds")]
+    pub flush_timeout: Duration,
+}
+
+/// The node event stream of `GET /ferrum/v1/watch` (`[watch]`; beyond Ironic).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchConfig {
+    /// Off, the endpoint answers 404 and conductors publish no watch events.
+    pub enabled: bool,
+    /// Events buffered for one client; a client that falls this far behind loses the oldest
+    /// and is told how many (a `lagged` event). Nothing ever waits for a client.
+    pub client_buffer: usize,
+    /// How often an idle stream gets a keep-alive comment.
+    #[serde(with = "seconds")]
+    pub keepalive: Duration,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            enabled: true,
+            client_buffer: 1024,
+            keepalive: Duration::from_secs(15),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -373,6 +402,7 @@ impl Default for NotificationsConfig {
             topic: "ironic_versioned_notifications".to_owned(),
             queue_size: 10_000,
             without_broker: WithoutBroker::Log,
+            flush_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -724,6 +754,18 @@ pub struct ConfigArgs {
     pub notification_queue_size: Option<usize>,
     #[arg(long, env = "FERRUM_NOTIFICATION_WITHOUT_BROKER", value_enum)]
     pub notification_without_broker: Option<WithoutBroker>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_NOTIFICATION_FLUSH_TIMEOUT", value_parser = parse_seconds)]
+    pub notification_flush_timeout: Option<Duration>,
+    /// true or false.
+    #[arg(long, env = "FERRUM_WATCH_ENABLED", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub watch_enabled: Option<bool>,
+    #[arg(long, env = "FERRUM_WATCH_CLIENT_BUFFER")]
+    pub watch_client_buffer: Option<usize>,
+    /// Seconds.
+    #[arg(long, env = "FERRUM_WATCH_KEEPALIVE", value_parser = parse_seconds)]
+    pub watch_keepalive: Option<Duration>,
 }
 
 fn parse_level(s: &str) -> Result<crate::notifications::Level, String> {
@@ -1006,6 +1048,11 @@ impl Config {
         set(&mut n.topic, &a.notification_topic);
         set(&mut n.queue_size, &a.notification_queue_size);
         set(&mut n.without_broker, &a.notification_without_broker);
+        set(&mut n.flush_timeout, &a.notification_flush_timeout);
+        let w = &mut self.watch;
+        set(&mut w.enabled, &a.watch_enabled);
+        set(&mut w.client_buffer, &a.watch_client_buffer);
+        set(&mut w.keepalive, &a.watch_keepalive);
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -1179,6 +1226,12 @@ impl Config {
         }
         if n.queue_size == 0 {
             return invalid("notifications.queue_size", "must be at least 1");
+        }
+        if self.watch.client_buffer == 0 {
+            return invalid("watch.client_buffer", "must be at least 1");
+        }
+        if self.watch.keepalive.is_zero() {
+            return invalid("watch.keepalive", "must be more than 0");
         }
         Ok(())
     }

@@ -27,3 +27,4 @@ pub mod service;
 pub mod states;
 pub mod telemetry;
 pub mod volume;
+pub mod watch;

@@ -24,14 +24,15 @@ use std::{
     str::FromStr,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
 
 use chrono::{NaiveDateTime, Utc};
+use crossbeam_queue::ArrayQueue;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
@@ -209,63 +210,134 @@ pub fn object_time(at: &NaiveDateTime) -> String {
     at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Where notifications go: the publisher's queue, or the log.
-#[derive(Debug)]
-pub struct Sink {
-    kind: SinkKind,
-    /// Notifications that could not be queued (the queue was full: the broker is away or slow).
+/// A bounded queue between emitters, which never wait, and one publisher task: when it is full
+/// (the broker is away or slow) the oldest entry is dropped to make room, counted and logged
+/// (1st, 2nd, 4th, 8th... drop, so a broker away for long does not flood the log). The oldest
+/// goes because, when the broker is back, a consumer learns more from the latest states.
+///
+/// A lock-free ring (`crossbeam_queue::ArrayQueue::force_push`): a push is a few atomic
+/// operations and a wake-up of the publisher, never a lock, an await or an allocation.
+pub struct Queue<T> {
+    what: &'static str,
+    items: ArrayQueue<T>,
+    ready: Notify,
+    closed: AtomicBool,
     dropped: AtomicU64,
 }
 
+impl<T> Queue<T> {
+    /// `what` names the entries in the log ("notification", "watch event").
+    pub fn new(what: &'static str, capacity: usize) -> Arc<Queue<T>> {
+        Arc::new(Queue {
+            what,
+            items: ArrayQueue::new(capacity.max(1)),
+            ready: Notify::new(),
+            closed: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// Queues `item` without waiting; after [`Queue::close`] it is dropped (and counted).
+    pub fn push(&self, item: T) {
+        if self.closed.load(Ordering::Acquire) {
+            self.count_drop("the publisher stopped");
+            return;
+        }
+        let dropped_oldest = self.items.force_push(item).is_some();
+        self.ready.notify_one();
+        if dropped_oldest {
+            self.count_drop("the queue is full: the broker is away or slow");
+        }
+    }
+
+    fn count_drop(&self, why: &str) {
+        let lost = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if lost.is_power_of_two() {
+            warn!(
+                dropped = lost,
+                "Dropped a {} ({why}); {lost} dropped so far", self.what
+            );
+        }
+    }
+
+    /// The oldest entry, if any.
+    pub fn pop(&self) -> Option<T> {
+        self.items.pop()
+    }
+
+    /// The oldest entry, waiting for one; None once the queue is closed and empty.
+    pub async fn next(&self) -> Option<T> {
+        loop {
+            if let Some(item) = self.pop() {
+                return Some(item);
+            }
+            if self.is_closed() {
+                return None;
+            }
+            // A push or close between the check and here left a permit: no wake-up is lost.
+            self.ready.notified().await;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// No more entries are taken; the publisher sends what is queued and stops.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_one();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// How many entries were dropped (the queue was full, or closed).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl<T> fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("what", &self.what)
+            .field("capacity", &self.items.capacity())
+            .field("dropped", &self.dropped())
+            .finish()
+    }
+}
+
+/// Where notifications go: the publisher's queue, or the log.
 #[derive(Debug)]
-enum SinkKind {
-    Queue(mpsc::Sender<Notification>),
+pub enum Sink {
+    Queue(Arc<Queue<Notification>>),
     Log,
 }
 
 impl Sink {
     /// Notifications written to the log at their own level (all-in-one without a broker).
     pub fn log() -> Arc<Sink> {
-        Arc::new(Sink {
-            kind: SinkKind::Log,
-            dropped: AtomicU64::new(0),
-        })
-    }
-
-    /// A bounded queue whose receiver a publisher task drains.
-    pub fn queue(capacity: usize) -> (Arc<Sink>, mpsc::Receiver<Notification>) {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
-        let sink = Arc::new(Sink {
-            kind: SinkKind::Queue(tx),
-            dropped: AtomicU64::new(0),
-        });
-        (sink, rx)
+        Arc::new(Sink::Log)
     }
 
     /// How many notifications were dropped because the queue was full.
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        match self {
+            Sink::Queue(queue) => queue.dropped(),
+            Sink::Log => 0,
+        }
     }
 
     fn send(&self, notification: Notification) {
-        match &self.kind {
-            SinkKind::Log => log_notification(&notification),
-            SinkKind::Queue(queue) => {
-                if let Err(err) = queue.try_send(notification) {
-                    let lost = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                    let why = match err {
-                        mpsc::error::TrySendError::Full(_) => "the queue is full",
-                        mpsc::error::TrySendError::Closed(_) => "the publisher stopped",
-                    };
-                    // 1, 2, 4, 8, ...: a broker away for long does not flood the log.
-                    if lost.is_power_of_two() {
-                        warn!(
-                            dropped = lost,
-                            "Dropped a notification ({why}); {lost} dropped so far"
-                        );
-                    }
-                }
-            }
+        match self {
+            Sink::Log => log_notification(&notification),
+            Sink::Queue(queue) => queue.push(notification),
         }
     }
 }
@@ -285,44 +357,65 @@ fn log_notification(n: &Notification) {
     }
 }
 
-/// What emits notifications for one service of a process; cheap to clone. Off by default.
+/// What emits notifications for one service of a process, and hands its node events to the
+/// watch feed (`watch.rs`) whatever the level; cheap to clone. Off by default.
 #[derive(Clone, Default)]
 pub struct Notifier(Option<Arc<Emitter>>);
 
 struct Emitter {
-    level: Level,
     publisher_id: Arc<str>,
-    sink: Arc<Sink>,
+    /// The lowest level sent, and where; None: no notifications (the watch may still be on).
+    notify: Option<(Level, Arc<Sink>)>,
+    watch: Option<crate::watch::Feed>,
 }
 
 impl Notifier {
-    /// Sends nothing (Ironic's unset `notification_level`).
+    /// Sends nothing (Ironic's unset `notification_level`, and no watch).
     pub fn off() -> Notifier {
         Notifier(None)
     }
 
     /// Sends notifications of at least `level` to `sink` as `<service>.<host>`.
     pub fn new(service: Service, host: &str, level: Level, sink: Arc<Sink>) -> Notifier {
+        Notifier::build(service, host, Some((level, sink)), None)
+    }
+
+    /// Notifications (`notify`: the lowest level and the sink) and node events for the watch
+    /// (`watch`), each optional; off when neither is given.
+    pub fn build(
+        service: Service,
+        host: &str,
+        notify: Option<(Level, Arc<Sink>)>,
+        watch: Option<crate::watch::Feed>,
+    ) -> Notifier {
+        if notify.is_none() && watch.is_none() {
+            return Notifier::off();
+        }
         Notifier(Some(Arc::new(Emitter {
-            level,
             publisher_id: format!("{}.{host}", service.name()).into(),
-            sink,
+            notify,
+            watch,
         })))
     }
 
-    /// Whether a notification at `level` would be sent.
+    /// Whether an event at `level` would go anywhere (a notification, or the watch).
     pub fn enabled(&self, level: Level) -> bool {
-        self.0.as_ref().is_some_and(|e| level >= e.level)
+        self.0.as_ref().is_some_and(|e| {
+            e.notify.as_ref().is_some_and(|(min, _)| level >= *min)
+                || e.watch.as_ref().is_some_and(crate::watch::Feed::wanted)
+        })
     }
 
     /// The sink, for its counters.
     pub fn sink(&self) -> Option<&Arc<Sink>> {
-        self.0.as_ref().map(|e| &e.sink)
+        self.0
+            .as_ref()
+            .and_then(|e| e.notify.as_ref().map(|(_, sink)| sink))
     }
 
-    /// Emits `baremetal.<object>.<action>.<status>` at the status's level: `payload` is called
-    /// only when that level is sent. Never waits and never fails: a notification that cannot
-    /// be queued is counted and logged.
+    /// Emits `baremetal.<object>.<action>.<status>` at the status's level, and hands a node's
+    /// event to the watch: `payload` is called only when either will be sent. Never waits and
+    /// never fails: what cannot be queued is counted and logged.
     pub fn emit(
         &self,
         object: &str,
@@ -334,17 +427,39 @@ impl Notifier {
             return;
         };
         let level = status.level();
-        if level < emitter.level {
+        let sink = emitter
+            .notify
+            .as_ref()
+            .filter(|(min, _)| level >= *min)
+            .map(|(_, sink)| sink);
+        let watch = emitter
+            .watch
+            .as_ref()
+            .filter(|feed| object == "node" && feed.wanted());
+        if sink.is_none() && watch.is_none() {
             return;
         }
-        emitter.sink.send(Notification {
-            message_id: Uuid::new_v4(),
-            publisher_id: emitter.publisher_id.clone(),
-            event_type: format!("baremetal.{object}.{action}.{}", status.name()),
-            level,
-            payload: payload(),
-            timestamp: Utc::now().naive_utc(),
-        });
+        let event_type = format!("baremetal.{object}.{action}.{}", status.name());
+        let payload = payload();
+        let timestamp = Utc::now().naive_utc();
+        if let Some(feed) = watch {
+            feed.send(crate::watch::WatchEvent::new(
+                &event_type,
+                level,
+                &payload,
+                &timestamp,
+            ));
+        }
+        if let Some(sink) = sink {
+            sink.send(Notification {
+                message_id: Uuid::new_v4(),
+                publisher_id: emitter.publisher_id.clone(),
+                event_type,
+                level,
+                payload,
+                timestamp,
+            });
+        }
     }
 }
 
@@ -355,7 +470,8 @@ impl fmt::Debug for Notifier {
             Some(e) => f
                 .debug_struct("Notifier")
                 .field("publisher_id", &e.publisher_id)
-                .field("level", &e.level)
+                .field("level", &e.notify.as_ref().map(|(level, _)| level))
+                .field("watch", &e.watch.is_some())
                 .finish(),
         }
     }
@@ -424,17 +540,22 @@ mod tests {
 
     #[test]
     fn levels_filter_as_ironic_and_the_payload_is_built_only_when_sent() {
-        let (sink, mut rx) = Sink::queue(8);
-        let notifier = Notifier::new(Service::Api, "h", Level::Error, sink);
+        let queue = Queue::new("notification", 8);
+        let notifier = Notifier::new(
+            Service::Api,
+            "h",
+            Level::Error,
+            Arc::new(Sink::Queue(queue.clone())),
+        );
         let mut built = 0;
         notifier.emit("node", "update", Status::End, || {
             built += 1;
             sample().payload
         });
         assert_eq!(built, 0, "an INFO notification below ERROR is not built");
-        assert!(rx.try_recv().is_err());
+        assert!(queue.is_empty());
         notifier.emit("node", "update", Status::Error, || sample().payload);
-        let sent = rx.try_recv().unwrap();
+        let sent = queue.pop().unwrap();
         assert_eq!(sent.event_type, "baremetal.node.update.error");
         assert_eq!(sent.level, Level::Error);
         assert_eq!(&*sent.publisher_id, "ferrum-api.h");
@@ -451,12 +572,57 @@ mod tests {
     }
 
     #[test]
-    fn a_full_queue_drops_and_counts_without_waiting() {
-        let (sink, _rx) = Sink::queue(2);
+    fn a_full_queue_drops_the_oldest_and_counts_without_waiting() {
+        let queue = Queue::new("notification", 2);
+        let sink = Arc::new(Sink::Queue(queue.clone()));
         let notifier = Notifier::new(Service::Conductor, "h", Level::Info, sink.clone());
-        for _ in 0..10 {
-            notifier.emit("node", "power_set", Status::Start, || sample().payload);
+        for action in ["a", "b", "c", "d"] {
+            notifier.emit("node", action, Status::Start, || sample().payload);
         }
-        assert_eq!(sink.dropped(), 8);
+        assert_eq!(sink.dropped(), 2);
+        let kept: Vec<String> = std::iter::from_fn(|| queue.pop())
+            .map(|n| n.event_type)
+            .collect();
+        assert_eq!(
+            kept,
+            ["baremetal.node.c.start", "baremetal.node.d.start"],
+            "the newest are kept"
+        );
+        queue.close();
+        notifier.emit("node", "e", Status::Start, || sample().payload);
+        assert_eq!(sink.dropped(), 3, "a closed queue takes nothing");
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn node_events_reach_the_watch_whatever_the_level() {
+        let hub = crate::watch::Hub::new(
+            8,
+            std::time::Duration::from_secs(1),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let notifier = Notifier::build(
+            Service::Conductor,
+            "h",
+            None,
+            Some(crate::watch::Feed::Local(hub.clone())),
+        );
+        let mut built = 0;
+        notifier.emit("node", "power_set", Status::End, || {
+            built += 1;
+            sample().payload
+        });
+        assert_eq!(built, 0, "nobody watches: nothing is built");
+        let mut rx = hub.subscribe();
+        notifier.emit("node", "power_set", Status::End, || sample().payload);
+        notifier.emit("port", "create", Status::End, || sample().payload);
+        match rx.try_recv() {
+            Ok(crate::watch::Item::Event(e)) => {
+                assert_eq!(e.event_type, "baremetal.node.power_set.end");
+                assert_eq!(e.node_uuid, "u");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(rx.try_recv().is_err(), "only node events are watched");
     }
 }

@@ -14,8 +14,9 @@ use crate::{
     config::{AuthStrategy, Config},
     db::{self, Db, redact_url},
     drivers::Registry,
-    notifications::{self, Notifier, Service, Sink},
+    notifications::{self, Notifier, Service, Sink, amqp::Publisher},
     rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
+    watch,
 };
 
 async fn connect_db(config: &Config) -> anyhow::Result<Db> {
@@ -48,8 +49,9 @@ async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>
 /// Where this process's notifications go, or None when they are off: the notification broker
 /// (`notifications.transport_url`, else the RPC transport's when it is AMQP), else the log or
 /// nowhere (`notifications.without_broker`). A broker is connected to in the background: a
-/// process starts, and serves, while it is away.
-fn notification_sink(config: &Config) -> Option<Arc<Sink>> {
+/// process starts, and serves, while it is away. The publisher is kept in `publishers`, to flush
+/// at a graceful stop.
+fn notification_sink(config: &Config, publishers: &mut Vec<Publisher>) -> Option<Arc<Sink>> {
     let n = &config.notifications;
     let level = n.level?;
     let url = match &n.transport_url {
@@ -70,9 +72,13 @@ fn notification_sink(config: &Config) -> Option<Arc<Sink>> {
             let target = notifications::amqp::Target {
                 url,
                 exchange: n.exchange.clone(),
-                topic: n.topic.clone(),
+                oslo: true,
+                connection_name: "ferrum notifications",
             };
-            Some(notifications::amqp::start(target, n.queue_size))
+            let (sink, publisher) =
+                notifications::amqp::start(target, n.topic.clone(), n.queue_size);
+            publishers.push(publisher);
+            Some(sink)
         }
         None => match n.without_broker {
             crate::config::WithoutBroker::Log => {
@@ -88,14 +94,59 @@ fn notification_sink(config: &Config) -> Option<Arc<Sink>> {
     }
 }
 
-/// The notifier of `service` on `sink` (off without one).
-fn notifier(config: &Config, service: Service, sink: Option<&Arc<Sink>>) -> Notifier {
-    match (config.notifications.level, sink) {
-        (Some(level), Some(sink)) => {
-            Notifier::new(service, &config.conductor.host, level, sink.clone())
-        }
-        _ => Notifier::off(),
+/// Where a multi-host process hands its node events for the watch: a publisher to the RPC
+/// broker's `amq.topic` (kept in `publishers`), so every API process gets them; None when the
+/// watch is off.
+fn watch_feed(config: &Config, publishers: &mut Vec<Publisher>) -> Option<watch::Feed> {
+    if !config.watch.enabled {
+        return None;
     }
+    let queue = notifications::Queue::new("watch event", config.notifications.queue_size);
+    let target = notifications::amqp::Target {
+        url: config.transport.url.clone(),
+        exchange: watch::EXCHANGE.to_owned(),
+        oslo: false,
+        connection_name: "ferrum watch events",
+    };
+    let key = watch::routing_key(&config.transport.prefix);
+    publishers.push(notifications::amqp::spawn(
+        target,
+        queue.clone(),
+        "watch event",
+        move |event: &Arc<watch::WatchEvent>| (key.clone(), event.json.clone().into_bytes()),
+    ));
+    Some(watch::Feed::Broker(queue))
+}
+
+/// The hub an API process's watch streams read, ended by `shutdown`; None when the watch is off.
+fn watch_hub(config: &Config, shutdown: &CancellationToken) -> Option<watch::Hub> {
+    config.watch.enabled.then(|| {
+        watch::Hub::new(
+            config.watch.client_buffer,
+            config.watch.keepalive,
+            shutdown.clone(),
+        )
+    })
+}
+
+/// Sends what the publishers still hold, all at once, within `notifications.flush_timeout`.
+async fn flush(within: std::time::Duration, publishers: Vec<Publisher>) {
+    futures::future::join_all(publishers.into_iter().map(|p| p.flush(within))).await;
+}
+
+/// The notifier of `service`: notifications on `sink`, node events on `watch` (off without
+/// either).
+fn notifier(
+    config: &Config,
+    service: Service,
+    sink: Option<&Arc<Sink>>,
+    watch: Option<watch::Feed>,
+) -> Notifier {
+    let notify = match (config.notifications.level, sink) {
+        (Some(level), Some(sink)) => Some((level, sink.clone())),
+        _ => None,
+    };
+    Notifier::build(service, &config.conductor.host, notify, watch)
 }
 
 /// The multi-host process kinds talk across processes: they need MySQL and RabbitMQ.
@@ -144,6 +195,7 @@ fn api_state(
     db: Db,
     transport: Arc<dyn Transport>,
     notifier: Notifier,
+    watch: Option<watch::Hub>,
 ) -> anyhow::Result<ApiState> {
     let auth = match config.api.auth_strategy {
         AuthStrategy::Noauth => None,
@@ -169,6 +221,7 @@ fn api_state(
         config: Arc::new(config.api.clone()),
         notifier,
         auth,
+        watch,
     })
 }
 
@@ -227,14 +280,25 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
     let db = connect_db(&config).await?;
     require_schema(&db, &config).await?;
     let transport = connect_transport(&config).await?;
-    let sink = notification_sink(&config);
+    let mut publishers = Vec::new();
+    let sink = notification_sink(&config, &mut publishers);
+    let feed = watch_feed(&config, &mut publishers);
+    let hub = watch_hub(&config, &shutdown);
+    if let Some(hub) = &hub {
+        watch::consume(
+            config.transport.url.clone(),
+            &config.transport.prefix,
+            hub.clone(),
+        );
+    }
     let state = api_state(
         &config,
         db,
         transport,
-        notifier(&config, Service::Api, sink.as_ref()),
+        notifier(&config, Service::Api, sink.as_ref(), feed),
+        hub,
     )?;
-    serve_api(&config, state, shutdown, || {
+    let served = serve_api(&config, state, shutdown, || {
         info!(
             auth = ?config.api.auth_strategy,
             "Ferrum API listening on {}://{} (database {}, transport {}; {})",
@@ -245,7 +309,9 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
             auth_summary(&config)
         );
     })
-    .await
+    .await;
+    flush(config.notifications.flush_timeout, publishers).await;
+    served
 }
 
 /// `ferrum conductor`: serves RPCs until `shutdown`, then stops gracefully.
@@ -268,11 +334,16 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
     }
     let transport = connect_transport(&config).await?;
     let mut ctx = conductor::Context::new(db, config.conductor.clone());
-    let sink = notification_sink(&config);
+    let mut publishers = Vec::new();
+    let sink = notification_sink(&config, &mut publishers);
+    let feed = watch_feed(&config, &mut publishers);
     Arc::get_mut(&mut ctx)
         .context("a new conductor context is not shared")?
-        .notifier = notifier(&config, Service::Conductor, sink.as_ref());
-    conductor::run(ctx, transport, shutdown).await
+        .notifier = notifier(&config, Service::Conductor, sink.as_ref(), feed);
+    let stopped = conductor::run(ctx, transport, shutdown).await;
+    // After the conductor's graceful stop: its last notifications are queued.
+    flush(config.notifications.flush_timeout, publishers).await;
+    stopped
 }
 
 /// `ferrum all-in-one` (and `ferrum` alone): the API and one conductor in one process, by
@@ -299,6 +370,9 @@ pub struct AllInOne {
     conductor: conductor::Ctx,
     shutdown: CancellationToken,
     stopped: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The notification publisher, flushed once the conductor stopped.
+    publishers: Vec<Publisher>,
+    flush_timeout: std::time::Duration,
     /// One process per SQLite file: held until this is stopped or dropped.
     _file_lock: Option<std::fs::File>,
 }
@@ -327,20 +401,25 @@ impl AllInOne {
             require_schema(&db, config).await?;
         }
         let transport = connect_transport(config).await?;
-        // One publisher (or log) for both halves of the process.
-        let sink = notification_sink(config);
+        let mut ctx = conductor::Context::new(db.clone(), config.conductor.clone());
+        // One publisher (or log) for both halves of the process, and one watch hub fed in
+        // process (whatever the transport: both halves are here).
+        let mut publishers = Vec::new();
+        let sink = notification_sink(config, &mut publishers);
+        let hub = watch_hub(config, &shutdown);
+        let feed = hub.clone().map(watch::Feed::Local);
         // Built before the conductor starts: a bad user file stops the start cleanly.
         let state = api_state(
             config,
-            db.clone(),
+            db,
             transport.clone(),
-            notifier(config, Service::Api, sink.as_ref()),
+            notifier(config, Service::Api, sink.as_ref(), feed.clone()),
+            hub,
         )?;
-        let mut ctx = conductor::Context::new(db, config.conductor.clone());
         // Not shared yet: the context is this function's alone until the conductor starts.
         let own = Arc::get_mut(&mut ctx).context("a new conductor context is not shared")?;
         own.drivers = drivers;
-        own.notifier = notifier(config, Service::Conductor, sink.as_ref());
+        own.notifier = notifier(config, Service::Conductor, sink.as_ref(), feed.clone());
         // The conductor serves before the API takes its first request.
         let serving = conductor::start(ctx.clone(), transport, shutdown.clone()).await?;
         let stopped = tokio::spawn({
@@ -356,6 +435,8 @@ impl AllInOne {
             conductor: ctx,
             shutdown,
             stopped,
+            publishers,
+            flush_timeout: config.notifications.flush_timeout,
             _file_lock: file_lock,
         })
     }
@@ -374,7 +455,9 @@ impl AllInOne {
     /// stop; its error is the conductor's (it lost its lease, or could not recover its nodes).
     pub async fn stop(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
-        self.stopped.await.context("conductor task")?
+        let stopped = self.stopped.await.context("conductor task");
+        flush(self.flush_timeout, self.publishers).await;
+        stopped?
     }
 }
 

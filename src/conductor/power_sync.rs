@@ -555,7 +555,7 @@ async fn force(
         return Outcome::Failed;
     }
     ctx.notifier.emit("node", "power_set", Status::Start, || {
-        notify_node::power_set(&task.node, recorded)
+        notify_node::power_set(&task.node, recorded.into())
     });
     let timeout = ctx.config.power_state_change_timeout;
     let done = match hw(
@@ -603,7 +603,7 @@ async fn force(
         return Outcome::Failed;
     }
     ctx.notifier.emit("node", "power_set", status, || {
-        notify_node::power_set(&task.node, recorded)
+        notify_node::power_set(&task.node, recorded.into())
     });
     if done.is_ok() {
         Outcome::Corrected

@@ -41,6 +41,14 @@ pub trait Flow: Send + Sync + 'static {
     /// Called once a failure of the flow is written, with the node as written (its
     /// notification, say). Nothing by default.
     fn failed(&self, _ctx: &Ctx, _node: &Node) {}
+
+    /// Whether the flow sends its own `power_set` notifications. By default the power
+    /// interface the flow is given announces every change it makes (deploys, tear-downs,
+    /// cleaning and inspection power the node too, and Ironic's `node_power_action` notifies
+    /// for each); a flow that announces its own gets the bare interface.
+    fn announces_power(&self) -> bool {
+        false
+    }
 }
 
 /// How a failed flow is recorded.
@@ -131,7 +139,10 @@ impl Worker {
 
     /// Runs `flow` on this worker, which owns `task`'s lock until the flow ends.
     pub fn run(self, task: Task, flow: impl Flow) -> Result<()> {
-        let driver = task.ctx().drivers.for_node(&task.node)?;
+        let mut driver = task.ctx().drivers.for_node(&task.node)?;
+        if !flow.announces_power() {
+            driver = super::power::announcing(driver, &task.ctx().notifier);
+        }
         let ctx = task.ctx().clone();
         let span = info_span!("work", node.uuid = %task.node.uuid, work = flow.name());
         ctx.tracker

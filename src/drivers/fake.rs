@@ -180,15 +180,25 @@ impl PowerInterface for FakePower {
 
     async fn set_power_state(
         &self,
-        _node: &Node,
+        node: &Node,
         _target: PowerState,
         _timeout: Duration,
     ) -> Result<(), DriverError> {
-        Ok(())
+        fake_power_failure(node)
     }
 
-    async fn reboot(&self, _node: &Node, _timeout: Duration) -> Result<(), DriverError> {
-        Ok(())
+    async fn reboot(&self, node: &Node, _timeout: Duration) -> Result<(), DriverError> {
+        fake_power_failure(node)
+    }
+}
+
+/// A power change fails with `driver_info.fake_power_fail`'s text when it is set, so a test can
+/// see a failed power change (its notifications, its `last_error`). Not among the properties:
+/// those stay Ironic's fake power's (none).
+fn fake_power_failure(node: &Node) -> Result<(), DriverError> {
+    match node.driver_info.get("fake_power_fail") {
+        Some(Value::String(why)) => Err(DriverError::Failed(why.clone())),
+        _ => Ok(()),
     }
 }
 

@@ -102,6 +102,16 @@ impl PowerTarget {
     }
 }
 
+/// The target that puts the power into `state`.
+impl From<PowerState> for PowerTarget {
+    fn from(state: PowerState) -> PowerTarget {
+        match state {
+            PowerState::On => PowerTarget::On,
+            PowerState::Off => PowerTarget::Off,
+        }
+    }
+}
+
 // Both cross RPC by their API names, the spelling they always had on the wire.
 impl Serialize for PowerState {
     fn serialize<S: Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {

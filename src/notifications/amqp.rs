@@ -10,12 +10,23 @@
 //! exchange by that key, so notifications sent before any listener started wait for it. A
 //! stock listener declares the same queue and binding, so either may come first.
 //!
-//! Reliability: publisher confirms, in batches (up to [`BATCH`] publishes, then their confirms).
-//! A batch whose confirms did not all come back positive is kept, and what was not confirmed is
-//! published again on the next connection (at least once: a message confirmed while its
-//! connection broke may come twice). While the broker is away the task reconnects with capped
-//! exponential backoff; the queue in front of it fills, and what does not fit is dropped and
-//! counted by the sink ([`Sink::dropped`]). Nothing here ever waits on behalf of an emitter.
+//! The same publisher carries the watch's node events (`watch.rs`) to RabbitMQ's built-in
+//! `amq.topic` exchange: nothing is declared for them ([`Target::oslo`] false).
+//!
+//! When the broker is away (the design, also in the README):
+//! - Emitters never wait and never fail: they push into a bounded [`Queue`]
+//!   (`notifications.queue_size`) and go on.
+//! - The publisher reconnects with capped exponential backoff (100 ms to 5 s) and, once
+//!   connected, publishes what waited, oldest first.
+//! - A full queue drops its *oldest* entry for each new one, counts it ([`Queue::dropped`]) and
+//!   logs a warning at the 1st, 2nd, 4th, 8th... drop.
+//! - Publisher confirms, in batches (up to [`BATCH`] publishes, then their confirms): a batch
+//!   whose confirms did not all come back positive is kept, and what was not confirmed is
+//!   published again on the next connection (at least once: a message confirmed while its
+//!   connection broke may come twice).
+//! - At a graceful stop ([`Publisher::flush`]) the queue is closed, what it holds is published
+//!   and confirmed within `notifications.flush_timeout`, and what is left then is logged as
+//!   lost.
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use lapin::{
@@ -26,10 +37,10 @@ use lapin::{
     },
     types::{FieldTable, ShortString},
 };
-use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::{Notification, Sink};
+use super::{Notification, Queue, Sink};
 
 /// How many notifications are published before their confirms are awaited.
 pub const BATCH: usize = 256;
@@ -47,20 +58,70 @@ const FRAME_MAX: u32 = 16 * 1024;
 pub struct Target {
     /// The broker's URL; it carries credentials: never log it.
     pub url: String,
-    /// The topic exchange (Ironic's `control_exchange`, `ironic`).
+    /// The exchange (Ironic's `control_exchange`, `ironic`; `amq.topic` for the watch).
     pub exchange: String,
-    /// The routing key's first part (`versioned_notifications_topics`,
-    /// `ironic_versioned_notifications`).
-    pub topic: String,
+    /// oslo.messaging's notifier topology: the topic exchange declared, and the default queue
+    /// of each routing key. False for a built-in exchange and no queues (the watch).
+    pub oslo: bool,
+    /// The connection's name in the broker's management views.
+    pub connection_name: &'static str,
 }
 
-/// A sink whose notifications a new task publishes to `target`. The task ends once every
-/// notifier holding the sink is gone and the queue is drained (or, with the broker away, once
-/// they are gone: what is left is then lost, and logged).
-pub fn start(target: Target, queue_size: usize) -> Arc<Sink> {
-    let (sink, queue) = Sink::queue(queue_size);
-    tokio::spawn(publish(target, queue));
-    sink
+/// A publisher task and its queue, to flush at a graceful stop.
+pub struct Publisher {
+    close: Box<dyn Fn() + Send + Sync>,
+    pending: Box<dyn Fn() -> usize + Send + Sync>,
+    what: &'static str,
+    task: JoinHandle<()>,
+}
+
+impl Publisher {
+    /// Closes the queue and waits, up to `within`, until what it held is published and
+    /// confirmed; what is left then is logged as lost and the task stopped.
+    pub async fn flush(self, within: Duration) {
+        (self.close)();
+        let mut task = self.task;
+        if tokio::time::timeout(within, &mut task).await.is_err() {
+            task.abort();
+            warn!(
+                lost = (self.pending)(),
+                "Stopping with {}s unsent: not published within {within:?}", self.what
+            );
+        }
+    }
+}
+
+/// A sink of notifications that a new task publishes to `target`, routed by
+/// `<topic>.<priority>`, and its publisher (to flush at a graceful stop).
+pub fn start(target: Target, topic: String, queue_size: usize) -> (Arc<Sink>, Publisher) {
+    let queue = Queue::new("notification", queue_size);
+    let publisher = spawn(
+        target,
+        queue.clone(),
+        "notification",
+        move |n: &Notification| (format!("{topic}.{}", n.level.name()), n.body()),
+    );
+    (Arc::new(Sink::Queue(queue)), publisher)
+}
+
+/// A task publishing what `queue` receives to `target`, each entry routed and encoded by
+/// `encode`.
+pub fn spawn<T: Send + 'static>(
+    target: Target,
+    queue: Arc<Queue<T>>,
+    what: &'static str,
+    encode: impl Fn(&T) -> (String, Vec<u8>) + Send + 'static,
+) -> Publisher {
+    let task = tokio::spawn(publish(target, queue.clone(), encode));
+    Publisher {
+        close: Box::new({
+            let queue = queue.clone();
+            move || queue.close()
+        }),
+        pending: Box::new(move || queue.len()),
+        what,
+        task,
+    }
 }
 
 /// One connection with its channel in confirm mode, and the routing keys whose default queue
@@ -71,7 +132,11 @@ struct Session {
     declared: HashSet<String>,
 }
 
-async fn publish(target: Target, mut queue: mpsc::Receiver<Notification>) {
+async fn publish<T>(
+    target: Target,
+    queue: Arc<Queue<T>>,
+    encode: impl Fn(&T) -> (String, Vec<u8>),
+) {
     // Encoded and routed, not yet confirmed.
     let mut batch: Vec<(String, Vec<u8>)> = Vec::new();
     let mut delay = RECONNECT_MIN;
@@ -87,33 +152,24 @@ async fn publish(target: Target, mut queue: mpsc::Receiver<Notification>) {
                 session
             }
             Err(err) => {
+                // Also while flushing: the flush's time limit ends the attempts.
                 warn!(error = %err, retry_in = ?delay, "Cannot connect to the notification broker; notifications wait in their queue");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(RECONNECT_MAX);
-                if queue.is_closed() {
-                    let lost = batch.len() + queue.len();
-                    if lost > 0 {
-                        warn!(
-                            lost,
-                            "Stopping with notifications unsent: the notification broker is away"
-                        );
-                    }
-                    return;
-                }
                 continue;
             }
         };
         loop {
             if batch.is_empty() {
-                let Some(first) = queue.recv().await else {
+                let Some(first) = queue.next().await else {
                     let _ = session.connection.close(200, "OK".into()).await;
                     return;
                 };
-                batch.push(encode(&target, &first));
+                batch.push(encode(&first));
                 while batch.len() < BATCH {
-                    match queue.try_recv() {
-                        Ok(next) => batch.push(encode(&target, &next)),
-                        Err(_) => break,
+                    match queue.pop() {
+                        Some(next) => batch.push(encode(&next)),
+                        None => break,
                     }
                 }
             }
@@ -128,11 +184,6 @@ async fn publish(target: Target, mut queue: mpsc::Receiver<Notification>) {
     }
 }
 
-fn encode(target: &Target, n: &Notification) -> (String, Vec<u8>) {
-    let routing_key = format!("{}.{}", target.topic, n.level.name());
-    (routing_key, n.body())
-}
-
 async fn connect(target: &Target) -> Result<Session, String> {
     let mut uri: lapin::uri::AMQPUri = target
         .url
@@ -140,7 +191,7 @@ async fn connect(target: &Target) -> Result<Session, String> {
         .map_err(|e: String| format!("bad notification transport URL: {e}"))?;
     uri.query.frame_max.get_or_insert(FRAME_MAX);
     let properties =
-        ConnectionProperties::default().with_connection_name("ferrum notifications".into());
+        ConnectionProperties::default().with_connection_name(target.connection_name.into());
     let connection =
         tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_uri(uri, properties))
             .await
@@ -156,6 +207,13 @@ async fn declare_exchange(target: &Target, connection: Connection) -> lapin::Res
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
+    if !target.oslo {
+        return Ok(Session {
+            connection,
+            channel,
+            declared: HashSet::new(),
+        });
+    }
     channel
         .exchange_declare(
             ShortString::from(target.exchange.as_str()),
@@ -179,7 +237,7 @@ impl Session {
     /// Declares the default queue of `routing_key` (once per connection), as oslo.messaging's
     /// notifier does, so nothing is lost before a listener binds.
     async fn declare_queue(&mut self, target: &Target, routing_key: &str) -> lapin::Result<()> {
-        if self.declared.contains(routing_key) {
+        if !target.oslo || self.declared.contains(routing_key) {
             return Ok(());
         }
         let name = ShortString::from(routing_key);

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Payload, Status, object_time};
 use crate::{
-    node::{Node, PowerState, mask},
+    node::{Node, PowerState, PowerTarget, mask},
     states::{Event, ProvisionState},
 };
 
@@ -131,8 +131,23 @@ pub fn crud(node: &Node) -> Payload {
     }
 }
 
-/// `NodeSetPowerStatePayload`: `power_set`, with the state being set (`to_power`).
-pub fn power_set(node: &Node, to_power: PowerState) -> Payload {
+/// `NodeCRUDPayload` of a node not created yet (`create.start`, `create.error`): the interfaces
+/// the request does not name are not chosen yet (null, as in Ironic's payload of the API's
+/// unsaved node), and it has no creation time.
+pub fn crud_unsaved(node: &Node) -> Payload {
+    let mut payload = crud(node);
+    for (key, value) in payload.data.iter_mut() {
+        if key.ends_with("_interface") && value.as_str() == Some("") {
+            *value = Value::Null;
+        }
+    }
+    payload.data.insert("created_at".to_owned(), Value::Null);
+    payload
+}
+
+/// `NodeSetPowerStatePayload`: `power_set`, with what is asked of the power (`to_power`: the
+/// API's word, `rebooting` for a reboot, as Ironic's `new_state`).
+pub fn power_set(node: &Node, to_power: PowerTarget) -> Payload {
     let mut data = base(node);
     data.insert("to_power".to_owned(), json!(to_power.api_name()));
     Payload {
@@ -318,7 +333,7 @@ mod tests {
             with(&["chassis_uuid", "driver_info", "instance_info"])
         );
 
-        let p = power_set(&node, PowerState::Off);
+        let p = power_set(&node, PowerTarget::Off);
         assert_eq!((p.name, p.version), ("NodeSetPowerStatePayload", "1.17"));
         assert_eq!(keys(&p), with(&["to_power"]));
         assert_eq!(p.data["to_power"], "power off");

@@ -120,6 +120,42 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
 }
 
 on_both_stacks! {
+/// An aborted cleaning whose ramdisk cannot be shut down (the power off fails): the node stays
+/// `clean failed`, unlocked, in maintenance with the `clean failure` fault and the failure as its
+/// `last_error`, as Ironic's `do_node_clean_abort` leaves it.
+async fn an_aborted_cleaning_that_cannot_power_off_goes_to_maintenance(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    // The fake BMC refuses power changes (reading the power state still works).
+    let node = api
+        .available_node(json!({"name": "abort-clean-fails", "driver_info": {"fake_power_fail": "BMC gone"}}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    api.accepted(&uuid, "manage").await;
+    api.wait_for(&uuid, "manageable").await;
+    let steps = json!([{"interface": "management", "step": "hold", "args": {}}]);
+    let r = provision_at(api, "1.85", &uuid, json!({"target": "clean", "clean_steps": steps})).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    api.wait_for(&uuid, "clean hold").await;
+    let r = provision_at(api, "1.85", &uuid, json!({"target": "abort"})).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let failed = api.wait_for(&uuid, "clean failed").await;
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("Failed to tear down cleaning after aborting the operation") && error.contains("BMC gone"),
+        "{failed}"
+    );
+    assert_eq!(failed["maintenance"], true, "{failed}");
+    assert_eq!(failed["fault"], "clean failure", "{failed}");
+    assert_eq!(failed["maintenance_reason"], failed["last_error"], "{failed}");
+    cluster.assert_no_locks().await;
+}
+}
+
+on_both_stacks! {
 /// disable_power_off (1.95): absent and unwritable below 1.95; a boolean (or its string); set,
 /// power off and soft power off are refused with Ironic's 409 PowerStateFailure while power on
 /// and reboot go through; a deploy and its tear-down leave the node powered on (rebooted, not

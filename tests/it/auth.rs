@@ -160,6 +160,8 @@ on_both_stacks! {
             (Method::GET, "/v1/heartbeat/Not-Lower-Case"),
             (Method::GET, "/v1/no-such-thing"),
             (Method::GET, "/v1/metrics"),
+            (Method::GET, "/ferrum/v1/watch"),
+            (Method::GET, "/ferrum/v1/watch?node=n1"),
             (Method::GET, "/healthcheck/x"),
         ] {
             let (status, headers, body) = send(base, method.clone(), path, None).await;

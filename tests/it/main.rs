@@ -60,3 +60,4 @@ mod setup;
 mod tls;
 mod vmedia;
 mod volume;
+mod watch;

@@ -291,9 +291,36 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
         power.body
     );
     api.wait_power(&uuid, "power off").await;
-    // A deploy that fails in the driver.
+    // A power change the hardware refuses.
+    let broken = api
+        .patch(
+            &uuid,
+            json!([{"op": "add", "path": "/driver_info/fake_power_fail", "value": "BMC unreachable"}]),
+        )
+        .await;
+    assert_eq!(broken.status, reqwest::StatusCode::OK, "{}", broken.body);
+    let power = api.power(&uuid, "power on").await;
+    assert_eq!(
+        power.status,
+        reqwest::StatusCode::ACCEPTED,
+        "{}",
+        power.body
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let node = api.node(&uuid).await;
+        if node["target_power_state"].is_null() && node["last_error"].is_string() {
+            assert_eq!(node["power_state"], "power off", "{node}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{node}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A deploy that fails in the driver, then its tear-down (which powers the node off).
     api.accepted(&failing_uuid, "active").await;
     api.wait_for(&failing_uuid, "deploy failed").await;
+    api.accepted(&failing_uuid, "deleted").await;
+    api.wait_for(&failing_uuid, "available").await;
     // Maintenance on and off, a PATCH with a secret, and a delete, through the API.
     let on = api
         .request(
@@ -338,10 +365,10 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
 
     let seen = listener
         .until(Duration::from_secs(30), |seen| {
-            has(seen, &uuid, "baremetal.node.power_set.end")
-                && has(seen, &failing_uuid, "baremetal.node.provision_set.error")
+            has(seen, &uuid, "baremetal.node.power_set.error")
+                && events_of(seen, &failing_uuid, "ferrum-conductor.").len() == 11
                 && has(seen, &uuid, "baremetal.node.create.end")
-                && events_of(seen, &uuid, "ferrum-api.").len() == 5
+                && events_of(seen, &uuid, "ferrum-api.").len() == 8
                 && has(seen, &failing_uuid, "baremetal.node.update.end")
                 && has(seen, &doomed_uuid, "baremetal.node.delete.end")
         })
@@ -353,9 +380,16 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     if let Some(first) = seen.first() {
         eprintln!("the first, as oslo.messaging handed it over:\n{first:#}");
     }
+    if let Some(refused) = seen
+        .iter()
+        .find(|n| n["event_type"] == "baremetal.node.power_set.error")
+    {
+        eprintln!("a refused power change, as oslo.messaging handed it over:\n{refused:#}");
+    }
 
     // The conductor's notifications about each node, in the order it sent them: manage and
-    // provide (before the listener started: the queue kept them), the deploy, the power change.
+    // provide (before the listener started: the queue kept them), the deploy, the power
+    // changes.
     assert_eq!(
         events_of(&seen, &uuid, "ferrum-conductor."),
         [
@@ -364,9 +398,13 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
             "baremetal.node.provision_set.start", // manageable -> cleaning
             "baremetal.node.provision_set.end",   // cleaning -> available
             "baremetal.node.provision_set.start", // available -> deploying
-            "baremetal.node.provision_set.end",   // deploying -> active
-            "baremetal.node.power_set.start",
+            "baremetal.node.power_set.start",     // the deploy powers on
             "baremetal.node.power_set.end",
+            "baremetal.node.provision_set.end", // deploying -> active
+            "baremetal.node.power_set.start",   // power off
+            "baremetal.node.power_set.end",
+            "baremetal.node.power_set.start", // power on, refused
+            "baremetal.node.power_set.error",
         ],
         "{}",
         summary(&seen)
@@ -378,8 +416,13 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
             "baremetal.node.provision_set.end",
             "baremetal.node.provision_set.start",
             "baremetal.node.provision_set.end",
-            "baremetal.node.provision_set.start",
-            "baremetal.node.provision_set.error",
+            "baremetal.node.provision_set.start", // available -> deploying
+            "baremetal.node.provision_set.error", // deploying -> deploy failed
+            "baremetal.node.provision_set.start", // deploy failed -> deleting
+            "baremetal.node.power_set.start",     // the tear-down powers off
+            "baremetal.node.power_set.end",
+            "baremetal.node.provision_set.success", // deleting -> cleaning
+            "baremetal.node.provision_set.end",     // cleaning -> available
         ],
         "{}",
         summary(&seen)
@@ -387,7 +430,10 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     assert_eq!(
         events_of(&seen, &uuid, "ferrum-api."),
         [
+            "baremetal.node.create.start",
             "baremetal.node.create.end",
+            "baremetal.node.update.start",
+            "baremetal.node.update.end",
             "baremetal.node.maintenance_set.start",
             "baremetal.node.maintenance_set.end",
             "baremetal.node.maintenance_set.start",
@@ -397,14 +443,72 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
         summary(&seen)
     );
     assert_eq!(
+        events_of(&seen, &failing_uuid, "ferrum-api."),
+        [
+            "baremetal.node.create.start",
+            "baremetal.node.create.end",
+            "baremetal.node.update.start",
+            "baremetal.node.update.end",
+        ],
+        "{}",
+        summary(&seen)
+    );
+    assert_eq!(
         events_of(&seen, &doomed_uuid, "ferrum-api."),
         [
+            "baremetal.node.create.start",
             "baremetal.node.create.end",
             "baremetal.node.delete.start",
             "baremetal.node.delete.end",
         ],
         "{}",
         summary(&seen)
+    );
+    // Before the conductor made it, the node as the request gives it.
+    let creating = find(&seen, &uuid, "baremetal.node.create.start");
+    assert_eq!(creating["priority"], "info");
+    assert_eq!(creating["payload"]["ironic_object.name"], "NodeCRUDPayload");
+    assert_eq!(creating["payload"]["ironic_object.version"], "1.15");
+    let data = &creating["payload"]["ironic_object.data"];
+    assert_eq!(data["name"], "notified");
+    assert_eq!(data["provision_state"], "enroll");
+    assert_eq!(data["created_at"], Value::Null);
+    assert_eq!(data["driver_info"]["fake_password"], "******");
+    assert_eq!(data["driver_info"]["fake_address"], "10.0.0.9");
+    // The update's start carries the node as patched, masked.
+    let updating = find(&seen, &failing_uuid, "baremetal.node.update.start");
+    assert_eq!(
+        updating["payload"]["ironic_object.data"]["driver_info"]["fake_token"],
+        "******"
+    );
+    // The refused power change: an ERROR with the failure as last_error.
+    let refused = find(&seen, &uuid, "baremetal.node.power_set.error");
+    assert_eq!(refused["priority"], "error");
+    assert_eq!(
+        refused["payload"]["ironic_object.name"],
+        "NodeSetPowerStatePayload"
+    );
+    let data = &refused["payload"]["ironic_object.data"];
+    assert_eq!(data["to_power"], "power on");
+    assert_eq!(data["power_state"], "power off");
+    assert_eq!(data["target_power_state"], Value::Null);
+    assert!(
+        data["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("BMC unreachable")),
+        "{data}"
+    );
+    // The tear-down's power change, announced by the conductor in the middle of the move.
+    let tear_down = power_sets_of(&seen, &failing_uuid);
+    assert_eq!(tear_down.len(), 2, "{}", summary(&seen));
+    for n in &tear_down {
+        let data = &n["payload"]["ironic_object.data"];
+        assert_eq!(data["to_power"], "power off", "{n}");
+        assert_eq!(data["provision_state"], "deleting", "{n}");
+    }
+    assert_eq!(
+        tear_down[1]["payload"]["ironic_object.data"]["power_state"],
+        "power off"
     );
     let maintenance: Vec<&Value> = seen
         .iter()
@@ -495,21 +599,30 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     assert_eq!(data["previous_target_provision_state"], "active");
     assert_eq!(data["target_provision_state"], Value::Null);
 
-    let power = find(&seen, &uuid, "baremetal.node.power_set.end");
-    assert_eq!(
-        power["payload"]["ironic_object.name"],
-        "NodeSetPowerStatePayload"
-    );
-    assert_eq!(power["payload"]["ironic_object.version"], "1.17");
-    let data = &power["payload"]["ironic_object.data"];
-    assert_eq!(data["to_power"], "power off");
-    assert_eq!(data["power_state"], "power off");
-    assert_eq!(data["target_power_state"], Value::Null);
-    let power = find(&seen, &uuid, "baremetal.node.power_set.start");
-    assert_eq!(
-        power["payload"]["ironic_object.data"]["to_power"],
-        "power off"
-    );
+    // The power changes of the node, in order: the deploy's power on (announced by the power
+    // interface inside the deploy, as Ironic's node_power_action), then the power off.
+    let powers = power_sets_of(&seen, &uuid);
+    assert_eq!(powers.len(), 6, "{}", summary(&seen));
+    for n in &powers {
+        assert_eq!(
+            n["payload"]["ironic_object.name"], "NodeSetPowerStatePayload",
+            "{n}"
+        );
+        assert_eq!(n["payload"]["ironic_object.version"], "1.17", "{n}");
+    }
+    let data = |i: usize| &powers[i]["payload"]["ironic_object.data"];
+    // The deploy's: in the middle of the move, the node powered on at its end.
+    assert_eq!(data(0)["to_power"], "power on");
+    assert_eq!(data(0)["provision_state"], "deploying");
+    assert_eq!(data(1)["to_power"], "power on");
+    assert_eq!(data(1)["power_state"], "power on");
+    assert_eq!(data(1)["target_power_state"], Value::Null);
+    // The API's power off: the target shown while it runs, the new state at its end.
+    assert_eq!(data(2)["to_power"], "power off");
+    assert_eq!(data(2)["provision_state"], "active");
+    assert_eq!(data(3)["to_power"], "power off");
+    assert_eq!(data(3)["power_state"], "power off");
+    assert_eq!(data(3)["target_power_state"], Value::Null);
 
     let failed = find(&seen, &failing_uuid, "baremetal.node.provision_set.error");
     assert_eq!(failed["priority"], "error");
@@ -632,4 +745,219 @@ async fn node_operations_do_not_wait_for_an_unreachable_notification_broker() {
         "{log}"
     );
     cluster.assert_no_locks().await;
+}
+
+/// The notification broker (a private RabbitMQ; the RPC broker stays up) stops while nodes are
+/// created, moved and powered: every operation answers as fast as ever, and once the broker is
+/// back what was queued meanwhile, and what follows, reaches a stock oslo.messaging listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_queued_while_the_broker_is_away_arrive_once_it_is_back() {
+    let Some(venv) = oslo_venv() else {
+        return;
+    };
+    let Some(mut rabbit) = crate::util::PrivateRabbit::start().await else {
+        return;
+    };
+    let id = random_suffix();
+    let exchange = format!("ferrum-it-{id}");
+    let topic = format!("ferrum_it_{id}_notifications");
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        env: vec![
+            ("FERRUM_NOTIFICATION_LEVEL", "info".to_owned()),
+            ("FERRUM_NOTIFICATION_TRANSPORT_URL", rabbit.url()),
+            ("FERRUM_NOTIFICATION_EXCHANGE", exchange.clone()),
+            ("FERRUM_NOTIFICATION_TOPIC", topic.clone()),
+        ],
+        conductors: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let mut listener = Listener::start(&venv, &rabbit.url(), &exchange, &topic).await;
+    let before = api
+        .create_node(json!({"name": "before-outage", "driver": "fake-hardware"}))
+        .await;
+    let before_uuid = before["uuid"].as_str().unwrap().to_owned();
+    listener
+        .until(Duration::from_secs(30), |seen| {
+            has(seen, &before_uuid, "baremetal.node.create.end")
+        })
+        .await;
+
+    rabbit.stop().await;
+    // With the broker away: the operations neither fail nor wait for it.
+    let started = std::time::Instant::now();
+    let during = api.available_node(json!({"name": "during-outage"})).await;
+    let during_uuid = during["uuid"].as_str().unwrap().to_owned();
+    api.accepted(&during_uuid, "active").await;
+    api.wait_for(&during_uuid, "active").await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "operations took {took:?} with the broker away"
+    );
+    let log = cluster.log_of(&cluster.conductor_process(0));
+    assert!(
+        log.contains("Lost the notification broker")
+            || log.contains("Cannot connect to the notification broker"),
+        "the conductor did not notice the broker went away:\n{log}"
+    );
+
+    rabbit.start_again().await;
+    let power = api.power(&during_uuid, "power off").await;
+    assert_eq!(
+        power.status,
+        reqwest::StatusCode::ACCEPTED,
+        "{}",
+        power.body
+    );
+    api.wait_power(&during_uuid, "power off").await;
+    // The listener reconnects by itself (oslo.messaging's retries); the queue Ferrum declares
+    // again on its new connection keeps what arrives before it does.
+    // The power off's end (the deploy's power on has one too).
+    let powered_off = |seen: &[Value]| {
+        seen.iter().any(|n| {
+            let data = &n["payload"]["ironic_object.data"];
+            data["uuid"] == during_uuid.as_str()
+                && n["event_type"] == "baremetal.node.power_set.end"
+                && data["to_power"] == "power off"
+        })
+    };
+    let seen = listener
+        .until(Duration::from_secs(90), |seen| {
+            has(seen, &during_uuid, "baremetal.node.create.end") && powered_off(seen)
+        })
+        .await
+        .to_vec();
+    listener.stop().await;
+    eprintln!("received across the outage:\n{}", summary(&seen));
+    // Delivery is at least once (a batch whose confirms were lost with the connection is sent
+    // again): a repeat has the message id of the first.
+    let mut ids = std::collections::HashSet::new();
+    let once: Vec<Value> = seen
+        .iter()
+        .filter(|n| ids.insert(n["metadata"]["message_id"].to_string()))
+        .cloned()
+        .collect();
+    // The conductor's, in the order it sent them: manage, provide and the deploy (which powers
+    // the node on) while the broker was away, then the power off once it was back.
+    assert_eq!(
+        events_of(&once, &during_uuid, "ferrum-conductor."),
+        [
+            "baremetal.node.provision_set.start", // enroll -> verifying
+            "baremetal.node.provision_set.end",   // verifying -> manageable
+            "baremetal.node.provision_set.start", // manageable -> cleaning
+            "baremetal.node.provision_set.end",   // cleaning -> available
+            "baremetal.node.provision_set.start", // available -> deploying
+            "baremetal.node.power_set.start",     // the deploy powers on
+            "baremetal.node.power_set.end",
+            "baremetal.node.provision_set.end", // deploying -> active
+            "baremetal.node.power_set.start",   // power off, after the outage
+            "baremetal.node.power_set.end",
+        ],
+        "{}",
+        summary(&seen)
+    );
+    assert_eq!(
+        events_of(&once, &during_uuid, "ferrum-api."),
+        ["baremetal.node.create.start", "baremetal.node.create.end"],
+        "{}",
+        summary(&seen)
+    );
+    cluster.assert_no_locks().await;
+}
+
+/// A graceful stop publishes what is still queued: flushed at once, every notification is in
+/// the broker's queue; with the broker unreachable the flush gives up within its time limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_flushes_the_queued_notifications_within_its_time_limit() {
+    use ferrum::notifications::{
+        Level, Notifier, Service, Status,
+        amqp::{self, Target},
+    };
+    let Some(url) = amqp_url() else {
+        return;
+    };
+    let id = random_suffix();
+    let exchange = format!("ferrum-it-{id}");
+    let topic = format!("ferrum_it_{id}_flush");
+    let _topology = Topology {
+        amqp: url.clone(),
+        exchange: exchange.clone(),
+        topic: topic.clone(),
+    };
+    let target = |url: &str| Target {
+        url: url.to_owned(),
+        exchange: exchange.clone(),
+        oslo: true,
+        connection_name: "ferrum flush test",
+    };
+    let payload = || ferrum::notifications::Payload {
+        name: "NodePayload",
+        version: "1.17",
+        data: serde_json::Map::new(),
+    };
+    let (sink, publisher) = amqp::start(target(&url), topic.clone(), 1000);
+    let notifier = Notifier::new(Service::Conductor, "flush", Level::Info, sink);
+    for _ in 0..300 {
+        notifier.emit("node", "update", Status::End, payload);
+    }
+    let started = std::time::Instant::now();
+    publisher.flush(Duration::from_secs(20)).await;
+    eprintln!("flushed 300 notifications in {:?}", started.elapsed());
+    let conn = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .expect("connect");
+    let channel = conn.create_channel().await.expect("channel");
+    let queue = channel
+        .queue_declare(
+            format!("{topic}.info").as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..lapin::options::QueueDeclareOptions::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("the queue Ferrum declared");
+    assert_eq!(queue.message_count(), 300);
+    let _ = conn.close(200, "OK".into()).await;
+
+    // Nothing listens on port 1: the flush ends at its limit, the emitter never waited.
+    let (sink, publisher) = amqp::start(target("amqp://guest:guest@127.0.0.1:1/%2f"), topic, 10);
+    let notifier = Notifier::new(Service::Conductor, "flush", Level::Info, sink.clone());
+    let emitting = std::time::Instant::now();
+    for _ in 0..20 {
+        notifier.emit("node", "update", Status::End, payload);
+    }
+    assert!(emitting.elapsed() < Duration::from_millis(500));
+    assert_eq!(
+        sink.dropped(),
+        10,
+        "the oldest beyond the queue's 10 dropped"
+    );
+    let started = std::time::Instant::now();
+    publisher.flush(Duration::from_millis(500)).await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    notifier.emit("node", "update", Status::End, payload);
+    assert_eq!(sink.dropped(), 11, "after the stop nothing is taken");
+}
+
+/// The `power_set` notifications of the node `uuid` among `seen`, in order.
+fn power_sets_of<'a>(seen: &'a [Value], uuid: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .filter(|n| {
+            n["payload"]["ironic_object.data"]["uuid"] == uuid
+                && n["event_type"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with("baremetal.node.power_set."))
+        })
+        .collect()
 }

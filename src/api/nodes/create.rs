@@ -16,8 +16,9 @@ use crate::{
         extract::{ApiJson, ApiVersion, RequestId},
     },
     error::{Error, Result},
-    node::{JsonObject, normalize_conductor_group, normalize_uuid},
+    node::{JsonObject, Node, normalize_conductor_group, normalize_uuid},
     notifications::{Status, node as payload},
+    patch,
     rpc::{NodeCreate, RpcRequest},
     states::ProvisionState,
 };
@@ -65,6 +66,22 @@ pub async fn create(
     } else {
         ProvisionState::Available
     };
+    // Ironic's API announces the node it is about to create (`create.start`), and the failure
+    // (`create.error`) or the node created (`create.end`), in `NodeCRUDPayload`s. Before the
+    // conductor made it, the node is what the request gives: built only when it is sent.
+    let proposed = |create: &NodeCreate| {
+        let mut node = Node {
+            uuid: create.uuid.clone(),
+            driver: create.driver.clone(),
+            conductor_group: create.conductor_group.clone(),
+            provision_state: create.initial_state,
+            ..Node::default()
+        };
+        if let Ok(changes) = patch::changes_for_create(&node, create.fields.clone()) {
+            changes.set_into(&mut node);
+        }
+        payload::crud_unsaved(&node)
+    };
     let create = NodeCreate {
         uuid,
         driver,
@@ -72,19 +89,30 @@ pub async fn create(
         initial_state,
         fields: body,
     };
-    let node = call(
+    let notifier = &state.notifier;
+    notifier.emit("node", "create", Status::Start, || proposed(&create));
+    let unsent = notifier
+        .enabled(Status::Error.level())
+        .then(|| create.clone());
+    let created = call(
         &state,
         &request_id,
         RpcRequest::CreateNode {
             node: Box::new(create),
         },
     )
-    .await?
-    .into_node()?;
-    // Ironic's API announces the node it created (`NodeCRUDPayload`).
-    state
-        .notifier
-        .emit("node", "create", Status::End, || payload::crud(&node));
+    .await
+    .and_then(|reply| reply.into_node());
+    let node = match created {
+        Ok(node) => node,
+        Err(err) => {
+            if let Some(create) = &unsent {
+                notifier.emit("node", "create", Status::Error, || proposed(create));
+            }
+            return Err(err);
+        }
+    };
+    notifier.emit("node", "create", Status::End, || payload::crud(&node));
     let location = format!("{base}/v1/nodes/{}", node.uuid);
     let mut response = (
         StatusCode::CREATED,

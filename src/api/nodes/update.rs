@@ -115,7 +115,22 @@ pub async fn update(
             state.router.host_for(&route).await?;
         }
     }
-    let node = call(
+    // Ironic's API announces the node as the patch makes it (`update.start`), and then the
+    // failure (`update.error`, the same node) or the node as updated (`update.end`), in
+    // `NodeCRUDPayload`s. The patched node is made only when something is sent.
+    let notifier = &state.notifier;
+    // Error is the highest level: enabled whenever start or error would be sent.
+    let patched = notifier.enabled(Status::Error.level()).then(|| {
+        let mut patched = node.clone();
+        if let Ok(changes) = patch::apply(&node, &ops) {
+            changes.set_into(&mut patched);
+        }
+        patched
+    });
+    if let Some(patched) = &patched {
+        notifier.emit("node", "update", Status::Start, || payload::crud(patched));
+    }
+    let updated = call(
         &state,
         &request_id,
         RpcRequest::UpdateNode {
@@ -124,11 +139,17 @@ pub async fn update(
             reset_interfaces,
         },
     )
-    .await?
-    .into_node()?;
-    // Ironic's API announces the node as updated (`NodeCRUDPayload`).
-    state
-        .notifier
-        .emit("node", "update", Status::End, || payload::crud(&node));
+    .await
+    .and_then(|reply| reply.into_node());
+    let node = match updated {
+        Ok(node) => node,
+        Err(err) => {
+            if let Some(patched) = &patched {
+                notifier.emit("node", "update", Status::Error, || payload::crud(patched));
+            }
+            return Err(err);
+        }
+    };
+    notifier.emit("node", "update", Status::End, || payload::crud(&node));
     detail(&state, &node, version, &base).await.map(Json)
 }

@@ -1,0 +1,261 @@
+//! The node event stream `GET /ferrum/v1/watch` (server-sent events, beyond Ironic) read by a
+//! plain HTTP client during fake deploys, on both stacks: the all-in-one's in-process hub, and
+//! the multi-host stack where the events travel from the conductors over RabbitMQ to the API
+//! process. The filter by node lets nothing of another node through; the filter by event type
+//! only its events; an idle stream gets keep-alive comments.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::util::{Cluster, ClusterOptions, Stack};
+
+/// A server-sent-event stream as a client reads it.
+struct EventStream {
+    response: reqwest::Response,
+    buffer: String,
+    /// Comment lines seen (keep-alives).
+    comments: usize,
+}
+
+/// One event: its name and its data, parsed.
+#[derive(Debug)]
+struct Sse {
+    event: String,
+    data: Value,
+}
+
+impl EventStream {
+    /// Opens `/ferrum/v1/watch?<query>` and reads its first event, `watching`.
+    async fn open(base: &str, query: &str) -> (EventStream, Value) {
+        let opening = reqwest::Client::new()
+            .get(format!("{base}/ferrum/v1/watch?{query}"))
+            .header("Accept", "text/event-stream")
+            .send();
+        let response = tokio::time::timeout(Duration::from_secs(10), opening)
+            .await
+            .expect("the watch answers within 10 s")
+            .expect("open the watch");
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/event-stream",
+            "{:?}",
+            response.headers()
+        );
+        let mut stream = EventStream {
+            response,
+            buffer: String::new(),
+            comments: 0,
+        };
+        let first = stream
+            .next(Duration::from_secs(10))
+            .await
+            .expect("the first event");
+        assert_eq!(first.event, "watching", "{first:?}");
+        (stream, first.data)
+    }
+
+    /// The next event, or None after `limit` without one.
+    async fn next(&mut self, limit: Duration) -> Option<Sse> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let mut event = "message".to_owned();
+                let mut data = String::new();
+                for line in frame.lines() {
+                    if line.starts_with(':') {
+                        self.comments += 1;
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment alone
+                }
+                let data = serde_json::from_str(&data).expect("JSON data");
+                return Some(Sse { event, data });
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match tokio::time::timeout(left, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => {
+                    self.buffer
+                        .push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+                }
+                Ok(Ok(None)) => panic!("the stream ended"),
+                Ok(Err(e)) => panic!("reading the stream: {e}"),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Reads events until one satisfies `last` (included), failing after `limit`.
+    async fn until(&mut self, limit: Duration, last: impl Fn(&Sse) -> bool) -> Vec<Sse> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Some(event) = self.next(left).await else {
+                panic!("not seen within {limit:?}; seen: {seen:#?}");
+            };
+            let done = last(&event);
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+fn summary(seen: &[Sse]) -> Vec<String> {
+    seen.iter()
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e.event, e.data["provision_state"], e.data["power_state"]
+            )
+        })
+        .collect()
+}
+
+async fn a_client_waits_for_active_without_polling(stack: Stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        env: vec![("FERRUM_WATCH_KEEPALIVE", "0.3".to_owned())],
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let base = &api.base;
+    let watched = api.available_node(json!({"name": "watched"})).await;
+    let uuid = watched["uuid"].as_str().expect("a UUID").to_owned();
+    let other = api.available_node(json!({"name": "unwatched"})).await;
+    let other_uuid = other["uuid"].as_str().expect("a UUID").to_owned();
+
+    // By name; resolved to the UUID.
+    let (mut stream, filter) = EventStream::open(base, "node=watched").await;
+    assert_eq!(filter["node"], json!([uuid]));
+    let (mut power_only, _) = EventStream::open(
+        base,
+        &format!("node={uuid}&event_type=baremetal.node.power_set"),
+    )
+    .await;
+
+    // Both nodes deploy at once: the stream carries only the watched one.
+    api.accepted(&other_uuid, "active").await;
+    api.accepted(&uuid, "active").await;
+    let seen = stream
+        .until(Duration::from_secs(30), |e| {
+            e.event == "baremetal.node.provision_set.end" && e.data["provision_state"] == "active"
+        })
+        .await;
+    let shown = summary(&seen);
+    for e in &seen {
+        assert_eq!(e.data["node_uuid"], uuid.as_str(), "{shown:#?}");
+        assert_eq!(e.data["node_name"], "watched", "{shown:#?}");
+        assert_eq!(e.data["event_type"], e.event.as_str(), "{shown:#?}");
+        assert_eq!(
+            e.data["payload"]["ironic_object.data"]["uuid"],
+            uuid.as_str(),
+            "{shown:#?}"
+        );
+    }
+    // The provision states in the order they happened: out of available, to active.
+    let moves: Vec<(&str, &str)> = seen
+        .iter()
+        .filter(|e| e.event.starts_with("baremetal.node.provision_set."))
+        .map(|e| {
+            (
+                e.event.as_str(),
+                e.data["provision_state"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves.first(),
+        Some(&("baremetal.node.provision_set.start", "deploying")),
+        "{shown:#?}"
+    );
+    assert_eq!(
+        moves.last(),
+        Some(&("baremetal.node.provision_set.end", "active")),
+        "{shown:#?}"
+    );
+    let last = seen.last().expect("an event");
+    assert_eq!(
+        last.data["payload"]["ironic_object.name"],
+        "NodeSetProvisionStatePayload"
+    );
+    assert_eq!(
+        last.data["payload"]["ironic_object.data"]["previous_provision_state"],
+        "deploying"
+    );
+    assert_eq!(last.data["target_provision_state"], Value::Null);
+    // What the client saw agrees with the API.
+    assert_eq!(api.node(&uuid).await["provision_state"], "active");
+    api.wait_for(&other_uuid, "active").await;
+
+    // Idle: keep-alive comments, and nothing of the other node's power change.
+    let power = api.power(&other_uuid, "power off").await;
+    assert_eq!(power.status, StatusCode::ACCEPTED, "{}", power.body);
+    api.wait_power(&other_uuid, "power off").await;
+    let before = stream.comments;
+    assert!(
+        stream.next(Duration::from_secs(1)).await.is_none(),
+        "nothing of another node"
+    );
+    assert!(stream.comments > before, "no keep-alive in 1 s");
+
+    // The event type filter: the power change, not the deploy.
+    let power = api.power(&uuid, "power off").await;
+    assert_eq!(power.status, StatusCode::ACCEPTED, "{}", power.body);
+    let seen = power_only
+        .until(Duration::from_secs(20), |e| {
+            e.event == "baremetal.node.power_set.end" && e.data["power_state"] == "power off"
+        })
+        .await;
+    assert!(
+        seen.iter()
+            .all(|e| e.event.starts_with("baremetal.node.power_set.")),
+        "{:#?}",
+        summary(&seen)
+    );
+    let start = seen
+        .iter()
+        .rposition(|e| e.event == "baremetal.node.power_set.start")
+        .expect("a start");
+    assert_eq!(
+        seen[start].data["payload"]["ironic_object.data"]["to_power"],
+        "power off"
+    );
+    assert_eq!(start, seen.len() - 2, "{:#?}", summary(&seen));
+
+    // An unknown node is Ironic's 404, in its envelope.
+    let missing = api.get("/ferrum/v1/watch?node=nobody").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(
+        missing.body["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nobody")),
+        "{}",
+        missing.body
+    );
+    cluster.assert_no_locks().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_in_one_streams_a_deploy_to_a_watching_client() {
+    a_client_waits_for_active_without_polling(Stack::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_host_streams_a_deploy_from_the_conductors_to_a_watching_client() {
+    a_client_waits_for_active_without_polling(Stack::MultiHost).await;
+}
