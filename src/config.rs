@@ -366,8 +366,11 @@ pub struct NotificationsConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WatchConfig {
-    /// Off, the endpoint answers 404 and conductors publish no watch events.
-    pub enabled: bool,
+    /// Off, the endpoint answers 404 and conductors publish no watch events. Unset: on in
+    /// all-in-one (an in-process hub, nearly free), off for `ferrum api` and `ferrum conductor`,
+    /// where every node event of every conductor would go through RabbitMQ whether anyone
+    /// watches or not (about a third of the deploy rate of the 2-core benchmark machine).
+    pub enabled: Option<bool>,
     /// Events buffered for one client; a client that falls this far behind loses the oldest
     /// and is told how many (a `lagged` event). Nothing ever waits for a client.
     pub client_buffer: usize,
@@ -376,10 +379,17 @@ pub struct WatchConfig {
     pub keepalive: Duration,
 }
 
+impl WatchConfig {
+    /// Whether the watch is on in a process of this kind (see `enabled`).
+    pub fn is_on(&self, all_in_one: bool) -> bool {
+        self.enabled.unwrap_or(all_in_one)
+    }
+}
+
 impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
-            enabled: true,
+            enabled: None,
             client_buffer: 1024,
             keepalive: Duration::from_secs(15),
         }
@@ -1050,7 +1060,9 @@ impl Config {
         set(&mut n.without_broker, &a.notification_without_broker);
         set(&mut n.flush_timeout, &a.notification_flush_timeout);
         let w = &mut self.watch;
-        set(&mut w.enabled, &a.watch_enabled);
+        if a.watch_enabled.is_some() {
+            w.enabled = a.watch_enabled;
+        }
         set(&mut w.client_buffer, &a.watch_client_buffer);
         set(&mut w.keepalive, &a.watch_keepalive);
     }

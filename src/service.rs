@@ -98,7 +98,7 @@ fn notification_sink(config: &Config, publishers: &mut Vec<Publisher>) -> Option
 /// broker's `amq.topic` (kept in `publishers`), so every API process gets them; None when the
 /// watch is off.
 fn watch_feed(config: &Config, publishers: &mut Vec<Publisher>) -> Option<watch::Feed> {
-    if !config.watch.enabled {
+    if !config.watch.is_on(false) {
         return None;
     }
     let queue = notifications::Queue::new("watch event", config.notifications.queue_size);
@@ -119,8 +119,12 @@ fn watch_feed(config: &Config, publishers: &mut Vec<Publisher>) -> Option<watch:
 }
 
 /// The hub an API process's watch streams read, ended by `shutdown`; None when the watch is off.
-fn watch_hub(config: &Config, shutdown: &CancellationToken) -> Option<watch::Hub> {
-    config.watch.enabled.then(|| {
+fn watch_hub(
+    config: &Config,
+    all_in_one: bool,
+    shutdown: &CancellationToken,
+) -> Option<watch::Hub> {
+    config.watch.is_on(all_in_one).then(|| {
         watch::Hub::new(
             config.watch.client_buffer,
             config.watch.keepalive,
@@ -283,7 +287,7 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
     let mut publishers = Vec::new();
     let sink = notification_sink(&config, &mut publishers);
     let feed = watch_feed(&config, &mut publishers);
-    let hub = watch_hub(&config, &shutdown);
+    let hub = watch_hub(&config, false, &shutdown);
     if let Some(hub) = &hub {
         watch::consume(
             config.transport.url.clone(),
@@ -406,7 +410,7 @@ impl AllInOne {
         // process (whatever the transport: both halves are here).
         let mut publishers = Vec::new();
         let sink = notification_sink(config, &mut publishers);
-        let hub = watch_hub(config, &shutdown);
+        let hub = watch_hub(config, true, &shutdown);
         let feed = hub.clone().map(watch::Feed::Local);
         // Built before the conductor starts: a bad user file stops the start cleanly.
         let state = api_state(

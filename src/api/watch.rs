@@ -79,7 +79,7 @@ pub async fn watch(
 ) -> Result<Sse<impl Stream<Item = std::result::Result<Event, Infallible>>>> {
     let Some(hub) = state.watch.clone() else {
         return Err(Error::NotFound(
-            "The watch is disabled (watch.enabled).".to_owned(),
+            "The watch is disabled: set watch.enabled (FERRUM_WATCH_ENABLED) on this API process and on every conductor.".to_owned(),
         ));
     };
     // Subscribed before the names are resolved: nothing that happens after the answer's first

@@ -125,7 +125,11 @@ fn summary(seen: &[Sse]) -> Vec<String> {
 async fn a_client_waits_for_active_without_polling(stack: Stack) {
     let Some(cluster) = Cluster::start(ClusterOptions {
         stack,
-        env: vec![("FERRUM_WATCH_KEEPALIVE", "0.3".to_owned())],
+        env: vec![
+            ("FERRUM_WATCH_KEEPALIVE", "0.3".to_owned()),
+            // Off by default for the multi-host processes (README); on by default all-in-one.
+            ("FERRUM_WATCH_ENABLED", "true".to_owned()),
+        ],
         ..ClusterOptions::default()
     })
     .await
@@ -258,4 +262,38 @@ async fn all_in_one_streams_a_deploy_to_a_watching_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_host_streams_a_deploy_from_the_conductors_to_a_watching_client() {
     a_client_waits_for_active_without_polling(Stack::MultiHost).await;
+}
+
+/// The watch is on by default all-in-one and off by default for `ferrum api`: there it would
+/// send every node event of every conductor through RabbitMQ whether anyone watches or not.
+async fn the_watch_is_on_by_default_only_all_in_one(stack: Stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let r = cluster.api.get("/ferrum/v1/watch?node=nobody").await;
+    // All-in-one: the stream exists and refuses the unknown node; multi-host: no stream.
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    let message = r.body["error_message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    match stack {
+        Stack::Embedded => assert!(message.contains("nobody"), "{message}"),
+        Stack::MultiHost => assert!(message.contains("watch.enabled"), "{message}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_in_one_has_the_watch_on_by_default() {
+    the_watch_is_on_by_default_only_all_in_one(Stack::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_host_has_the_watch_off_by_default() {
+    the_watch_is_on_by_default_only_all_in_one(Stack::MultiHost).await;
 }
