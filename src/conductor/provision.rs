@@ -677,17 +677,20 @@ async fn run_steps(
                 });
         }
         tracing::info!(node.uuid = %task.node.uuid, "Executing {what} step {interface}.{name} on node {}", task.node.uuid);
+        // The step is recorded before it runs, as Ironic's `do_next_clean_step` saves it: the
+        // client sees it, and a failure, also one the agent reports at once, knows that a step
+        // had begun (a failed clean step puts the node in maintenance).
+        task.write(changes)
+            .await
+            .map_err(|e| format!("Failed to record {what} step {interface}.{name}: {e}"))?;
         match run {
-            StepRun::Service => task
-                .write(changes)
-                .await
-                .map_err(|e| format!("Failed to record {what} step {interface}.{name}: {e}"))?,
+            StepRun::Service => {}
             StepRun::Clean => {
                 let waits = execute_clean_step(task, driver, step, interface, name, &ports).await?;
                 if waits {
                     tracing::info!(node.uuid = %task.node.uuid,
                         "Clean step {interface}.{name} of node {} runs in its agent; the cleaning waits for it", task.node.uuid);
-                    task.process_event(Event::Wait, false, changes.release())
+                    task.process_event(Event::Wait, false, NodeChanges::default().release())
                         .await
                         .map_err(|e| {
                             format!(
