@@ -110,6 +110,10 @@ pub struct ConductorConfig {
     pub conductor_group: String,
     /// Clean nodes on provide and tear-down unless a node's `automated_clean` says otherwise.
     pub automated_clean: bool,
+    /// Power a node off when its agent fails its deploy or the deploy times out waiting for
+    /// the agent, so that a failed node does not stay up in its ramdisk (Ironic's
+    /// `[deploy]power_off_after_deploy_failure`).
+    pub power_off_after_deploy_failure: bool,
     /// Provisioning work running at once; beyond it requests get NoFreeConductorWorker (503).
     pub workers: usize,
     /// RPC requests handled at once (they are short: lock, check, write, reply).
@@ -471,6 +475,7 @@ impl Default for ConductorConfig {
             host: default_host_name(),
             conductor_group: String::new(),
             automated_clean: true,
+            power_off_after_deploy_failure: true,
             workers: 300,
             rpc_in_flight: 64,
             lock_retry_attempts: 3,
@@ -618,6 +623,9 @@ pub struct ConfigArgs {
     /// Clean nodes on provide and tear-down (`true`/`false`) unless a node says otherwise.
     #[arg(long, env = "FERRUM_AUTOMATED_CLEAN")]
     pub automated_clean: Option<bool>,
+    /// Power a node off after its agent deploy failed (`true`/`false`).
+    #[arg(long, env = "FERRUM_POWER_OFF_AFTER_DEPLOY_FAILURE")]
+    pub power_off_after_deploy_failure: Option<bool>,
     #[arg(long, env = "FERRUM_ERASE_DEVICES_PRIORITY")]
     pub erase_devices_priority: Option<u32>,
     #[arg(long, env = "FERRUM_ERASE_DEVICES_METADATA_PRIORITY")]
@@ -884,6 +892,10 @@ impl Config {
             &a.clean_callback_timeout,
         );
         set(&mut self.conductor.automated_clean, &a.automated_clean);
+        set(
+            &mut self.conductor.power_off_after_deploy_failure,
+            &a.power_off_after_deploy_failure,
+        );
         if a.erase_devices_priority.is_some() {
             self.conductor.erase_devices_priority = a.erase_devices_priority;
         }

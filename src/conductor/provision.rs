@@ -53,6 +53,9 @@ pub enum Work {
     /// A cleaning aborted from `clean wait` or `clean hold`, now `clean failed`: its ramdisk is
     /// shut down (Ironic's `do_node_clean_abort` -> `tear_down_cleaning`).
     AbortClean,
+    /// A deploy its agent failed, or that timed out waiting for its agent, now `deploy
+    /// failed`: the node is powered off (Ironic's `deploy_utils.set_failed_state`).
+    DeployFailed,
 }
 
 impl Work {
@@ -79,6 +82,9 @@ impl Work {
             // `continue_node_service`).
             S::DeployWait | S::CleanWait if event == Event::Unhold => Ok(None),
             S::CleanFail if event == Event::Abort => Ok(Some(Work::AbortClean)),
+            // Only a deploy waiting for its agent fails through a move; a deploy that fails in
+            // its worker powers nothing off, as in Ironic (`deploying_error_handler`).
+            S::DeployFail if event == Event::Fail => Ok(Some(Work::DeployFailed)),
             S::ServiceWait if event == Event::Unhold => Ok(Some(Work::Service)),
             // Unstable states whose work Ferrum does not run yet.
             S::DeployWait | S::CleanWait | S::InspectWait | S::RescueWait | S::ServiceWait => {
@@ -122,6 +128,7 @@ impl Flow for Work {
             Work::TearDown => "Tear down",
             Work::Clean | Work::ManualClean | Work::ResumeClean => "Cleaning",
             Work::AbortClean => "Aborting cleaning",
+            Work::DeployFailed => "Powering off after a failed deploy",
             Work::Service => "Servicing",
             Work::Verify => "Verification",
             Work::Inspect => "Inspection",
@@ -145,6 +152,10 @@ impl Flow for Work {
             Work::Rescue => rescue(task).await,
             Work::Unrescue => unrescue(task).await,
             Work::AbortClean => abort_clean(task, driver).await,
+            Work::DeployFailed => {
+                deploy_failed(task, driver).await;
+                Ok(())
+            }
         }
     }
 
@@ -180,6 +191,13 @@ impl Flow for Work {
                         maintenance_reason: Some(Some(node::truncate_error(message.to_owned()))),
                         ..NodeChanges::default()
                     },
+                    fail_edge: false,
+                };
+            }
+            // Only a panic gets here: the deploy's error stays the one the operator sees.
+            Work::DeployFailed => {
+                return Failure {
+                    extra: NodeChanges::default(),
                     fail_edge: false,
                 };
             }
@@ -236,7 +254,15 @@ pub(super) async fn begin(
         if work.is_none() {
             return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
         }
-        Worker::reserve(ctx, &mut worker)?;
+        if let Err(e) = Worker::reserve(ctx, &mut worker) {
+            // A failed deploy is recorded even when no worker is free to power the node off.
+            if matches!(work, Some(Work::DeployFailed)) {
+                tracing::warn!(node.uuid = %node.uuid, "No free worker to power node {} off after its failed deploy", node.uuid);
+                work = None;
+                return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
+            }
+            return Err(e);
+        }
         // A new operation clears the last one's error, unless the move itself writes one (an
         // aborted cleaning says so while its worker shuts the ramdisk down).
         let extra = if extra.last_error.is_some() {
@@ -1778,6 +1804,38 @@ async fn abort_clean(task: &mut Task, driver: &Driver) -> std::result::Result<()
     task.write(NodeChanges::default().power(Some(power), None).release())
         .await
         .map_err(|e| failed(e.to_string()))
+}
+
+/// After a deploy failed in its agent or timed out (Ironic's `deploy_utils.set_failed_state`):
+/// the conductor's copy of the image goes, and the node is powered off unless
+/// `power_off_after_deploy_failure` is off or the node may not be powered off (API 1.95), so
+/// that a failed node does not stay up in its ramdisk. Nothing here fails the work: a power-off
+/// that fails is logged (as in Ironic), and the deploy's error stays the one the node shows.
+async fn deploy_failed(task: &mut Task, driver: &Driver) {
+    let uuid = task.node.uuid.clone();
+    if let Ok(Err(e)) = hw(task, driver.deploy.clean_up(&task.node)).await {
+        tracing::warn!(node.uuid = %uuid, error = %e, "Failed to clean up after the failed deploy of node {uuid}");
+    }
+    let mut changes = NodeChanges::default();
+    if !task.ctx().config.power_off_after_deploy_failure {
+        tracing::info!(node.uuid = %uuid, "Node {uuid} stays powered as it is after its failed deploy (power_off_after_deploy_failure is off)");
+    } else if task.node.disable_power_off {
+        tracing::info!(node.uuid = %uuid, "Node {uuid} may not be powered off; it stays on after its failed deploy");
+    } else {
+        let off =
+            driver
+                .power
+                .set_power_state(&task.node, PowerState::Off, Duration::from_secs(60));
+        match hw(task, off).await {
+            Ok(Ok(())) => changes = changes.power(Some(PowerState::Off), None),
+            Ok(Err(e)) => tracing::error!(node.uuid = %uuid, error = %e,
+                "Node {uuid} failed to power off while handling its deploy failure; it should be put in maintenance until the problem is resolved"),
+            Err(e) => tracing::warn!(node.uuid = %uuid, "{e}"),
+        }
+    }
+    if let Err(e) = task.write(changes.release()).await {
+        tracing::warn!(node.uuid = %uuid, error = %e, "Failed to record the power-off after the failed deploy of node {uuid}");
+    }
 }
 
 /// Automated cleaning, unless the node's `automated_clean` (else the conductor's setting) turns

@@ -181,25 +181,28 @@ impl PowerInterface for FakePower {
     async fn set_power_state(
         &self,
         node: &Node,
-        _target: PowerState,
+        target: PowerState,
         _timeout: Duration,
     ) -> Result<(), DriverError> {
-        fake_power_failure(node)
+        fake_power_failure(node, target.api_name())
     }
 
     async fn reboot(&self, node: &Node, _timeout: Duration) -> Result<(), DriverError> {
-        fake_power_failure(node)
+        fake_power_failure(node, "rebooting")
     }
 }
 
 /// A power change fails with `driver_info.fake_power_fail`'s text when it is set, so a test can
-/// see a failed power change (its notifications, its `last_error`). Not among the properties:
-/// those stay Ironic's fake power's (none).
-fn fake_power_failure(node: &Node) -> Result<(), DriverError> {
-    match node.driver_info.get("fake_power_fail") {
-        Some(Value::String(why)) => Err(DriverError::Failed(why.clone())),
-        _ => Ok(()),
-    }
+/// see a failed power change (its notifications, its `last_error`); an object fails only the
+/// changes it names (`{"power off": "why"}`; `rebooting` for a reboot). Not among the
+/// properties: those stay Ironic's fake power's (none).
+fn fake_power_failure(node: &Node, change: &str) -> Result<(), DriverError> {
+    let why = match node.driver_info.get("fake_power_fail") {
+        Some(Value::String(why)) => Some(why.as_str()),
+        Some(Value::Object(by_change)) => by_change.get(change).and_then(Value::as_str),
+        _ => None,
+    };
+    why.map_or(Ok(()), |why| Err(DriverError::Failed(why.to_owned())))
 }
 
 pub struct FakeManagement;

@@ -317,6 +317,7 @@ async fn a_wrong_checksum_fails_with_the_agents_error_and_a_redeploy_succeeds(st
     assert!(error.to_lowercase().contains("checksum") || error.contains("verif"), "the agent's words: {error}");
     assert!(failed["reservation"].is_null() && failed["deploy_step"] == json!({}), "{failed}");
     assert!(failed["driver_internal_info"].get("deploy_steps").is_none(), "{failed}");
+    assert_eq!(failed["power_state"], "power off", "off after the failure: {failed}");
 
     // Operable: the fix is a PATCH, then a redeploy; the node boots the ramdisk again.
     let r = api
@@ -353,6 +354,7 @@ async fn a_silent_or_dead_agent_times_out(stack) {
     let error = failed["last_error"].as_str().unwrap();
     assert!(error.starts_with(&format!("Timeout reached while waiting for callback for node {silent}")), "{error}");
     assert!(error.contains("deploy.deploy waited for the agent's first heartbeat"), "{error}");
+    assert_eq!(failed["power_state"], "power off", "off after the timeout: {failed}");
     api.accepted(&silent, "deleted").await;
     wait_state(api, &silent, "available", Duration::from_secs(20), None).await;
 

@@ -199,6 +199,100 @@ async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down
 }
 }
 
+/// A cluster whose deploys wait for their agent 2 s, checked every second.
+async fn impatient_cluster(stack: Stack, env: Vec<(&'static str, String)>) -> Option<Cluster> {
+    let mut env = env;
+    env.push(("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "2".to_owned()));
+    env.push(("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()));
+    Cluster::start(ClusterOptions {
+        stack,
+        env,
+        ..ClusterOptions::default()
+    })
+    .await
+}
+
+/// A `direct` node (microversion 1.95 fields in `extra`) deployed until it waits for its agent.
+async fn waiting_node(api: &Api, name: &str, extra: Value) -> String {
+    let mut body = json!({
+        "name": name,
+        "driver": "fake-hardware",
+        "deploy_interface": "direct",
+        // Automated cleaning would boot the ramdisk and wait for an agent.
+        "automated_clean": false,
+        "instance_info": {
+            "image_source": "http://images.example/ubuntu.raw",
+            "image_os_hash_algo": "sha256",
+            "image_os_hash_value": "9f2b1c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        },
+    });
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let r = api
+        .request_at("1.95", Method::POST, "/v1/nodes", Some(body))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    for (verb, state) in [
+        ("manage", "manageable"),
+        ("provide", "available"),
+        ("active", "wait call-back"),
+    ] {
+        api.accepted(name, verb).await;
+        api.wait_for(name, state).await;
+    }
+    let node = api.node(name).await;
+    assert_eq!(node["power_state"], "power on", "{node}");
+    node["uuid"].as_str().unwrap().to_owned()
+}
+
+on_both_stacks! {
+/// A deploy that its agent fails, or that times out waiting for its agent, powers the node off
+/// (Ironic's `set_failed_state`, `power_off_after_deploy_failure`): the node does not stay up
+/// in its ramdisk. A power-off that fails is logged and the deploy's error is what the node
+/// shows; a node that may not be powered off (API 1.95) stays on. Each ends unlocked and
+/// deployable.
+async fn a_failed_agent_deploy_powers_the_node_off(stack) {
+    let Some(cluster) = impatient_cluster(stack, Vec::new()).await else { return };
+    let api = &cluster.api;
+    let off = waiting_node(api, "pf-off", json!({})).await;
+    // Its BMC cannot power it off.
+    let stuck_info = json!({"driver_info": {"fake_power_fail": {"power off": "BMC unreachable"}}});
+    let stuck = waiting_node(api, "pf-stuck", stuck_info).await;
+    let kept = waiting_node(api, "pf-kept", json!({"disable_power_off": true})).await;
+
+    for (uuid, power) in [(&off, "power off"), (&stuck, "power on"), (&kept, "power on")] {
+        let node = api.wait_for(uuid, "deploy failed").await;
+        assert_eq!(node["power_state"], power, "{node}");
+        assert_eq!(node["target_power_state"], Value::Null, "{node}");
+        let error = node["last_error"].as_str().unwrap_or_default();
+        assert!(error.starts_with(&format!("Timeout reached while waiting for callback for node {uuid}")), "the deploy's error, not the power-off's: {node}");
+    }
+    // Operable: fixed, each deploys again.
+    let r = api.patch(&stuck, json!([{"op": "remove", "path": "/driver_info/fake_power_fail"}])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    for uuid in [&off, &stuck, &kept] {
+        api.accepted(uuid, "active").await;
+        api.wait_for(uuid, "wait call-back").await;
+    }
+    cluster.assert_no_locks().await;
+}
+}
+
+/// With `power_off_after_deploy_failure` off the node stays powered after its failed deploy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn power_off_after_deploy_failure_can_be_turned_off() {
+    let env = vec![("FERRUM_POWER_OFF_AFTER_DEPLOY_FAILURE", "false".to_owned())];
+    let Some(cluster) = impatient_cluster(Stack::Embedded, env).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let uuid = waiting_node(api, "pf-on", json!({})).await;
+    let node = api.wait_for(&uuid, "deploy failed").await;
+    assert_eq!(node["power_state"], "power on", "{node}");
+    cluster.assert_no_locks().await;
+}
+
 on_both_stacks! {
 async fn a_panicking_driver_fails_the_node_and_the_conductor_keeps_serving(stack) {
     let Some(cluster) = Cluster::start(ClusterOptions {
