@@ -1806,11 +1806,12 @@ async fn abort_clean(task: &mut Task, driver: &Driver) -> std::result::Result<()
         .map_err(|e| failed(e.to_string()))
 }
 
-/// After a deploy failed in its agent or timed out (Ironic's `deploy_utils.set_failed_state`):
-/// the conductor's copy of the image goes, and the node is powered off unless
-/// `power_off_after_deploy_failure` is off or the node may not be powered off (API 1.95), so
-/// that a failed node does not stay up in its ramdisk. Nothing here fails the work: a power-off
-/// that fails is logged (as in Ironic), and the deploy's error stays the one the node shows.
+/// After a deploy failed in its agent or timed out (Ironic's `deploy_utils.set_failed_state`,
+/// and `cleanup_after_timeout`'s clean-up): the conductor's copy of the image goes, the node is
+/// powered off unless `power_off_after_deploy_failure` is off or the node may not be powered
+/// off (API 1.95), so that a failed node does not stay up in its ramdisk, and the ramdisk's
+/// boot is undone (a virtual-media ISO ejected). Nothing here fails the work: what fails is
+/// logged (as in Ironic), and the deploy's error stays the one the node shows.
 async fn deploy_failed(task: &mut Task, driver: &Driver) {
     let uuid = task.node.uuid.clone();
     if let Ok(Err(e)) = hw(task, driver.deploy.clean_up(&task.node)).await {
@@ -1832,6 +1833,9 @@ async fn deploy_failed(task: &mut Task, driver: &Driver) {
                 "Node {uuid} failed to power off while handling its deploy failure; it should be put in maintenance until the problem is resolved"),
             Err(e) => tracing::warn!(node.uuid = %uuid, "{e}"),
         }
+    }
+    if let Ok(Err(e)) = hw(task, driver.deploy.clean_up_boot(&task.node, driver)).await {
+        tracing::warn!(node.uuid = %uuid, error = %e, "Failed to undo the ramdisk's boot after the failed deploy of node {uuid}");
     }
     if let Err(e) = task.write(changes.release()).await {
         tracing::warn!(node.uuid = %uuid, error = %e, "Failed to record the power-off after the failed deploy of node {uuid}");

@@ -226,9 +226,13 @@ async fn waiting_node(api: &Api, name: &str, extra: Value) -> String {
             "image_os_hash_value": "9f2b1c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
         },
     });
+    let fields = extra
+        .as_object()
+        .expect("extra fields are an object")
+        .clone();
     body.as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
+        .expect("a node is an object")
+        .extend(fields);
     let r = api
         .request_at("1.95", Method::POST, "/v1/nodes", Some(body))
         .await;
@@ -243,7 +247,7 @@ async fn waiting_node(api: &Api, name: &str, extra: Value) -> String {
     }
     let node = api.node(name).await;
     assert_eq!(node["power_state"], "power on", "{node}");
-    node["uuid"].as_str().unwrap().to_owned()
+    node["uuid"].as_str().expect("a node has a uuid").to_owned()
 }
 
 on_both_stacks! {

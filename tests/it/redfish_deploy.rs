@@ -173,3 +173,64 @@ async fn a_redfish_virtual_media_node_deploys_with_the_real_agent(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+on_both_stacks! {
+/// A `redfish` virtual-media deploy whose agent never calls back: the callback timeout fails
+/// it, and the node is powered off through the BMC and its deploy ISO ejected, so that it does
+/// not stay up in its ramdisk; the node is unlocked and says why.
+async fn a_redfish_deploy_that_times_out_is_powered_off_and_its_iso_ejected(stack) {
+    let Some(emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        env: vec![
+            ("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "3".to_owned()),
+            ("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()),
+        ],
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let iso_url = images.add("ipa.iso", vec![0x49_u8; 64 << 10]);
+    let mut info = emu.driver_info(0);
+    info["deploy_iso"] = iso_url.clone().into();
+    let node = api
+        .available_node(json!({
+            "name": "vm-silent",
+            "driver": "redfish",
+            "boot_interface": "redfish-virtual-media",
+            "deploy_interface": "direct",
+            "automated_clean": false,
+            "driver_info": info,
+            "instance_info": {
+                "image_source": images.add("disk.raw", vec![0_u8; 4096]),
+                "image_os_hash_algo": "sha256",
+                "image_os_hash_value": sha256_hex(&[0_u8; 4096]),
+                "image_disk_format": "raw",
+            },
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let cd_path = format!("{}/VirtualMedia/Cd", emu.systems[0]);
+    api.accepted(&uuid, "active").await;
+    let waiting = api.wait_for(&uuid, "wait call-back").await;
+    assert_eq!(waiting["power_state"], "power on", "{waiting}");
+    let cd = emu.get(&cd_path).await;
+    assert_eq!((&cd["Inserted"], &cd["Image"]), (&json!(true), &json!(iso_url)), "{cd}");
+
+    let failed = api.wait_for(&uuid, "deploy failed").await;
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(error.starts_with(&format!("Timeout reached while waiting for callback for node {uuid}")), "{failed}");
+    assert_eq!(failed["power_state"], "power off", "{failed}");
+    let system = emu.get(&emu.systems[0]).await;
+    assert_eq!(system["PowerState"], "Off", "{system}");
+    let cd = emu.get(&cd_path).await;
+    assert_eq!(cd["Inserted"], false, "the failed deploy left its ISO in the CD: {cd}");
+    cluster.assert_no_locks().await;
+}
+}
