@@ -287,14 +287,8 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
     let mut publishers = Vec::new();
     let sink = notification_sink(&config, &mut publishers);
     let feed = watch_feed(&config, &mut publishers);
-    let hub = watch_hub(&config, false, &shutdown);
-    if let Some(hub) = &hub {
-        watch::consume(
-            config.transport.url.clone(),
-            &config.transport.prefix,
-            hub.clone(),
-        );
-    }
+    let hub = watch_hub(&config, false, &shutdown)
+        .map(|hub| watch::consume(config.transport.url.clone(), &config.transport.prefix, hub));
     let state = api_state(
         &config,
         db,

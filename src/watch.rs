@@ -11,9 +11,13 @@
 //!   maintenance) while a client streams from one API process. Every process publishes its
 //!   events to RabbitMQ's built-in topic exchange `amq.topic` with the routing key
 //!   `<transport prefix>.watch` (through the notification publisher, `notifications::amqp`: a
-//!   bounded queue, confirms, never waiting); every API process binds an exclusive,
-//!   auto-delete, server-named queue of its own to that key ([`consume`]) and rebroadcasts what
-//!   arrives to its hub. `amq.topic` always exists, so nothing is declared, left behind or
+//!   bounded queue, confirms, never waiting); every API process has an exclusive, auto-delete,
+//!   server-named queue of its own ([`consume`]) and rebroadcasts what arrives to its hub.
+//!   The queue is bound to that key only while the process has streams (and for
+//!   [`UNBIND_AFTER`] after the last one ends): with nobody watching, the broker drops the
+//!   events at the exchange instead of routing them to every API process. A stream starts
+//!   once the binding is in place ([`Hub::open_stream`]), so it misses nothing that happens
+//!   after its first event. `amq.topic` always exists, so nothing is declared, left behind or
 //!   deleted under a publisher, and the prefix keeps deployments sharing a broker apart.
 //!
 //! Nothing here waits for a client: the hub is a bounded ring (`watch.client_buffer`); a
@@ -30,7 +34,7 @@ use lapin::{
     types::{FieldTable, ShortString},
 };
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -117,7 +121,18 @@ pub struct Hub {
     /// Cancelled at shutdown: every stream ends, so a graceful stop does not wait for clients.
     pub closed: CancellationToken,
     pub keepalive: Duration,
+    /// Multi-host: asks the broker consumer to bind this process's queue, and is answered
+    /// once it is bound ([`consume`]). None all-in-one, where events come from the process.
+    binder: Option<mpsc::Sender<oneshot::Sender<()>>>,
 }
+
+/// How long a new stream waits for its process's queue to be bound before it starts anyway,
+/// with a `gap` notice (the broker is away).
+const BIND_WAIT: Duration = Duration::from_secs(5);
+
+/// How long the queue stays bound after the last stream ended: a client that reconnects at
+/// once does not make the binding churn.
+pub const UNBIND_AFTER: Duration = Duration::from_secs(30);
 
 impl Hub {
     pub fn new(client_buffer: usize, keepalive: Duration, closed: CancellationToken) -> Hub {
@@ -126,11 +141,29 @@ impl Hub {
             tx,
             closed,
             keepalive,
+            binder: None,
         }
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Item> {
         self.tx.subscribe()
+    }
+
+    /// A new stream's receiver, and whether it gets every event from now on. Multi-host it
+    /// returns once the process's queue is bound; false when the binding could not be made
+    /// within [`BIND_WAIT`] (the broker is away: the consumer binds once it is back).
+    pub async fn open_stream(&self) -> (broadcast::Receiver<Item>, bool) {
+        let rx = self.subscribe();
+        let Some(binder) = &self.binder else {
+            return (rx, true);
+        };
+        let (bound, answer) = oneshot::channel();
+        let asked = async {
+            binder.send(bound).await.ok()?;
+            answer.await.ok()
+        };
+        let complete = matches!(tokio::time::timeout(BIND_WAIT, asked).await, Ok(Some(())));
+        (rx, complete)
     }
 
     /// Never waits: a full ring overwrites its oldest item (its slow readers are told).
@@ -176,24 +209,34 @@ const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Starts the task that feeds `hub` with the deployment's watch events from the broker at
-/// `url` (one exclusive, auto-delete queue for this process), reconnecting until the hub is
-/// closed. `url` carries credentials: never logged.
-pub fn consume(url: String, prefix: &str, hub: Hub) {
+/// `url` (one exclusive, auto-delete queue for this process, bound while streams want it),
+/// reconnecting until the hub is closed; the hub returned asks it for the binding. `url`
+/// carries credentials: never logged.
+pub fn consume(url: String, prefix: &str, hub: Hub) -> Hub {
     let key = routing_key(prefix);
+    let (binder, mut requests) = mpsc::channel(64);
+    let hub = Hub {
+        binder: Some(binder),
+        ..hub
+    };
+    let feeding = hub.clone();
     tokio::spawn(async move {
-        let closed = hub.closed.clone();
+        let closed = feeding.closed.clone();
         tokio::select! {
             () = closed.cancelled() => {}
-            () = consume_forever(&url, &key, &hub) => {}
+            () = consume_forever(&url, &key, &feeding, &mut requests) => {}
         }
     });
+    hub
 }
 
-async fn consume_forever(url: &str, key: &str, hub: &Hub) {
+type BindRequests = mpsc::Receiver<oneshot::Sender<()>>;
+
+async fn consume_forever(url: &str, key: &str, hub: &Hub, requests: &mut BindRequests) {
     let mut delay = RECONNECT_MIN;
     let mut lost = false;
     loop {
-        match consume_once(url, key, hub, lost).await {
+        match consume_once(url, key, hub, requests, lost).await {
             Ok(()) => delay = RECONNECT_MIN,
             Err(err) => {
                 warn!(error = %err, retry_in = ?delay, "The watch stream lost the broker; reconnecting");
@@ -205,9 +248,16 @@ async fn consume_forever(url: &str, key: &str, hub: &Hub) {
     }
 }
 
-/// One connection's life: bind, then rebroadcast until it breaks. Returns Ok when it broke
-/// after it had been set up (reconnect at once), Err when it could not be set up.
-async fn consume_once(url: &str, key: &str, hub: &Hub, lost: bool) -> Result<(), String> {
+/// One connection's life: the queue, bound while streams want it, rebroadcast until the
+/// connection breaks. Returns Ok when it broke after it had been set up (reconnect at once),
+/// Err when it could not be set up.
+async fn consume_once(
+    url: &str,
+    key: &str,
+    hub: &Hub,
+    requests: &mut BindRequests,
+    lost: bool,
+) -> Result<(), String> {
     let properties = ConnectionProperties::default().with_connection_name("ferrum watch".into());
     let connection = tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, properties))
         .await
@@ -229,16 +279,17 @@ async fn consume_once(url: &str, key: &str, hub: &Hub, lost: bool) -> Result<(),
         )
         .await
         .map_err(|e| e.to_string())?;
-    channel
-        .queue_bind(
-            queue.name().clone(),
-            ShortString::from(EXCHANGE),
-            ShortString::from(key),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+    let binding = Binding {
+        channel: &channel,
+        queue: queue.name().clone(),
+        key,
+    };
+    let mut bound = false;
+    // Streams that were open when the broker went away need the binding back at once.
+    if hub.watched() {
+        binding.bind().await?;
+        bound = true;
+    }
     let mut consumer = channel
         .basic_consume(
             queue.name().clone(),
@@ -259,8 +310,34 @@ async fn consume_once(url: &str, key: &str, hub: &Hub, lost: bool) -> Result<(),
     }
     // The consumer does not always end when the connection breaks: its error event does.
     let mut events = std::pin::pin!(connection.events_listener());
+    let mut idle_check = tokio::time::interval(UNBIND_AFTER / 2);
+    let mut idle_checks = 0;
     loop {
         tokio::select! {
+            request = requests.recv() => {
+                let Some(answer) = request else { break };
+                if !bound {
+                    if let Err(err) = binding.bind().await {
+                        warn!(error = %err, "The watch stream could not bind its queue");
+                        break;
+                    }
+                    bound = true;
+                }
+                idle_checks = 0;
+                let _ = answer.send(());
+            }
+            _ = idle_check.tick() => {
+                // Unbound after two checks in a row without streams: between UNBIND_AFTER / 2
+                // and UNBIND_AFTER after the last one ended.
+                idle_checks = if hub.watched() { 0 } else { idle_checks + 1 };
+                if bound && idle_checks >= 2 {
+                    if let Err(err) = binding.unbind().await {
+                        warn!(error = %err, "The watch stream could not unbind its queue");
+                        break;
+                    }
+                    bound = false;
+                }
+            }
             delivery = consumer.next() => match delivery {
                 Some(Ok(delivery)) => match WatchEvent::parse(&delivery.data) {
                     Some(event) => hub.send(Item::Event(Arc::new(event))),
@@ -284,6 +361,40 @@ async fn consume_once(url: &str, key: &str, hub: &Hub, lost: bool) -> Result<(),
     }
     let _ = connection.close(200, "OK".into()).await;
     Ok(())
+}
+
+/// The binding of an API process's queue to the deployment's watch events.
+struct Binding<'a> {
+    channel: &'a lapin::Channel,
+    queue: ShortString,
+    key: &'a str,
+}
+
+impl Binding<'_> {
+    async fn bind(&self) -> Result<(), String> {
+        self.channel
+            .queue_bind(
+                self.queue.clone(),
+                ShortString::from(EXCHANGE),
+                ShortString::from(self.key),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn unbind(&self) -> Result<(), String> {
+        self.channel
+            .queue_unbind(
+                self.queue.clone(),
+                ShortString::from(EXCHANGE),
+                ShortString::from(self.key),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ pub async fn watch(
     };
     // Subscribed before the names are resolved: nothing that happens after the answer's first
     // event is missed.
-    let rx = hub.subscribe();
+    let (rx, complete) = hub.open_stream().await;
     let mut nodes = Vec::new();
     for ident in split(query.node.as_deref()) {
         let node = db::nodes::get(&state.db, NodeIdent::parse(&ident)).await?;
@@ -94,14 +94,20 @@ pub async fn watch(
         nodes,
         event_types: split(query.event_type.as_deref()),
     };
-    let first = Event::default()
-        .event("watching")
-        .data(json!({"node": filter.nodes, "event_type": filter.event_types}).to_string());
+    let mut first = vec![
+        Event::default()
+            .event("watching")
+            .data(json!({"node": filter.nodes, "event_type": filter.event_types}).to_string()),
+    ];
+    if !complete {
+        first.push(gap(BROKER_AWAY));
+    }
+    first.reverse();
     let stream = Watcher {
         rx,
         filter,
         closed: hub.closed.clone(),
-        first: Some(first),
+        first,
     }
     .into_stream();
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(hub.keepalive).text("keep-alive")))
@@ -111,7 +117,8 @@ struct Watcher {
     rx: Receiver<Item>,
     filter: Filter,
     closed: CancellationToken,
-    first: Option<Event>,
+    /// What is sent before the stream's events, last first.
+    first: Vec<Event>,
 }
 
 impl Watcher {
@@ -124,7 +131,7 @@ impl Watcher {
 
     /// The next event to send; None ends the stream (shutdown).
     async fn next(&mut self) -> Option<Event> {
-        if let Some(first) = self.first.take() {
+        if let Some(first) = self.first.pop() {
             return Some(first);
         }
         loop {
@@ -137,13 +144,7 @@ impl Watcher {
                     return Some(to_sse(&event));
                 }
                 Ok(Item::Event(_)) => {}
-                Ok(Item::Gap(reason)) => {
-                    return Some(
-                        Event::default()
-                            .event("gap")
-                            .data(json!({"reason": reason}).to_string()),
-                    );
-                }
+                Ok(Item::Gap(reason)) => return Some(gap(reason)),
                 Err(RecvError::Lagged(missed)) => {
                     return Some(
                         Event::default()
@@ -155,6 +156,16 @@ impl Watcher {
             }
         }
     }
+}
+
+/// Why a stream that starts while its API process has no broker may miss events.
+const BROKER_AWAY: &str =
+    "the API process cannot reach the message broker: events may be missed until it is back";
+
+fn gap(reason: &str) -> Event {
+    Event::default()
+        .event("gap")
+        .data(json!({"reason": reason}).to_string())
 }
 
 fn to_sse(event: &Arc<WatchEvent>) -> Event {

@@ -297,3 +297,117 @@ async fn all_in_one_has_the_watch_on_by_default() {
 async fn multi_host_has_the_watch_off_by_default() {
     the_watch_is_on_by_default_only_all_in_one(Stack::MultiHost).await;
 }
+
+/// Whether a message published now to the deployment's watch key reaches a queue (published
+/// `mandatory`: the broker returns it when no queue is bound).
+async fn watch_key_is_bound(amqp: &str, prefix: &str) -> bool {
+    use lapin::{
+        BasicProperties, Connection, ConnectionProperties,
+        options::{BasicPublishOptions, ConfirmSelectOptions},
+        publisher_confirm::Confirmation,
+    };
+    let connection = Connection::connect(amqp, ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.expect("a channel");
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirms");
+    let confirm = channel
+        .basic_publish(
+            "amq.topic".into(),
+            format!("{prefix}.watch").into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            },
+            b"probe",
+            BasicProperties::default(),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirmed");
+    let _ = connection.close(200, "OK".into()).await;
+    match confirm {
+        Confirmation::Ack(returned) => returned.is_none(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Multi-host, the API process binds its queue to the watch events only while it has streams
+/// (and for 30 s after the last ended): with nobody watching, the broker drops the events at
+/// the exchange instead of routing every conductor's events to every API process. A stream
+/// starts once the binding is in place: the first change after it is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_host_binds_its_watch_queue_only_while_watched() {
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack: Stack::MultiHost,
+        env: vec![
+            ("FERRUM_WATCH_ENABLED", "true".to_owned()),
+            // The API process sees a client gone at its next write.
+            ("FERRUM_WATCH_KEEPALIVE", "1".to_owned()),
+        ],
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let amqp = crate::util::services::amqp_url().expect("RabbitMQ is up: the cluster started");
+    let prefix = cluster
+        .env_var("FERRUM_TRANSPORT_PREFIX")
+        .expect("a prefix")
+        .to_owned();
+    let api = &cluster.api;
+    let node = api.available_node(json!({"name": "bound"})).await;
+    let uuid = node["uuid"].as_str().expect("a UUID").to_owned();
+    assert!(
+        !watch_key_is_bound(&amqp, &prefix).await,
+        "bound with nobody watching"
+    );
+
+    let (mut stream, _) = EventStream::open(&api.base, "node=bound").await;
+    assert!(watch_key_is_bound(&amqp, &prefix).await, "a stream is open");
+    // At once after the stream's first event: the change is seen.
+    let r = api.power(&uuid, "power on").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let seen = stream
+        .until(Duration::from_secs(10), |e| {
+            e.event == "baremetal.node.power_set.end"
+        })
+        .await;
+    assert_eq!(
+        seen[0].event,
+        "baremetal.node.power_set.start",
+        "{:#?}",
+        summary(&seen)
+    );
+    drop(stream);
+
+    // Unbound between 15 and 30 s after the last stream ended.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+    while watch_key_is_bound(&amqp, &prefix).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still bound 45 s after the last stream"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // A new stream binds again.
+    let (mut stream, _) = EventStream::open(&api.base, "node=bound").await;
+    let r = api.power(&uuid, "power off").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let seen = stream
+        .until(Duration::from_secs(10), |e| {
+            e.event == "baremetal.node.power_set.end"
+        })
+        .await;
+    assert_eq!(
+        seen[0].event,
+        "baremetal.node.power_set.start",
+        "{:#?}",
+        summary(&seen)
+    );
+}
