@@ -12,8 +12,9 @@
 //! (`event_type`, `priority`, `timestamp`, `node_uuid`, `node_name`, `provision_state`,
 //! `target_provision_state`, `power_state`, `target_power_state`, `payload`); `event: lagged`
 //! (`{"missed": n}`) when this client fell behind and lost the `n` oldest; `event: gap` when
-//! events may have been lost on the way (the API process lost the broker); a `: keep-alive`
-//! comment every `watch.keepalive` when idle. The stream ends at the API's shutdown.
+//! events may have been lost on the way (the API process lost the broker, or cannot reach it
+//! as the stream starts); a `: keep-alive` comment every `watch.keepalive` when idle. The
+//! stream ends at the API's shutdown.
 
 use std::{convert::Infallible, sync::Arc};
 
