@@ -373,7 +373,7 @@ pub struct WatchConfig {
     /// Off, the endpoint answers 404 and conductors publish no watch events. Unset: on in
     /// all-in-one (an in-process hub, nearly free), off for `ferrum api` and `ferrum conductor`,
     /// where every conductor publishes every node event to RabbitMQ whether anyone watches or
-    /// not (about a fifth of the deploy rate of the 2-core benchmark machine).
+    /// not (about a sixth of the deploy rate of the 2-core benchmark machine).
     pub enabled: Option<bool>,
     /// Events buffered for one client; a client that falls this far behind loses the oldest
     /// and is told how many (a `lagged` event). Nothing ever waits for a client.
