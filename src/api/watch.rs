@@ -95,15 +95,16 @@ pub async fn watch(
         nodes,
         event_types: split(query.event_type.as_deref()),
     };
-    let mut first = vec![
-        Event::default()
-            .event("watching")
-            .data(json!({"node": filter.nodes, "event_type": filter.event_types}).to_string()),
-    ];
+    // Last first: `watching`, then the gap notice of an incomplete stream.
+    let mut first = Vec::new();
     if !complete {
         first.push(gap(BROKER_AWAY));
     }
-    first.reverse();
+    first.push(
+        Event::default()
+            .event("watching")
+            .data(json!({"node": filter.nodes, "event_type": filter.event_types}).to_string()),
+    );
     let stream = Watcher {
         rx,
         filter,

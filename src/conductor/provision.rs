@@ -112,6 +112,12 @@ impl Work {
         }
     }
 
+    /// Whether the move is written without this work when no worker is free, rather than
+    /// refused: a failed deploy is recorded even when nobody can power the node off.
+    fn optional(self) -> bool {
+        matches!(self, Work::DeployFailed)
+    }
+
     /// The target a flow sets instead of the state's registered one: manual cleaning goes back to
     /// manageable, not on to available.
     fn target_override(self) -> Option<ProvisionState> {
@@ -255,9 +261,8 @@ pub(super) async fn begin(
             return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
         }
         if let Err(e) = Worker::reserve(ctx, &mut worker) {
-            // A failed deploy is recorded even when no worker is free to power the node off.
-            if matches!(work, Some(Work::DeployFailed)) {
-                tracing::warn!(node.uuid = %node.uuid, "No free worker to power node {} off after its failed deploy", node.uuid);
+            if let Some(skipped) = work.filter(|w| w.optional()) {
+                tracing::warn!(node.uuid = %node.uuid, "No free worker for \"{}\" on node {}; the move is written without it", skipped.name(), node.uuid);
                 work = None;
                 return Ok(Decision::Write(step.changes(false, extra), Hold::Release));
             }
@@ -1823,15 +1828,11 @@ async fn deploy_failed(task: &mut Task, driver: &Driver) {
     } else if task.node.disable_power_off {
         tracing::info!(node.uuid = %uuid, "Node {uuid} may not be powered off; it stays on after its failed deploy");
     } else {
-        let off =
-            driver
-                .power
-                .set_power_state(&task.node, PowerState::Off, Duration::from_secs(60));
-        match hw(task, off).await {
-            Ok(Ok(())) => changes = changes.power(Some(PowerState::Off), None),
-            Ok(Err(e)) => tracing::error!(node.uuid = %uuid, error = %e,
+        // The node may be powered off here: this is a plain power-off.
+        match power_off_or_reboot(task, driver).await {
+            Ok(power) => changes = changes.power(Some(power), None),
+            Err(e) => tracing::error!(node.uuid = %uuid, error = %e,
                 "Node {uuid} failed to power off while handling its deploy failure; it should be put in maintenance until the problem is resolved"),
-            Err(e) => tracing::warn!(node.uuid = %uuid, "{e}"),
         }
     }
     if let Ok(Err(e)) = hw(task, driver.deploy.clean_up_boot(&task.node, driver)).await {

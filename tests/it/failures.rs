@@ -201,15 +201,22 @@ async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down
 
 /// A cluster whose deploys wait for their agent 2 s, checked every second.
 async fn impatient_cluster(stack: Stack, env: Vec<(&'static str, String)>) -> Option<Cluster> {
-    let mut env = env;
-    env.push(("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "2".to_owned()));
-    env.push(("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()));
-    Cluster::start(ClusterOptions {
+    impatient_cluster_with(ClusterOptions {
         stack,
         env,
         ..ClusterOptions::default()
     })
     .await
+}
+
+async fn impatient_cluster_with(mut options: ClusterOptions) -> Option<Cluster> {
+    options
+        .env
+        .push(("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "2".to_owned()));
+    options
+        .env
+        .push(("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()));
+    Cluster::start(options).await
 }
 
 /// A `direct` node (microversion 1.95 fields in `extra`) deployed until it waits for its agent.
@@ -281,6 +288,42 @@ async fn a_failed_agent_deploy_powers_the_node_off(stack) {
     }
     cluster.assert_no_locks().await;
 }
+}
+
+/// With every worker busy, a deploy that times out waiting for its agent is failed all the same,
+/// without the power-off that would need a worker: a full pool never keeps a node waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_deploy_is_recorded_when_no_worker_is_free() {
+    let Some(cluster) = impatient_cluster_with(ClusterOptions {
+        stack: Stack::Embedded,
+        workers: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    api.available_node(json!({"name": "nw-busy", "driver_info": {"fake_deploy_delay": 60}}))
+        .await;
+    let uuid = waiting_node(api, "nw-wait", json!({})).await;
+    // The only worker deploys for a minute.
+    api.accepted("nw-busy", "active").await;
+    let node = api.wait_for(&uuid, "deploy failed").await;
+    assert_eq!(
+        node["power_state"], "power on",
+        "no worker powered it off: {node}"
+    );
+    let error = node["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("Timeout reached while waiting for callback"),
+        "{node}"
+    );
+    assert_eq!(
+        api.node("nw-busy").await["provision_state"],
+        "deploying",
+        "the pool stayed full"
+    );
 }
 
 /// With `power_off_after_deploy_failure` off the node stays powered after its failed deploy.
