@@ -30,6 +30,13 @@ pub struct DatabaseConfig {
     pub url: String,
     /// Connections per process.
     pub pool_size: usize,
+    /// Whether a write to the embedded SQLite file is on disk before it is acknowledged (group
+    /// commit, `db/durable.rs`). Off, a crash of the host loses the writes since the last
+    /// checkpoint. No effect on MySQL.
+    pub sqlite_durable: bool,
+    /// Start on a new, empty SQLite file although traces of a former one (its lock file or WAL)
+    /// show that the file was there and is gone.
+    pub recreate: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -426,6 +433,8 @@ impl Default for DatabaseConfig {
         DatabaseConfig {
             url: "sqlite://ferrum.sqlite".to_owned(),
             pool_size: 16,
+            sqlite_durable: true,
+            recreate: false,
         }
     }
 }
@@ -565,6 +574,12 @@ pub struct ConfigArgs {
     pub database_url: Option<String>,
     #[arg(long, env = "FERRUM_DATABASE_POOL_SIZE")]
     pub database_pool_size: Option<usize>,
+    /// Acknowledge a write to the embedded file only once it is on disk (`true`/`false`).
+    #[arg(long, env = "FERRUM_DATABASE_SQLITE_DURABLE")]
+    pub database_sqlite_durable: Option<bool>,
+    /// Start on a new, empty database file although a former one is gone (`true`/`false`).
+    #[arg(long, env = "FERRUM_DATABASE_RECREATE")]
+    pub database_recreate: Option<bool>,
     #[arg(long, env = "FERRUM_TRANSPORT_URL")]
     pub transport_url: Option<String>,
     #[arg(long, env = "FERRUM_TRANSPORT_PREFIX")]
@@ -838,6 +853,11 @@ impl Config {
         }
         set(&mut self.database.url, &a.database_url);
         set(&mut self.database.pool_size, &a.database_pool_size);
+        set(
+            &mut self.database.sqlite_durable,
+            &a.database_sqlite_durable,
+        );
+        set(&mut self.database.recreate, &a.database_recreate);
         set(&mut self.transport.url, &a.transport_url);
         set(&mut self.transport.prefix, &a.transport_prefix);
         set(&mut self.transport.rpc_timeout, &a.rpc_timeout);

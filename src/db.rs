@@ -15,6 +15,7 @@ pub mod chassis;
 pub mod children;
 pub mod conductors;
 pub mod deploy_templates;
+pub mod durable;
 mod errors;
 pub mod firmware;
 pub mod history;
@@ -88,6 +89,9 @@ pub struct Db {
     /// How many history entries a node keeps (`[conductor]node_history_max_entries`); 0 records
     /// none.
     history_max_entries: u32,
+    /// The embedded file's group commit (`durable.rs`): every write waits for it before it
+    /// returns. None on MySQL (InnoDB syncs its own commits) and when turned off.
+    wal_sync: Option<std::sync::Arc<durable::WalSyncer>>,
 }
 
 /// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend. The body is
@@ -136,6 +140,28 @@ macro_rules! with_conn {
     };
 }
 pub(crate) use with_conn;
+
+/// [`with_conn_result!`] for a body that writes: once it succeeded, its write is made durable
+/// before it returns (on the embedded file, by the group commit of `durable.rs`; InnoDB's own
+/// commit is durable). Every body that writes goes through this (a test holds it), so that
+/// nobody is told of a write a crash could still take back.
+macro_rules! with_write_result {
+    ($db:expr, |$conn:ident| $body:expr) => {
+        match $crate::db::with_conn_result!($db, |$conn| $body) {
+            Ok(written) => $db.made_durable().await.map(|()| written),
+            Err(e) => Err(e),
+        }
+    };
+}
+pub(crate) use with_write_result;
+
+/// [`with_write_result!`], with a database error turned into Ferrum's (`?`).
+macro_rules! with_write {
+    ($db:expr, |$conn:ident| $body:expr) => {
+        $crate::db::with_write_result!($db, |$conn| $body)?
+    };
+}
+pub(crate) use with_write;
 
 /// Orders a boxed listing query by `$id` and keeps only the rows after the marker's id
 /// (`$marker`: `Option<i32>`).
@@ -267,6 +293,10 @@ pub enum Failure {
     /// No answer came: the socket died, the server went away or is shutting down. Whether a
     /// write was applied is unknown, and the connection is no good any more.
     ConnectionLost,
+    /// The database cannot store the write now: out of space, a read-only file system or
+    /// server, a failing disk. Nothing was applied (or, for a failed sync, it may be lost);
+    /// running it again at once would fail the same way, and reads still work.
+    Storage,
 }
 
 /// Client-side failures of the MySQL driver, which diesel-async reports as database errors of
@@ -285,6 +315,21 @@ const SESSION_ENDING: &[&str] = &[
     "Connection was killed",
     "server has gone away",
     "Lost connection to",
+];
+/// Answers that the database cannot store anything now: SQLite's SQLITE_FULL, SQLITE_READONLY,
+/// SQLITE_IOERR (and the group commit's own failed sync, worded as SQLite's); MariaDB's 1114
+/// (table full), 1021 (disk full), 1030 with errno 28 (no space), 1290 (`--read-only`), 1036
+/// (read-only table) and 3 (error writing a file).
+const STORAGE: &[&str] = &[
+    "database or disk is full",
+    "readonly database",
+    "disk I/O error",
+    "is full",
+    "Disk full",
+    "No space left on device",
+    "--read-only option",
+    "is read only",
+    "Error writing file",
 ];
 /// Server answers that roll back and can be tried again (1213, 1205; SQLite's busy file).
 const TRANSIENT: &[&str] = &[
@@ -305,6 +350,8 @@ pub fn classify(e: &diesel::result::Error) -> Failure {
                 Failure::ConnectionLost
             } else if TRANSIENT.iter().any(|m| message.contains(m)) {
                 Failure::Transient
+            } else if STORAGE.iter().any(|m| message.contains(m)) {
+                Failure::Storage
             } else {
                 Failure::Answered
             }
@@ -370,7 +417,9 @@ pub fn sqlite_path(url: &str) -> Option<&str> {
 
 /// Per-connection settings of the embedded database: WAL, so readers never wait for the writer;
 /// `synchronous = NORMAL`, which in WAL mode cannot corrupt the file and syncs at checkpoints
-/// rather than at every commit; a busy timeout, so concurrent writers queue instead of failing.
+/// rather than at every commit (each write is made durable after its commit by the group commit
+/// of `durable.rs` instead, many commits to one sync); a busy timeout, so concurrent writers
+/// queue instead of failing.
 /// The busy timeout comes first: switching to WAL needs the file to itself for a moment.
 const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
      PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -2048;";
@@ -388,6 +437,28 @@ impl Db {
     /// How many history entries a node keeps.
     pub fn history_max_entries(&self) -> u32 {
         self.history_max_entries
+    }
+
+    /// The same pool, with the embedded file's writes acknowledged before they are on disk
+    /// (`database.sqlite_durable = false`): a crash of the host (not of Ferrum alone) may then
+    /// lose the writes since the last checkpoint. No effect on MySQL.
+    pub fn without_durable_commits(mut self) -> Db {
+        self.wal_sync = None;
+        self
+    }
+
+    /// Waits until every write this process committed so far is on disk (see `durable.rs`).
+    /// A failed sync is a storage failure: the caller must not report its write as done.
+    pub async fn made_durable(&self) -> std::result::Result<(), diesel::result::Error> {
+        let Some(wal_sync) = &self.wal_sync else {
+            return Ok(());
+        };
+        wal_sync.sync().await.map_err(|why| {
+            diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::Unknown,
+                Box::new(why.to_string()),
+            )
+        })
     }
 
     /// Opens a pool on `url` (`mysql://...` or `sqlite://<file>`). MySQL connections are made
@@ -452,6 +523,7 @@ impl Db {
                 Ok(Db {
                     history_max_entries: DEFAULT_HISTORY_MAX_ENTRIES,
                     pool: Pool::Mysql(pool),
+                    wal_sync: None,
                 })
             }
             Some(Backend::Sqlite) => {
@@ -494,9 +566,12 @@ impl Db {
                 let pool = with_limits(SqlitePool::builder(manager), pool_size)
                     .build()
                     .map_err(build_error)?;
+                let wal_sync = durable::WalSyncer::start(std::path::Path::new(path))
+                    .map_err(|e| Error::internal(format!("starting the WAL syncer: {e}")))?;
                 Ok(Db {
                     history_max_entries: DEFAULT_HISTORY_MAX_ENTRIES,
                     pool: Pool::Sqlite(pool),
+                    wal_sync: Some(std::sync::Arc::new(wal_sync)),
                 })
             }
             None => Err(Error::InvalidParameterValue(format!(
@@ -596,6 +671,13 @@ impl Db {
                 .map(ToString::to_string)
                 .collect(),
         };
+        // The migrations' writes, and the file itself, new or not, made durable.
+        if let Some(wal_sync) = &self.wal_sync {
+            self.made_durable().await?;
+            wal_sync.sync_database_file().map_err(|e| {
+                Error::DatabaseUnavailable(format!("syncing the database file: {e}"))
+            })?;
+        }
         Ok(applied)
     }
 }
@@ -685,6 +767,65 @@ mod tests {
         assert_eq!(
             Error::from(db_error("Unknown column 'x'")).status(),
             http::StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
+
+    /// Every query body that writes is run by `with_write!`/`with_write_result!`, which make
+    /// the write durable before anyone hears of it: a write run by `with_conn!` would be
+    /// acknowledged while a crash of the host could still take it back.
+    #[test]
+    fn every_write_waits_until_it_is_durable() {
+        const WRITES: &[&str] = &[
+            "diesel::update",
+            "insert_into",
+            "diesel::delete",
+            ".transaction",
+            "replace_into",
+            "conditional_write",
+            "record_entry",
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("src/db")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.push(dir.with_extension("rs"));
+        let mut offenders = Vec::new();
+        for file in files {
+            let source = std::fs::read_to_string(&file).expect("source");
+            // The code, not its tests (this one names the macros in strings).
+            let text = source.split("#[cfg(test)]").next().unwrap_or_default();
+            for (at, _) in text.match_indices("with_conn") {
+                let rest = &text[at..];
+                let Some(open) = rest.find("!(") else {
+                    continue;
+                };
+                // Only invocations of with_conn or with_conn_result.
+                if !matches!(&rest[..open], "with_conn" | "with_conn_result") {
+                    continue;
+                }
+                let mut depth = 0;
+                let body_end = rest[open + 1..]
+                    .char_indices()
+                    .find_map(|(i, c)| {
+                        match c {
+                            '(' => depth += 1,
+                            ')' => depth -= 1,
+                            _ => {}
+                        }
+                        (depth == 0).then_some(open + 1 + i)
+                    })
+                    .expect("balanced");
+                let body = &rest[open..body_end];
+                if WRITES.iter().any(|w| body.contains(w)) {
+                    let line = text[..at].lines().count();
+                    offenders.push(format!("{}:{line}", file.display()));
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "writes run without with_write!: {offenders:?}"
         );
     }
 

@@ -111,6 +111,13 @@ pub enum Error {
     ConductorLost { host: String },
     #[error("Database unavailable: {0}")]
     DatabaseUnavailable(String),
+    /// The database cannot store changes now (out of space, read-only storage, a failing disk);
+    /// the cause in words. Nothing was changed, reads still work, and writes resume once the
+    /// cause is gone.
+    #[error(
+        "The change could not be stored: {0}. Reads still work; please retry once that is resolved."
+    )]
+    DatabaseCannotWrite(String),
 
     // 500: a fault of ours. The message is logged, never shown to the client.
     #[error("{0}")]
@@ -168,7 +175,8 @@ impl Error {
             | Error::TemporaryFailure(_)
             | Error::ConductorUnreachable { .. }
             | Error::ConductorLost { .. }
-            | Error::DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Error::DatabaseUnavailable(_)
+            | Error::DatabaseCannotWrite(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) | Error::DriverOperationError { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -185,6 +193,16 @@ impl Error {
             return "The database is unavailable; please retry.".to_owned();
         }
         self.to_string()
+    }
+
+    /// Whether the database could not take the request now, for a reason that passes (it
+    /// did not answer, or cannot store anything): a held node's write waits for it and tries
+    /// again rather than give the node up.
+    pub fn is_database_away(&self) -> bool {
+        matches!(
+            self,
+            Error::DatabaseUnavailable(_) | Error::DatabaseCannotWrite(_)
+        )
     }
 
     pub fn node_not_found(node: impl Into<String>) -> Self {

@@ -20,8 +20,11 @@ use crate::{
 };
 
 async fn connect_db(config: &Config) -> anyhow::Result<Db> {
-    let db = Db::connect(&config.database.url, config.database.pool_size)?
+    let mut db = Db::connect(&config.database.url, config.database.pool_size)?
         .with_history_max_entries(config.conductor.node_history_max_entries);
+    if !config.database.sqlite_durable {
+        db = db.without_durable_commits();
+    }
     db.ping().await.with_context(|| {
         format!(
             "cannot reach the database at {}",
@@ -353,7 +356,11 @@ pub async fn run_all_in_one(config: Config, shutdown: CancellationToken) -> anyh
         shutdown.clone(),
     )
     .await?;
-    let served = serve_api(&config, all.api_state(), shutdown, || banner(&config)).await;
+    let new_database = all.new_database;
+    let served = serve_api(&config, all.api_state(), shutdown, || {
+        banner(&config, new_database)
+    })
+    .await;
     // The API stops with the signal (or failed to start: then stop the conductor too).
     let stopped = all.stop().await;
     served.and(stopped)
@@ -373,6 +380,8 @@ pub struct AllInOne {
     flush_timeout: std::time::Duration,
     /// One process per SQLite file: held until this is stopped or dropped.
     _file_lock: Option<std::fs::File>,
+    /// Whether this start created the SQLite file (the banner says so).
+    pub new_database: bool,
 }
 
 impl AllInOne {
@@ -385,9 +394,12 @@ impl AllInOne {
         drivers: Registry,
         shutdown: CancellationToken,
     ) -> anyhow::Result<AllInOne> {
-        let file_lock = match db::sqlite_path(&config.database.url) {
-            Some(path) => Some(lock_database_file(path)?),
-            None => None,
+        let (file_lock, new_file) = match db::sqlite_path(&config.database.url) {
+            Some(path) => {
+                let new_file = check_database_file(path, config.database.recreate)?;
+                (Some(lock_database_file(path)?), new_file)
+            }
+            None => (None, false),
         };
         let db = connect_db(config).await?;
         if db.backend() == db::Backend::Sqlite {
@@ -436,6 +448,7 @@ impl AllInOne {
             publishers,
             flush_timeout: config.notifications.flush_timeout,
             _file_lock: file_lock,
+            new_database: new_file,
         })
     }
 
@@ -461,6 +474,35 @@ impl AllInOne {
 
 /// Takes an exclusive lock on `<file>.lock`, refusing a second process on the same database
 /// file: two conductors of the same name on one file would clear each other's locks.
+/// Whether the SQLite file at `path` is new, i.e. this start creates it: announced, since a
+/// user whose database vanished would otherwise learn it from an empty node list. Refused when
+/// traces of a former file remain (its lock file, which every start leaves, or its WAL), unless
+/// `recreate`: the file was there and is gone.
+fn check_database_file(path: &str, recreate: bool) -> anyhow::Result<bool> {
+    let file = std::path::Path::new(path);
+    if file.exists() {
+        return Ok(false);
+    }
+    let shown = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
+    let traces: Vec<String> = [".lock", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| format!("{path}{suffix}"))
+        .filter(|trace| std::path::Path::new(trace).exists())
+        .collect();
+    if !traces.is_empty() && !recreate {
+        bail!(
+            "the database file {} is gone, but {} shows that it was there: refusing to start on              a new, empty database. Restore the file, or start with FERRUM_DATABASE_RECREATE=true              (--database-recreate true) to create a new one",
+            shown.display(),
+            traces.join(" and ")
+        );
+    }
+    tracing::warn!(
+        path = %shown.display(),
+        "Creating a new, empty database at {}", shown.display()
+    );
+    Ok(true)
+}
+
 fn lock_database_file(path: &str) -> anyhow::Result<std::fs::File> {
     let lock_path = format!("{path}.lock");
     let file = std::fs::OpenOptions::new()
@@ -480,9 +522,13 @@ fn lock_database_file(path: &str) -> anyhow::Result<std::fs::File> {
     }
 }
 
-fn banner(config: &Config) {
+fn banner(config: &Config, new_database: bool) {
     let url = format!("{}://{}", scheme(config), config.api.bind);
     let database = match db::Backend::of_url(&config.database.url) {
+        Some(db::Backend::Sqlite) if new_database => format!(
+            "{} (embedded SQLite, NEW and empty: created by this start)",
+            config.database.url
+        ),
         Some(db::Backend::Sqlite) => format!("{} (embedded SQLite)", config.database.url),
         _ => redact_url(&config.database.url),
     };

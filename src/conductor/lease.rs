@@ -14,7 +14,9 @@
 //! the instance token, so a process whose name was claimed after its lease ran out learns it at
 //! its next renewal; and one that cannot renew stops its work before its lease can run out in
 //! the others' eyes (`heartbeat_timeout - heartbeat_interval` after its last renewal), then exits
-//! so that its restart recovers what it held. Node writes are fenced on top by the node lock:
+//! so that its restart recovers what it held. The all-in-one on its embedded file has no peer
+//! to fence against: it never stops for renewals that fail, and renews once it can again.
+//! Node writes are fenced on top by the node lock:
 //! every write of a held node is conditional on `reservation` and `version`, and a take-over
 //! changes both.
 
@@ -222,6 +224,10 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
         .heartbeat_timeout
         .saturating_sub(interval)
         .max(interval * 2);
+    // The embedded file is locked to this process: no other conductor can take its nodes over,
+    // so there is nobody to stop for. It keeps serving what the database allows (reads, while
+    // its disk refuses writes) and renews again once it can.
+    let fenced = ctx.db.backend() != db::Backend::Sqlite;
     let mut renewed_at = Instant::now();
     let mut was_online = None;
     loop {
@@ -231,7 +237,7 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
         let renewed = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            () = tokio::time::sleep_until(deadline) => None,
+            () = tokio::time::sleep_until(deadline), if fenced => None,
             renewed = async {
                 tokio::select! {
                     () = lease.wake.notified() => {}

@@ -64,7 +64,7 @@ pub enum Decision {
 
 /// The first and largest wait before a held node's write is tried again while the database is away.
 const WRITE_RETRY_MIN: Duration = Duration::from_millis(100);
-const WRITE_RETRY_MAX: Duration = Duration::from_secs(2);
+const WRITE_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// How often a write may find the row changed under it (without a lock holder) before giving up:
 /// only a storm of concurrent writers to one node gets there.
@@ -481,7 +481,7 @@ impl Task {
             };
             let cause = match written {
                 Ok(()) => break,
-                Err(Error::DatabaseUnavailable(cause)) => cause,
+                Err(e) if e.is_database_away() => e,
                 // A lost attempt may have committed after the check below read the row.
                 Err(e) if retried => {
                     match db::nodes::get_by_uuid(&self.ctx.db, &self.node.uuid).await {
@@ -495,7 +495,7 @@ impl Task {
             // The outcome is kept and written once the database is back, unless the lease is
             // lost meanwhile: then this host's restart or a take-over decides.
             if self.ctx.lease.is_lost() {
-                return Err(Error::DatabaseUnavailable(cause));
+                return Err(cause);
             }
             warn!(node.uuid = %self.node.uuid, error = %cause, retry_in = ?backoff,
                 "Cannot write the node's outcome yet; keeping it and retrying");
@@ -512,7 +512,7 @@ impl Task {
                         host: fresh.reservation.unwrap_or_else(|| "nobody".to_owned()),
                     });
                 }
-                Err(Error::DatabaseUnavailable(_)) => {}
+                Err(e) if e.is_database_away() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -553,7 +553,7 @@ impl Task {
                 Ok(true) => {}
                 // Also when an earlier attempt released it before its connection broke.
                 Ok(false) => warn!(node.uuid = %self.node.uuid, "lock was already gone at release"),
-                Err(Error::DatabaseUnavailable(cause)) if !self.ctx.lease.is_lost() => {
+                Err(cause) if cause.is_database_away() && !self.ctx.lease.is_lost() => {
                     warn!(node.uuid = %self.node.uuid, error = %cause, retry_in = ?backoff,
                         "Cannot release the lock yet; retrying");
                     tokio::time::sleep(backoff).await;

@@ -6,7 +6,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_conn_result};
+use super::{Db, with_conn, with_write, with_write_result};
 use crate::{
     allocation::{self, Allocation, AllocationChanges},
     error::{Error, Result},
@@ -189,7 +189,7 @@ fn duplicate(allocation: &Allocation, e: diesel::result::Error) -> Error {
 
 /// Inserts an allocation and reads it back.
 pub async fn insert(db: &Db, allocation: &Allocation) -> Result<Allocation> {
-    with_conn_result!(db, |conn| diesel::insert_into(table::table)
+    with_write_result!(db, |conn| diesel::insert_into(table::table)
         .values(allocation)
         .execute(conn)
         .await?)
@@ -208,7 +208,7 @@ pub async fn update(
             updated_at: Some(Some(crate::node::now())),
             ..changes
         };
-        with_conn_result!(db, |conn| diesel::update(table::table.find(allocation.id))
+        with_write_result!(db, |conn| diesel::update(table::table.find(allocation.id))
             .set(&changes)
             .execute(conn)
             .await?)
@@ -219,7 +219,7 @@ pub async fn update(
 
 /// Deletes the allocation `uuid`; false when it was gone already.
 pub async fn delete(db: &Db, uuid: &str) -> Result<bool> {
-    let deleted = with_conn!(db, |conn| diesel::delete(
+    let deleted = with_write!(db, |conn| diesel::delete(
         table::table.filter(table::uuid.eq(uuid))
     )
     .execute(conn)

@@ -3,7 +3,7 @@
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
-use super::{Db, with_conn};
+use super::{Db, with_conn, with_write};
 use crate::{
     error::Result,
     node::{
@@ -39,7 +39,7 @@ pub async fn get(db: &Db, node_id: i32, name: &str) -> Result<Option<BiosSetting
 /// with it), an unchanged one left alone, and a name not among `values` deleted; in one
 /// transaction.
 pub async fn sync(db: &Db, node_id: i32, values: &[BiosValue]) -> Result<()> {
-    with_conn!(db, |conn| conn
+    with_write!(db, |conn| conn
         .transaction::<_, diesel::result::Error, _>(async |conn| {
             let current: Vec<(String, Option<String>)> = bios_settings::table
                 .filter(bios_settings::node_id.eq(node_id))

@@ -4,7 +4,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_conn_result};
+use super::{Db, with_conn, with_write, with_write_result};
 use crate::{
     chassis::{self, Chassis, ChassisChanges},
     error::{Error, Result},
@@ -80,7 +80,7 @@ pub async fn list(
 
 /// Inserts a chassis and reads it back; a duplicate UUID is a 409.
 pub async fn insert(db: &Db, chassis: &Chassis) -> Result<Chassis> {
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(table::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(table::table)
         .values(chassis)
         .execute(conn)
         .await?);
@@ -102,7 +102,7 @@ pub async fn update(db: &Db, chassis: &Chassis, changes: ChassisChanges) -> Resu
             updated_at: Some(Some(crate::node::now())),
             ..changes
         };
-        with_conn!(db, |conn| diesel::update(table::table.find(chassis.id))
+        with_write!(db, |conn| diesel::update(table::table.find(chassis.id))
             .set(&changes)
             .execute(conn)
             .await?);
@@ -112,7 +112,7 @@ pub async fn update(db: &Db, chassis: &Chassis, changes: ChassisChanges) -> Resu
 
 /// Deletes a chassis that no node is in (ChassisNotEmpty, a 400, otherwise).
 pub async fn delete(db: &Db, uuid: &str) -> Result<()> {
-    let deleted = with_conn_result!(db, |conn| diesel::delete(
+    let deleted = with_write_result!(db, |conn| diesel::delete(
         table::table.filter(table::uuid.eq(uuid))
     )
     .execute(conn)

@@ -12,7 +12,7 @@ use super::{
     Db,
     ports::{port_write_error, portgroup_write_error},
     volume::{connector_write_error, target_write_error},
-    with_conn, with_conn_result,
+    with_conn, with_write_result,
 };
 use crate::{
     error::{Error, Result},
@@ -86,7 +86,7 @@ pub async fn change_children(
     let now = crate::node::now();
     // The error of `decide` or of a write, carried out of the transaction that it rolled back.
     let mut refused: Option<Error> = None;
-    let outcome = with_conn_result!(db, |conn| {
+    let outcome = with_write_result!(db, |conn| {
         let refused = &mut refused;
         let decide = &mut decide;
         conn.transaction::<_, diesel::result::Error, _>(async |conn| {

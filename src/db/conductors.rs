@@ -12,7 +12,7 @@ use diesel_async::RunQueryDsl;
 use super::{
     Db,
     models::{Conductor, ConductorRow},
-    with_conn, with_conn_result,
+    with_conn, with_write, with_write_result,
 };
 use crate::{
     error::{Error, Result},
@@ -57,7 +57,7 @@ pub async fn claim(
     // A watched row without an instance was released: the first form takes it.
     let watched = expired.and_then(|c| c.instance.as_deref().map(|i| (i, c.updated_at)));
     let updated = match watched {
-        None => with_conn!(db, |conn| diesel::update(
+        None => with_write!(db, |conn| diesel::update(
             conductors::table
                 .filter(conductors::hostname.eq(host))
                 .filter(conductors::instance.is_null())
@@ -65,7 +65,7 @@ pub async fn claim(
         .set(values)
         .execute(conn)
         .await?),
-        Some((seen, renewed)) => with_conn!(db, |conn| diesel::update(
+        Some((seen, renewed)) => with_write!(db, |conn| diesel::update(
             conductors::table
                 .filter(conductors::hostname.eq(host))
                 .filter(conductors::instance.eq(seen))
@@ -78,7 +78,7 @@ pub async fn claim(
     if updated == 1 {
         return Ok(Claim::Claimed);
     }
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(conductors::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(conductors::table)
         .values((
             conductors::hostname.eq(host),
             conductors::instance.eq(instance),
@@ -104,7 +104,7 @@ pub async fn claim(
 /// (`online`). False when the lease is no longer this process's: another one claimed the name
 /// after this one's lease ran out.
 pub async fn renew(db: &Db, host: &str, instance: &str, online: bool) -> Result<bool> {
-    let updated = with_conn!(db, |conn| diesel::update(
+    let updated = with_write!(db, |conn| diesel::update(
         conductors::table
             .filter(conductors::hostname.eq(host))
             .filter(conductors::instance.eq(instance))
@@ -121,7 +121,7 @@ pub async fn renew(db: &Db, host: &str, instance: &str, online: bool) -> Result<
 /// Gives up the lease of `instance` on `host` (a clean stop, with no node left locked): a
 /// process starting under this name claims it at once.
 pub async fn release(db: &Db, host: &str, instance: &str) -> Result<()> {
-    with_conn!(db, |conn| diesel::update(
+    with_write!(db, |conn| diesel::update(
         conductors::table
             .filter(conductors::hostname.eq(host))
             .filter(conductors::instance.eq(instance))

@@ -15,8 +15,26 @@ impl From<diesel::result::Error> for Error {
             Failure::ConnectionLost | Failure::Transient => {
                 Error::DatabaseUnavailable(e.to_string())
             }
+            Failure::Storage => {
+                tracing::warn!(error = %e, "The database refused a write");
+                Error::DatabaseCannotWrite(storage_cause(&e.to_string()).to_owned())
+            }
             Failure::Answered => Error::Internal(format!("database error: {e}")),
         }
+    }
+}
+
+/// The cause of a [`Failure::Storage`] in a user's words.
+fn storage_cause(message: &str) -> &'static str {
+    if ["full", "No space"].iter().any(|m| message.contains(m)) {
+        "the database is out of space"
+    } else if ["read-only", "readonly", "read only"]
+        .iter()
+        .any(|m| message.contains(m))
+    {
+        "the database's storage is read-only"
+    } else {
+        "the database's disk failed to write"
     }
 }
 

@@ -3,7 +3,7 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn};
+use super::{Db, with_conn, with_write};
 use crate::{error::Result, node::firmware::FirmwareComponent, schema::firmware_components};
 
 /// The components of node `node_id`, by name.
@@ -19,7 +19,7 @@ pub async fn list(db: &Db, node_id: i32) -> Result<Vec<FirmwareComponent>> {
 /// Stores a component of its node: what a firmware interface that reads the hardware's versions
 /// writes (Ironic's `cache_firmware_components`; Ferrum's fake one reads none, as Ironic's).
 pub async fn insert(db: &Db, component: &FirmwareComponent) -> Result<()> {
-    with_conn!(db, |conn| diesel::insert_into(firmware_components::table)
+    with_write!(db, |conn| diesel::insert_into(firmware_components::table)
         .values(component)
         .execute(conn)
         .await?);

@@ -5,7 +5,7 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use super::{Db, order_after, order_by_id, with_conn, with_conn_result};
+use super::{Db, order_after, order_by_id, with_conn, with_write, with_write_result};
 use crate::{
     error::{Error, Result},
     inspection_rule::{self, InspectionRule, InspectionRuleChanges},
@@ -118,7 +118,7 @@ pub async fn for_phase(db: &Db, phase: &str) -> Result<Vec<InspectionRule>> {
 
 /// Inserts a rule and reads it back; a duplicate UUID is a 409.
 pub async fn insert(db: &Db, rule: &InspectionRule) -> Result<InspectionRule> {
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(table::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(table::table)
         .values(rule)
         .execute(conn)
         .await?);
@@ -148,7 +148,7 @@ pub async fn update(
         updated_at: Some(Some(crate::node::now())),
         ..changes
     };
-    let updated = with_conn!(db, |conn| diesel::update(table::table.find(rule.id))
+    let updated = with_write!(db, |conn| diesel::update(table::table.find(rule.id))
         .set(&changes)
         .execute(conn)
         .await?);
@@ -159,7 +159,7 @@ pub async fn update(
 }
 
 pub async fn delete(db: &Db, uuid: &str) -> Result<()> {
-    let deleted = with_conn!(db, |conn| diesel::delete(
+    let deleted = with_write!(db, |conn| diesel::delete(
         table::table.filter(table::uuid.eq(uuid))
     )
     .execute(conn)

@@ -147,7 +147,7 @@ macro_rules! named_queries {
             record: &$record,
         ) -> $crate::error::Result<$record> {
             let inserted =
-                $crate::db::with_conn_result!(db, |conn| diesel::insert_into($table::table)
+                $crate::db::with_write_result!(db, |conn| diesel::insert_into($table::table)
                     .values(record)
                     .execute(conn)
                     .await?);
@@ -176,7 +176,7 @@ macro_rules! named_queries {
                     updated_at: Some(Some($crate::node::now())),
                     ..changes
                 };
-                let updated = $crate::db::with_conn_result!(db, |conn| diesel::update(
+                let updated = $crate::db::with_write_result!(db, |conn| diesel::update(
                     $table::table.find(record.id)
                 )
                 .set(&changes)
@@ -195,7 +195,7 @@ macro_rules! named_queries {
         }
 
         pub async fn delete(db: &$crate::db::Db, uuid: &str) -> $crate::error::Result<()> {
-            let deleted = $crate::db::with_conn!(db, |conn| diesel::delete(
+            let deleted = $crate::db::with_write!(db, |conn| diesel::delete(
                 $table::table.filter($table::uuid.eq(uuid))
             )
             .execute(conn)

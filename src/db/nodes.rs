@@ -9,7 +9,7 @@ use chrono::NaiveDateTime;
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
-use super::{Db, history::record_entry, with_conn, with_conn_result};
+use super::{Db, history::record_entry, with_conn, with_write, with_write_result};
 use crate::{
     error::{Error, Result},
     node::{
@@ -358,7 +358,7 @@ pub async fn list(db: &Db, limit: i64, marker: Option<&str>) -> Result<Vec<Node>
 /// UUID, name or instance UUID is a 409.
 pub async fn insert(db: &Db, node: &Node) -> Result<Node> {
     let uuid = node.uuid.clone();
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(nodes::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(nodes::table)
         .values(node)
         .execute(conn)
         .await?);
@@ -400,7 +400,7 @@ fn unique_conflict(e: diesel::result::Error, uuid: &str, name: Option<&str>) -> 
 
 /// Takes the node lock for `host` if nobody holds it. True when this call won it.
 pub async fn reserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
-    let changed = with_conn!(db, |conn| diesel::update(
+    let changed = with_write!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::uuid.eq(uuid))
             .filter(nodes::reservation.is_null())
@@ -413,7 +413,7 @@ pub async fn reserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
 
 /// Drops a lock `host` took with [`reserve`] before it could read the node. True when it did.
 pub async fn unreserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
-    let changed = with_conn!(db, |conn| diesel::update(
+    let changed = with_write!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::uuid.eq(uuid))
             .filter(nodes::reservation.eq(host))
@@ -427,7 +427,7 @@ pub async fn unreserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
 /// Releases the lock if `host` holds it and the row is still at `version` (so a stale task cannot
 /// release a lock that a newer task of the same host took since). True when it did.
 pub async fn release(db: &Db, node_id: i32, host: &str, version: i64) -> Result<bool> {
-    let changed = with_conn!(db, |conn| diesel::update(
+    let changed = with_write!(db, |conn| diesel::update(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.eq(host))
@@ -514,7 +514,7 @@ pub async fn update_held_recording(
     let changes = stamped(changes);
     let entry = entry.filter(|_| db.history_max_entries() > 0);
     let max = db.history_max_entries();
-    let changed = with_conn_result!(db, |conn| {
+    let changed = with_write_result!(db, |conn| {
         macro_rules! conditional_write {
             ($conn:expr) => {
                 diesel::update(
@@ -560,7 +560,7 @@ pub async fn update_unlocked(
         &changes,
     );
     let max = db.history_max_entries();
-    let changed = with_conn_result!(db, |conn| {
+    let changed = with_write_result!(db, |conn| {
         macro_rules! conditional_write {
             ($conn:expr) => {
                 diesel::update(
@@ -603,7 +603,7 @@ fn failure_entry(
 
 /// Deletes a node nobody has locked, if it is still at `version`. True when deleted.
 pub async fn delete_unlocked(db: &Db, node_id: i32, version: i64) -> Result<bool> {
-    let deleted = with_conn!(db, |conn| diesel::delete(
+    let deleted = with_write!(db, |conn| diesel::delete(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.is_null())
@@ -762,7 +762,7 @@ pub async fn power_scan_page(
 /// which `_` and `%` in a host name act as wildcards (`clear_node_reservations_for_conductor` in
 /// `ironic/db/sqlalchemy/api.py`).
 pub async fn clear_reservations(db: &Db, host: &str) -> Result<usize> {
-    Ok(with_conn!(db, |conn| diesel::update(
+    Ok(with_write!(db, |conn| diesel::update(
         nodes::table.filter(nodes::reservation.eq(host))
     )
     .set(nodes::reservation.eq(None::<String>))

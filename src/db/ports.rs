@@ -5,7 +5,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_conn_result};
+use super::{Db, with_conn, with_write_result};
 use crate::{
     error::{Error, Result},
     ports::{Port, Portgroup},
@@ -290,7 +290,7 @@ pub async fn list_portgroups(
 /// Inserts a port and reads it back. A duplicate address or UUID is a 409; a node or portgroup
 /// that is gone (the foreign keys) is a 400, as Ironic answers a create that names a missing one.
 pub async fn insert_port(db: &Db, port: &Port) -> Result<Port> {
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(ports::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(ports::table)
         .values(port)
         .execute(conn)
         .await?);
@@ -307,7 +307,7 @@ pub async fn insert_port(db: &Db, port: &Port) -> Result<Port> {
 
 /// Inserts a portgroup and reads it back, as [`insert_port`].
 pub async fn insert_portgroup(db: &Db, portgroup: &Portgroup) -> Result<Portgroup> {
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(portgroups::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(portgroups::table)
         .values(portgroup)
         .execute(conn)
         .await?);

@@ -29,7 +29,7 @@ pub async fn set_traits(
     traits: Vec<String>,
 ) -> crate::error::Result<()> {
     let runbook = get(db, ident).await?;
-    let written = crate::db::with_conn!(db, |conn| diesel::update(table::table.find(runbook.id))
+    let written = crate::db::with_write!(db, |conn| diesel::update(table::table.find(runbook.id))
         .set((
             table::traits.eq(crate::node::Json(traits.clone())),
             table::updated_at.eq(Some(crate::node::now())),
@@ -58,7 +58,7 @@ pub async fn edit_traits(
         if traits == runbook.traits.0 {
             return Ok(());
         }
-        let written = crate::db::with_conn!(db, |conn| diesel::update(
+        let written = crate::db::with_write!(db, |conn| diesel::update(
             table::table
                 .find(runbook.id)
                 .filter(table::traits.eq(&runbook.traits))

@@ -4,7 +4,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_conn_result};
+use super::{Db, with_conn, with_write_result};
 use crate::{
     error::{Error, Result},
     schema::{volume_connectors, volume_targets},
@@ -128,7 +128,7 @@ pub async fn list_targets(
 /// Inserts a connector and reads it back. A duplicate (type, connector ID) or UUID is a 409; a
 /// node that is gone (the foreign key) is a 400, as Ironic answers a create naming a missing one.
 pub async fn insert_connector(db: &Db, connector: &VolumeConnector) -> Result<VolumeConnector> {
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(volume_connectors::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(volume_connectors::table)
         .values(connector)
         .execute(conn)
         .await?);
@@ -140,7 +140,7 @@ pub async fn insert_connector(db: &Db, connector: &VolumeConnector) -> Result<Vo
 
 /// Inserts a target and reads it back, as [`insert_connector`].
 pub async fn insert_target(db: &Db, target: &VolumeTarget) -> Result<VolumeTarget> {
-    let inserted = with_conn_result!(db, |conn| diesel::insert_into(volume_targets::table)
+    let inserted = with_write_result!(db, |conn| diesel::insert_into(volume_targets::table)
         .values(target)
         .execute(conn)
         .await?);

@@ -25,6 +25,7 @@ mod db;
 mod deploy;
 mod deploy_templates;
 mod drivers;
+mod durability;
 mod embedded;
 mod failures;
 mod faults;

@@ -566,7 +566,7 @@ impl Api {
         }
     }
 
-    async fn try_get(&self, path: &str) -> Option<Value> {
+    pub async fn try_get(&self, path: &str) -> Option<Value> {
         let resp = self
             .client
             .get(format!("{}{path}", self.base))
