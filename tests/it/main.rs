@@ -61,3 +61,4 @@ mod tls;
 mod vmedia;
 mod volume;
 mod watch;
+mod wedged;
