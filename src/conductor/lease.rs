@@ -14,7 +14,9 @@
 //! the instance token, so a process whose name was claimed after its lease ran out learns it at
 //! its next renewal; and one that cannot renew stops its work before its lease can run out in
 //! the others' eyes (`heartbeat_timeout - heartbeat_interval` after its last renewal), then exits
-//! so that its restart recovers what it held. Node writes are fenced on top by the node lock:
+//! so that its restart recovers what it held; a request it receives past that moment (it was
+//! paused, and wakes with requests in its socket) is refused ([`Lease::is_held`], checked by the
+//! dispatcher) whatever runs first on waking. Node writes are fenced on top by the node lock:
 //! every write of a held node is conditional on `reservation` and `version`, and a take-over
 //! changes both.
 
@@ -32,7 +34,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::Ctx;
-use crate::db::{self, conductors::Claim, models::Conductor};
+use crate::{
+    config::ConductorConfig,
+    db::{self, conductors::Claim, models::Conductor},
+};
 
 /// This process's hold on its host name, shared by everything the conductor runs.
 pub struct Lease {
@@ -48,6 +53,11 @@ pub struct Lease {
     attached: Mutex<watch::Receiver<bool>>,
     /// Since when every renewal has reached the database; None while it cannot.
     db_ok_since: Mutex<Option<Instant>>,
+    /// Until when this process may act as its host: the start of its last renewal that
+    /// landed, plus [`work_limit`]. The keeper fences the work at that moment, but a process
+    /// paused past it (SIGSTOP, a frozen VM) resumes with requests already in its socket, and
+    /// they may be handled before the keeper runs: [`Lease::is_held`] refuses them.
+    held_until: Mutex<Option<Instant>>,
     /// Wakes the keeper to write `online` at once.
     wake: Notify,
     /// Held across a renewal, from reading `online` to the database's answer: renewals are
@@ -65,6 +75,7 @@ impl Lease {
             serving: watch::Sender::new(false),
             attached: Mutex::new(watch::channel(false).1),
             db_ok_since: Mutex::new(None),
+            held_until: Mutex::new(None),
             wake: Notify::new(),
             renewing: tokio::sync::Mutex::new(()),
         }
@@ -76,6 +87,24 @@ impl Lease {
 
     pub async fn lost(&self) {
         self.lost.cancelled().await;
+    }
+
+    /// Whether the lease is still this process's now: not lost, and renewed recently enough
+    /// that no other conductor may count it as run out. A clock read and a lock, no statement.
+    pub fn is_held(&self) -> bool {
+        let until = *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        !self.is_lost() && until.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Records a renewal (or the claim) that started at `at` and landed.
+    fn renewed(&self, at: Instant, limit: Duration) {
+        *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at + limit);
     }
 
     /// Joins (true) or leaves (false) the hash rings at the next renewal, which this triggers.
@@ -155,6 +184,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
     let embedded = ctx.db.backend() == db::Backend::Sqlite;
     let mut watched: Option<Conductor> = None;
     for _ in 0..4 {
+        let started = Instant::now();
         let claim = db::conductors::claim(
             &ctx.db,
             host,
@@ -169,6 +199,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
         let row = match claim {
             Claim::Claimed => {
                 lease.db_answered(true);
+                lease.renewed(started, work_limit(&ctx.config));
                 return Ok(());
             }
             Claim::Held(row) => row,
@@ -215,13 +246,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
 pub async fn keep(ctx: Ctx, stop: CancellationToken) {
     let lease = &ctx.lease;
     let interval = ctx.config.heartbeat_interval;
-    // Stop working before the others may count this lease as run out; but never before the
-    // next renewal (one interval on) has had an interval to answer.
-    let limit = ctx
-        .config
-        .heartbeat_timeout
-        .saturating_sub(interval)
-        .max(interval * 2);
+    let limit = work_limit(&ctx.config);
     let mut renewed_at = Instant::now();
     let mut was_online = None;
     loop {
@@ -258,6 +283,7 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
             Ok(true) => {
                 renewed_at = started;
                 lease.db_answered(true);
+                lease.renewed(started, limit);
                 if was_online != Some(online) {
                     info!(conductor.host = %ctx.host, online, "Conductor {} is {}", ctx.host,
                         if online { "online" } else { "offline (not taking requests)" });
@@ -279,6 +305,17 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
             }
         }
     }
+}
+
+/// How long after the start of its last renewal that landed a conductor may still work: it
+/// stops before the others may count its lease as run out, but never before the next renewal
+/// (one interval on) has had an interval to answer.
+fn work_limit(config: &ConductorConfig) -> Duration {
+    let interval = config.heartbeat_interval;
+    config
+        .heartbeat_timeout
+        .saturating_sub(interval)
+        .max(interval * 2)
 }
 
 fn fence(ctx: &Ctx) {

@@ -327,3 +327,55 @@ async fn a_paused_conductor_leaves_the_ring_within_seconds_and_applies_nothing_w
     cluster.assert_no_locks().await;
 }
 
+/// Multi-host: a conductor paused for longer than its lease, but not long enough for RabbitMQ to
+/// drop it (heartbeats of 5 s here, as an operator may set them in the transport URL), wakes with
+/// a PATCH sent to it meanwhile waiting in its socket and its connection still up. It refuses the
+/// PATCH, answering that it did not apply it (whatever runs first on waking, the keeper that
+/// fences its work or the consumer), and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_woken_after_its_lease_ran_out_refuses_what_it_was_sent() {
+    let Some(url) = amqp_url() else {
+        return;
+    };
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        rpc_timeout: 30.0,
+        heartbeat_timeout: 2.5,
+        amqp_url: Some(format!("{url}?heartbeat=5")),
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    let node = api.create_node(json!({"driver": "fake-hardware"})).await;
+    let node = node["uuid"].as_str().unwrap().to_owned();
+    let paused = cluster.owner_of(&node);
+    let process = format!("conductor{}", cluster.conductor_index(&paused));
+
+    let paused_at = Instant::now();
+    cluster.signal(&process, "STOP");
+    let in_flight = patch_in_background(&api, &node, "step", "while paused", paused_at);
+    wait_alive(&api, &paused, false, paused_at).await;
+    cluster.signal(&process, "CONT");
+    let (answered, r) = tokio::time::timeout(PATIENCE, in_flight)
+        .await
+        .expect("the PATCH sent to the paused conductor is answered")
+        .unwrap();
+    eprintln!(
+        "woken conductor: answered after {answered:?}: {} {}",
+        r.status, r.body
+    );
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(
+        r.fault().contains(&format!(
+            "Conductor {paused} lost its lease on its host name and did not apply"
+        )),
+        "{}",
+        r.body
+    );
+    assert!(api.node(&node).await["extra"].get("step").is_none());
+    let status = cluster.wait_exit(&process).await;
+    assert!(!status.success(), "it exits with an error: {status}");
+    cluster.assert_no_locks().await;
+}
