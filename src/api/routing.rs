@@ -1,6 +1,7 @@
 //! Which conductor a request goes to: the hash ring of the node's conductor group and driver
 //! over the alive conductors (built by `rpc::topology::Rings`, as take-over builds it), cached
-//! for `hash_ring_reset_interval` and rebuilt at once on a miss.
+//! for `hash_ring_reset_interval` and rebuilt at once on a miss; a conductor a call found gone
+//! is left out of the cached rings until they are next rebuilt.
 
 use std::{
     sync::{Arc, RwLock},
@@ -48,17 +49,23 @@ impl ConductorRouter {
             .ok_or_else(|| no_valid_host(route))
     }
 
-    /// Where a node's requests go while its conductor `gone` has vanished but still looks alive
-    /// (its heartbeat has not timed out yet): the host that will own the node once it has.
+    /// Where a node's requests go while its conductor `gone` has vanished (its queue has: it
+    /// died, or the broker dropped it for going silent) but may still look alive (its lease has
+    /// not run out yet): the host that will own the node once it has left. Until the next
+    /// refresh the rings kept are those without `gone`, so its other nodes' requests go to
+    /// their next owners at once rather than each first finding its queue gone, and the nodes
+    /// show those as their conductor.
     pub async fn host_instead_of(&self, route: &Route<'_>, gone: &str) -> Result<Option<String>> {
         // Read afresh: the gone conductor may have left the rings already.
-        let rings = self.rebuild().await?;
+        let alive = db::conductors::list_alive(&self.db, self.heartbeat_timeout).await?;
+        let rings = Rings::from_conductors(&alive);
         if rings.is_empty() {
             return Err(Error::TemporaryFailure(
                 "No conductor service is online; please retry.".to_owned(),
             ));
         }
-        Ok(rings.owner_excluding(route, gone).map(str::to_owned))
+        let rings = self.keep(rings.without(gone));
+        Ok(rings.owner(route).map(str::to_owned))
     }
 
     /// The node's conductor as the API shows it (`conductor`, 1.49): the owner on the current
@@ -101,10 +108,15 @@ impl ConductorRouter {
 
     async fn rebuild(&self) -> Result<Arc<Rings>> {
         let alive = db::conductors::list_alive(&self.db, self.heartbeat_timeout).await?;
-        let rings = Arc::new(Rings::from_conductors(&alive));
+        Ok(self.keep(Rings::from_conductors(&alive)))
+    }
+
+    /// Caches `rings` until the next refresh.
+    fn keep(&self, rings: Rings) -> Arc<Rings> {
+        let rings = Arc::new(rings);
         if let Ok(mut cache) = self.cache.write() {
             *cache = Some((Instant::now(), rings.clone()));
         }
-        Ok(rings)
+        rings
     }
 }

@@ -58,6 +58,14 @@ impl RequestHandler for Dispatcher {
                 "RPC envelope version {} is newer than this conductor's {WIRE_VERSION}",
                 envelope.version
             )))
+        } else if !self.ctx.lease.is_held() {
+            // Its nodes may have been taken over, and the request sent again to their next
+            // owner: applied now, it could undo what was done since.
+            Err(Error::TemporaryFailure(format!(
+                "Conductor {} lost its lease on its host name and did not apply {method}; \
+                 please retry.",
+                self.ctx.host
+            )))
         } else {
             let ctx = self.ctx.clone();
             // The key a node records: the request id and what was asked (see `digest`).

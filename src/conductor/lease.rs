@@ -14,7 +14,9 @@
 //! the instance token, so a process whose name was claimed after its lease ran out learns it at
 //! its next renewal; and one that cannot renew stops its work before its lease can run out in
 //! the others' eyes (`heartbeat_timeout - heartbeat_interval` after its last renewal), then exits
-//! so that its restart recovers what it held. The all-in-one on its embedded file has no peer
+//! so that its restart recovers what it held; a request it receives past that moment (it was
+//! paused, and wakes with requests in its socket) is refused ([`Lease::is_held`], checked by the
+//! dispatcher) whatever runs first on waking. The all-in-one on its embedded file has no peer
 //! to fence against: it never stops for renewals that fail, and renews once it can again.
 //! Node writes are fenced on top by the node lock:
 //! every write of a held node is conditional on `reservation` and `version`, and a take-over
@@ -34,7 +36,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::Ctx;
-use crate::db::{self, conductors::Claim, models::Conductor};
+use crate::{
+    config::ConductorConfig,
+    db::{self, conductors::Claim, models::Conductor},
+};
 
 /// This process's hold on its host name, shared by everything the conductor runs.
 pub struct Lease {
@@ -50,6 +55,14 @@ pub struct Lease {
     attached: Mutex<watch::Receiver<bool>>,
     /// Since when every renewal has reached the database; None while it cannot.
     db_ok_since: Mutex<Option<Instant>>,
+    /// Until when this process may act as its host: the start of its last renewal that
+    /// landed, plus [`work_limit`]. The keeper fences the work at that moment, but a process
+    /// paused past it (SIGSTOP, a frozen VM) resumes with requests already in its socket, and
+    /// they may be handled before the keeper runs: [`Lease::is_held`] refuses them.
+    held_until: Mutex<Option<Instant>>,
+    /// Whether no other process can serve this host's nodes (the all-in-one's embedded file is
+    /// locked to it): then the lease never runs out for lack of renewals.
+    peerless: std::sync::atomic::AtomicBool,
     /// Wakes the keeper to write `online` at once.
     wake: Notify,
     /// Held across a renewal, from reading `online` to the database's answer: renewals are
@@ -67,6 +80,8 @@ impl Lease {
             serving: watch::Sender::new(false),
             attached: Mutex::new(watch::channel(false).1),
             db_ok_since: Mutex::new(None),
+            held_until: Mutex::new(None),
+            peerless: std::sync::atomic::AtomicBool::new(false),
             wake: Notify::new(),
             renewing: tokio::sync::Mutex::new(()),
         }
@@ -78,6 +93,29 @@ impl Lease {
 
     pub async fn lost(&self) {
         self.lost.cancelled().await;
+    }
+
+    /// Whether the lease is still this process's now: not lost, and renewed recently enough
+    /// that no other conductor may count it as run out. A clock read and a lock, no statement.
+    pub fn is_held(&self) -> bool {
+        let until = *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        !self.is_lost() && (self.is_peerless() || until.is_some_and(|until| Instant::now() < until))
+    }
+
+    /// Whether no other process can serve this host's nodes (see `peerless`).
+    pub fn is_peerless(&self) -> bool {
+        self.peerless.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records a renewal (or the claim) that started at `at` and landed.
+    fn renewed(&self, at: Instant, limit: Duration) {
+        *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at + limit);
     }
 
     /// Joins (true) or leaves (false) the hash rings at the next renewal, which this triggers.
@@ -155,8 +193,12 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
         chrono::Duration::from_std(ctx.config.heartbeat_timeout).unwrap_or(chrono::Duration::MAX);
     let fresh = |c: &Conductor| c.updated_at >= crate::node::now() - timeout;
     let embedded = ctx.db.backend() == db::Backend::Sqlite;
+    lease
+        .peerless
+        .store(embedded, std::sync::atomic::Ordering::Relaxed);
     let mut watched: Option<Conductor> = None;
     for _ in 0..4 {
+        let started = Instant::now();
         let claim = db::conductors::claim(
             &ctx.db,
             host,
@@ -171,6 +213,7 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
         let row = match claim {
             Claim::Claimed => {
                 lease.db_answered(true);
+                lease.renewed(started, work_limit(&ctx.config));
                 return Ok(());
             }
             Claim::Held(row) => row,
@@ -217,17 +260,11 @@ pub async fn acquire(ctx: &Ctx) -> anyhow::Result<()> {
 pub async fn keep(ctx: Ctx, stop: CancellationToken) {
     let lease = &ctx.lease;
     let interval = ctx.config.heartbeat_interval;
-    // Stop working before the others may count this lease as run out; but never before the
-    // next renewal (one interval on) has had an interval to answer.
-    let limit = ctx
-        .config
-        .heartbeat_timeout
-        .saturating_sub(interval)
-        .max(interval * 2);
+    let limit = work_limit(&ctx.config);
     // The embedded file is locked to this process: no other conductor can take its nodes over,
     // so there is nobody to stop for. It keeps serving what the database allows (reads, while
     // its disk refuses writes) and renews again once it can.
-    let fenced = ctx.db.backend() != db::Backend::Sqlite;
+    let fenced = !lease.is_peerless();
     let mut renewed_at = Instant::now();
     let mut was_online = None;
     loop {
@@ -264,6 +301,7 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
             Ok(true) => {
                 renewed_at = started;
                 lease.db_answered(true);
+                lease.renewed(started, limit);
                 if was_online != Some(online) {
                     info!(conductor.host = %ctx.host, online, "Conductor {} is {}", ctx.host,
                         if online { "online" } else { "offline (not taking requests)" });
@@ -285,6 +323,17 @@ pub async fn keep(ctx: Ctx, stop: CancellationToken) {
             }
         }
     }
+}
+
+/// How long after the start of its last renewal that landed a conductor may still work: it
+/// stops before the others may count its lease as run out, but never before the next renewal
+/// (one interval on) has had an interval to answer.
+fn work_limit(config: &ConductorConfig) -> Duration {
+    let interval = config.heartbeat_interval;
+    config
+        .heartbeat_timeout
+        .saturating_sub(interval)
+        .max(interval * 2)
 }
 
 fn fence(ctx: &Ctx) {

@@ -18,7 +18,9 @@
 //!
 //! One connection is shared by callers and servers. When it is lost, calls fail with
 //! [`TransportError::Unavailable`] while a supervisor task reconnects with capped
-//! exponential backoff; servers re-attach to their queue on the new connection.
+//! exponential backoff; servers re-attach to their queue on the new connection. A connection
+//! whose peer goes silent is lost too, after a few seconds of AMQP heartbeats
+//! ([`HEARTBEAT_SECS`]), on both sides.
 use std::{
     collections::HashMap,
     future::{Future, poll_fn},
@@ -57,6 +59,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// of what a Ferrum process otherwise holds. Ferrum's messages are a few KiB (a node in
 /// MessagePack), so 16 KiB frames carry nearly all in one frame, and the buffers take 1 MiB.
 const FRAME_MAX: u32 = 16 * 1024;
+/// The AMQP heartbeat this side asks for, in seconds (the URL's `heartbeat` wins when it gives
+/// one; the two sides then use the lower of their values). A side that hears nothing from its
+/// peer for two to three heartbeats counts the connection as dead: RabbitMQ closes a paused or
+/// silenced conductor's connection, which deletes its auto-delete queue, so calls waiting on it
+/// end as [`TransportError::Lost`] at the next queue check and new ones are unroutable; and lapin
+/// fails the connection of a conductor that hears nothing, which takes it off the hash rings
+/// (its consumer is detached). With RabbitMQ's default (60 s) a wedged conductor kept its nodes
+/// for minutes. Heartbeat frames are sent only on an idle connection: nothing per RPC.
+const HEARTBEAT_SECS: u16 = 2;
 /// How often a call still waiting for its reply checks that its conductor's queue still exists.
 const QUEUE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a cast waits for its confirm: a blocked broker (memory or disk alarm) sends none.
@@ -278,6 +289,7 @@ impl Session {
             .parse()
             .map_err(|e: String| TransportError::Unavailable(format!("bad transport URL: {e}")))?;
         uri.query.frame_max.get_or_insert(FRAME_MAX);
+        uri.query.heartbeat.get_or_insert(HEARTBEAT_SECS);
         let connection =
             tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_uri(uri, properties))
                 .await

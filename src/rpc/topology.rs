@@ -52,20 +52,6 @@ impl HashRing {
         let at = self.points.partition_point(|&(p, _)| p < h) % self.points.len();
         Some(&self.hosts[self.points[at].1])
     }
-
-    /// The host owning `key` once `excluded` is left out: the next host clockwise, which is where
-    /// the key moves when `excluded` leaves the ring.
-    pub fn owner_excluding(&self, key: &str, excluded: &str) -> Option<&str> {
-        if self.points.is_empty() {
-            return None;
-        }
-        let h = stable_hash(key.as_bytes());
-        let start = self.points.partition_point(|&(p, _)| p < h);
-        (0..self.points.len())
-            .map(|i| &self.hosts[self.points[(start + i) % self.points.len()].1])
-            .find(|host| host.as_str() != excluded)
-            .map(String::as_str)
-    }
 }
 
 /// What the rings need to know of a conductor.
@@ -128,12 +114,20 @@ impl Rings {
         self.rings.get(&route.ring())?.owner(route.uuid)
     }
 
-    /// The host serving the node at `route` once `excluded` has left its ring (see
-    /// [`HashRing::owner_excluding`]).
-    pub fn owner_excluding(&self, route: &Route<'_>, excluded: &str) -> Option<&str> {
-        self.rings
-            .get(&route.ring())?
-            .owner_excluding(route.uuid, excluded)
+    /// The rings as they are once `host` has left them: each of its nodes goes to the next
+    /// host clockwise on its ring, and no other node moves.
+    pub fn without(&self, host: &str) -> Rings {
+        Rings {
+            rings: self
+                .rings
+                .iter()
+                .map(|(key, ring)| {
+                    let others = ring.hosts.iter().filter(|h| *h != host).cloned();
+                    (key.clone(), HashRing::new(others))
+                })
+                .filter(|(_, ring)| !ring.hosts.is_empty())
+                .collect(),
+        }
     }
 }
 
@@ -181,14 +175,28 @@ mod tests {
     }
 
     #[test]
-    fn excluding_a_host_gives_where_its_keys_go_when_it_leaves() {
-        let three = HashRing::new(["c1".to_owned(), "c2".to_owned(), "c3".to_owned()]);
-        let two = HashRing::new(["c1".to_owned(), "c2".to_owned()]);
+    fn without_a_host_its_keys_go_to_the_next_host_and_no_other_key_moves() {
+        let fake = vec!["fake".to_owned()];
+        let member = |host| Member {
+            host,
+            group: "",
+            drivers: &fake,
+        };
+        let three = Rings::new([member("c1"), member("c2"), member("c3")]);
+        let two = Rings::new([member("c1"), member("c2")]);
+        let without = three.without("c3");
         for k in keys(500) {
-            assert_eq!(three.owner_excluding(&k, "c3"), two.owner(&k));
+            let route = Route {
+                uuid: &k,
+                driver: "fake",
+                group: "",
+            };
+            assert_eq!(without.owner(&route), two.owner(&route));
+            if three.owner(&route) != Some("c3") {
+                assert_eq!(without.owner(&route), three.owner(&route));
+            }
         }
-        let one = HashRing::new(["c1".to_owned()]);
-        assert_eq!(one.owner_excluding("x", "c1"), None);
+        assert!(Rings::new([member("c1")]).without("c1").is_empty());
     }
 
     #[test]
@@ -219,8 +227,8 @@ mod tests {
             assert_eq!(rings.owner(&route("fake", "rack")), Some("c3"));
             assert_eq!(rings.owner(&route("x", "rack")), Some("c3"));
             assert_eq!(rings.owner(&route("y", "")), None);
-            assert_eq!(rings.owner_excluding(&route("x", ""), "c2"), None);
-            assert_eq!(rings.owner_excluding(&route("fake", ""), "c1"), Some("c2"));
+            assert_eq!(rings.without("c2").owner(&route("x", "")), None);
+            assert_eq!(rings.without("c1").owner(&route("fake", "")), Some("c2"));
         }
         assert!(!rings.is_empty());
         assert!(Rings::new([]).is_empty());

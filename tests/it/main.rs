@@ -62,3 +62,4 @@ mod tls;
 mod vmedia;
 mod volume;
 mod watch;
+mod wedged;

@@ -336,12 +336,18 @@ impl Cluster {
 
     /// SIGTERM, without waiting for the process to exit.
     pub fn signal_term(&mut self, name: &str) {
+        self.signal(name, "TERM");
+    }
+
+    /// Sends the signal `signal` (`TERM`, `STOP`, `CONT`, ...) to process `name`.
+    pub fn signal(&mut self, name: &str, signal: &str) {
         let child = self.child(name).expect("process");
         let pid = child.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
             .status()
-            .expect("kill -TERM");
+            .expect("kill");
+        assert!(sent.success(), "kill -{signal} {name}");
     }
 
     /// SIGTERM, then waits for the process to exit by itself.

@@ -1,0 +1,381 @@
+//! Wedged conductors (multi-host): one whose link to RabbitMQ goes silent (a TCP proxy that stops
+//! forwarding without closing anything), and one paused with SIGSTOP. Each leaves the hash ring
+//! within seconds, and requests for its nodes, those already waiting and new ones, are answered
+//! within seconds by the next conductor on the ring rather than at the RPC timeout. A paused
+//! conductor that wakes after its lease ran out applies nothing it was sent, and exits.
+
+use std::time::{Duration, Instant};
+
+use lapin::uri::AMQPUri;
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::{
+        TcpListener, TcpStream,
+        tcp::{OwnedReadHalf, OwnedWriteHalf},
+    },
+    task::{AbortHandle, JoinSet},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::util::{
+    Api, amqp_url,
+    cluster::{Cluster, ClusterOptions},
+};
+
+/// What the requirement allows: a wedged conductor is out of the ring, and requests for its
+/// nodes are answered, within this long.
+const WITHIN: Duration = Duration::from_secs(10);
+/// How long a test waits for something that must happen within [`WITHIN`] before failing, so
+/// that a failure reports how long it took.
+const PATIENCE: Duration = Duration::from_secs(40);
+
+/// A TCP proxy on loopback in front of RabbitMQ that can go silent: it then stops forwarding in
+/// both directions but keeps every connection open (no FIN, no RST), as a dead link or a stuck
+/// middlebox does; a connection made while it is silent is accepted and gets nothing either.
+struct SilentProxy {
+    url: String,
+    silent: CancellationToken,
+    accept: AbortHandle,
+}
+
+impl SilentProxy {
+    async fn start(broker: &AMQPUri) -> SilentProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let mut url = broker.clone();
+        url.authority.host = "127.0.0.1".to_owned();
+        url.authority.port = listener.local_addr().expect("addr").port();
+        let upstream = (broker.authority.host.clone(), broker.authority.port);
+        let silent = CancellationToken::new();
+        let accept = tokio::spawn({
+            let silent = silent.clone();
+            async move {
+                // Dropped with the accept task, which closes every connection.
+                let mut links = JoinSet::new();
+                let mut held = Vec::new();
+                while let Ok((client, _)) = listener.accept().await {
+                    if silent.is_cancelled() {
+                        held.push(client);
+                        continue;
+                    }
+                    let Ok(broker) = TcpStream::connect(upstream.clone()).await else {
+                        continue;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (broker_read, broker_write) = broker.into_split();
+                    links.spawn(pump(client_read, broker_write, silent.clone()));
+                    links.spawn(pump(broker_read, client_write, silent.clone()));
+                }
+            }
+        })
+        .abort_handle();
+        SilentProxy {
+            url: url.to_string(),
+            silent,
+            accept,
+        }
+    }
+
+    fn silence(&self) {
+        self.silent.cancel();
+    }
+}
+
+impl Drop for SilentProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Forwards `from` to `to` until the proxy goes silent, then holds both open, forwarding
+/// nothing.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, silent: CancellationToken) {
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let read = tokio::select! {
+            () = silent.cancelled() => break,
+            read = from.read(&mut buf) => read,
+        };
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    // Both halves stay open while this waits.
+    std::future::pending::<()>().await;
+}
+
+/// Whether GET /v1/conductors/{host} shows conductor `host` as alive (false while it has not
+/// registered yet).
+async fn is_alive(api: &Api, host: &str) -> bool {
+    let r = api.get(&format!("/v1/conductors/{host}")).await;
+    match r.status {
+        StatusCode::OK => r.body["alive"] == true,
+        StatusCode::NOT_FOUND => false,
+        status => panic!("{status} {}", r.body),
+    }
+}
+
+/// Waits (at most [`PATIENCE`]) until the API shows conductor `host` as `alive`; how long since
+/// `since` it took.
+async fn wait_alive(api: &Api, host: &str, alive: bool, since: Instant) -> Duration {
+    loop {
+        if is_alive(api, host).await == alive {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < PATIENCE,
+            "conductor {host} still does not show alive={alive} after {:?}",
+            since.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A PATCH of the node adding `extra/<key> = value`, sent on a task of its own; how long since
+/// `since` it took to be answered, with the answer.
+fn patch_in_background(
+    api: &Api,
+    node: &str,
+    key: &str,
+    value: &str,
+    since: Instant,
+) -> tokio::task::JoinHandle<(Duration, crate::util::Reply)> {
+    let (api, node) = (api.clone(), node.to_owned());
+    let ops = json!([{"op": "add", "path": format!("/extra/{key}"), "value": value}]);
+    tokio::spawn(async move {
+        let r = api.patch(&node, ops).await;
+        (since.elapsed(), r)
+    })
+}
+
+/// Multi-host: a conductor whose link to RabbitMQ goes silent leaves the ring within seconds
+/// (RabbitMQ and the conductor both stop hearing each other's heartbeats), and a PATCH for one
+/// of its nodes, sent when the link went silent, and another sent afterwards, are answered
+/// within seconds by the other conductor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_whose_broker_link_goes_silent_leaves_the_ring_within_seconds() {
+    let Some(url) = amqp_url() else {
+        return;
+    };
+    let broker: AMQPUri = url
+        .parse()
+        .expect("FERRUM_TEST_AMQP_URL is not an AMQP URL");
+    let proxy = SilentProxy::start(&broker).await;
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        rpc_timeout: 30.0,
+        heartbeat_timeout: 30.0,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let steady = cluster.conductor_hosts[0].clone();
+    let silenced = format!("silenced-{}", &cluster.conductor_hosts[0]);
+    cluster.spawn_conductor_with(
+        "silenced",
+        &silenced,
+        &[("FERRUM_TRANSPORT_URL", proxy.url.clone())],
+    );
+    let api = cluster.api.clone();
+    // Before any node request, so that the API's first rings have both conductors.
+    wait_alive(&api, &silenced, true, Instant::now()).await;
+    let node = loop {
+        let node = api.create_node(json!({"driver": "fake-hardware"})).await;
+        let uuid = node["uuid"].as_str().unwrap().to_owned();
+        if api.node(&uuid).await["conductor"] == silenced.as_str() {
+            break uuid;
+        }
+    };
+
+    let silenced_at = Instant::now();
+    proxy.silence();
+    let in_flight = patch_in_background(&api, &node, "sent", "when silenced", silenced_at);
+    let left_ring = wait_alive(&api, &silenced, false, silenced_at).await;
+    let (answered_in_flight, r) = tokio::time::timeout(PATIENCE, in_flight)
+        .await
+        .expect("the PATCH sent when the link went silent is answered")
+        .unwrap();
+    eprintln!(
+        "silenced link: off the ring after {left_ring:?}, the PATCH in flight answered after \
+         {answered_in_flight:?}"
+    );
+    assert!(left_ring < WITHIN, "off the ring after {left_ring:?}");
+    assert!(
+        answered_in_flight < WITHIN,
+        "the PATCH in flight was answered after {answered_in_flight:?}: {} {}",
+        r.status,
+        r.body
+    );
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["extra"]["sent"], "when silenced");
+
+    let started = Instant::now();
+    let r = api
+        .patch(
+            &node,
+            json!([{"op": "add", "path": "/extra/sent", "value": "afterwards"}]),
+        )
+        .await;
+    let answered = started.elapsed();
+    eprintln!("silenced link: a PATCH sent afterwards answered after {answered:?}");
+    assert!(answered < WITHIN, "answered after {answered:?}");
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(api.node(&node).await["conductor"], steady.as_str());
+    // Cut off from the broker, not from the database: it keeps its lease and only waits.
+    assert!(cluster.exit_status("silenced").is_none(), "it still runs");
+    cluster.assert_no_locks().await;
+}
+
+/// Multi-host: a conductor paused with SIGSTOP leaves the ring within seconds (RabbitMQ stops
+/// hearing its heartbeats and drops its connection, and with it its queue); a PATCH for one of
+/// its nodes sent while it is paused is answered within seconds by the other conductor, which the
+/// API routes the node to from then on. Woken after its lease ran out, it applies nothing of what
+/// was sent to it (the PATCH waiting in its socket would undo a newer one) and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_conductor_leaves_the_ring_within_seconds_and_applies_nothing_when_woken() {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        rpc_timeout: 30.0,
+        // Longer than the assertions' 10 s: the ring must change before the lease runs out.
+        heartbeat_timeout: 15.0,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    let node = api.create_node(json!({"driver": "fake-hardware"})).await;
+    let node = node["uuid"].as_str().unwrap().to_owned();
+    let paused = cluster.owner_of(&node);
+    let other = cluster
+        .conductor_hosts
+        .iter()
+        .find(|h| **h != paused)
+        .unwrap()
+        .clone();
+    let process = format!("conductor{}", cluster.conductor_index(&paused));
+    assert_eq!(api.node(&node).await["conductor"], paused.as_str());
+
+    let paused_at = Instant::now();
+    cluster.signal(&process, "STOP");
+    let in_flight = patch_in_background(&api, &node, "step", "while paused", paused_at);
+    let (answered_in_flight, r) = tokio::time::timeout(PATIENCE, in_flight)
+        .await
+        .expect("the PATCH sent to the paused conductor is answered")
+        .unwrap();
+    let rerouted = paused_at.elapsed();
+    let conductor_shown = api.node(&node).await["conductor"].clone();
+    eprintln!(
+        "paused conductor: the PATCH in flight answered after {answered_in_flight:?}, the node \
+         routed to {conductor_shown} after {rerouted:?}"
+    );
+    assert!(
+        answered_in_flight < WITHIN,
+        "the PATCH in flight was answered after {answered_in_flight:?}: {} {}",
+        r.status,
+        r.body
+    );
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["extra"]["step"], "while paused");
+    assert_eq!(
+        conductor_shown,
+        other.as_str(),
+        "the node's requests go elsewhere"
+    );
+    assert!(rerouted < WITHIN, "routed elsewhere after {rerouted:?}");
+    let started = Instant::now();
+    let r = api
+        .patch(
+            &node,
+            json!([{"op": "add", "path": "/extra/next", "value": "x"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(
+        started.elapsed() < WITHIN,
+        "answered after {:?}",
+        started.elapsed()
+    );
+
+    // Its lease runs out; then the node changes again, so that the paused conductor's copy of
+    // the first PATCH is no longer the node's last request.
+    let lease_lost = wait_alive(&api, &paused, false, paused_at).await;
+    eprintln!("paused conductor: lease ran out after {lease_lost:?}");
+    let r = api
+        .patch(
+            &node,
+            json!([{"op": "add", "path": "/extra/step", "value": "later"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let before = api.node(&node).await;
+
+    cluster.signal(&process, "CONT");
+    let status = cluster.wait_exit(&process).await;
+    assert!(!status.success(), "it exits with an error: {status}");
+    let after = api.node(&node).await;
+    assert_eq!(after["extra"]["step"], "later", "{after}");
+    assert_eq!(after["updated_at"], before["updated_at"], "{after}");
+    cluster.assert_no_locks().await;
+}
+
+/// Multi-host: a conductor paused for longer than its lease, but not long enough for RabbitMQ to
+/// drop it (heartbeats of 5 s here, as an operator may set them in the transport URL), wakes with
+/// a PATCH sent to it meanwhile waiting in its socket and its connection still up. It refuses the
+/// PATCH, answering that it did not apply it (whatever runs first on waking, the keeper that
+/// fences its work or the consumer), and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_woken_after_its_lease_ran_out_refuses_what_it_was_sent() {
+    let Some(url) = amqp_url() else {
+        return;
+    };
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        rpc_timeout: 30.0,
+        heartbeat_timeout: 2.5,
+        amqp_url: Some(format!("{url}?heartbeat=5")),
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    let node = api.create_node(json!({"driver": "fake-hardware"})).await;
+    let node = node["uuid"].as_str().unwrap().to_owned();
+    let paused = cluster.owner_of(&node);
+    let process = format!("conductor{}", cluster.conductor_index(&paused));
+
+    let paused_at = Instant::now();
+    cluster.signal(&process, "STOP");
+    let in_flight = patch_in_background(&api, &node, "step", "while paused", paused_at);
+    wait_alive(&api, &paused, false, paused_at).await;
+    cluster.signal(&process, "CONT");
+    let (answered, r) = tokio::time::timeout(PATIENCE, in_flight)
+        .await
+        .expect("the PATCH sent to the paused conductor is answered")
+        .unwrap();
+    eprintln!(
+        "woken conductor: answered after {answered:?}: {} {}",
+        r.status, r.body
+    );
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(
+        r.fault().contains(&format!(
+            "Conductor {paused} lost its lease on its host name and did not apply"
+        )),
+        "{}",
+        r.body
+    );
+    assert!(api.node(&node).await["extra"].get("step").is_none());
+    let status = cluster.wait_exit(&process).await;
+    assert!(!status.success(), "it exits with an error: {status}");
+    cluster.assert_no_locks().await;
+}
