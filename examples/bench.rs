@@ -282,6 +282,7 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
     }
 
     // Timed: deploys end to end with `in_flight` in flight.
+    let syncs_before = durable_counters(&http, &base).await;
     let cpu_before: f64 = procs.iter().map(Proc::cpu_seconds).sum();
     let started = Instant::now();
     let mut latencies = drive(
@@ -309,6 +310,17 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
         "  service CPU per deploy (api + conductors): {:.2} ms",
         cpu * 1000.0 / o.nodes as f64
     );
+    if let (Some((writes0, syncs0)), Some((writes1, syncs1))) =
+        (syncs_before, durable_counters(&http, &base).await)
+    {
+        let (writes, syncs) = (writes1 - writes0, syncs1 - syncs0);
+        println!(
+            "  durable writes: {:.2} per deploy, {:.2} per WAL sync ({} syncs)",
+            writes / o.nodes as f64,
+            writes / syncs.max(1.0),
+            syncs
+        );
+    }
 
     // PATCH latency, one at a time.
     let mut patch = Vec::new();
@@ -459,4 +471,24 @@ async fn drive(
     tokio::time::timeout(Duration::from_secs(600), watcher).await???;
     let l = latencies.lock().await.clone();
     Ok(l)
+}
+
+/// The embedded database's durable writes and WAL syncs so far (`GET /metrics`); None when the
+/// process does not report them (multi-host, or `sqlite_durable = false`).
+async fn durable_counters(http: &reqwest::Client, base: &str) -> Option<(f64, f64)> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+    };
+    let writes = value("ferrum_db_durable_writes_total")?;
+    (writes > 0.0).then_some(())?;
+    Some((writes, value("ferrum_db_wal_syncs_total")?))
 }

@@ -44,6 +44,8 @@ pub struct Metrics {
     db_max_connections: IntGauge,
     db_waiting: IntGauge,
     db_wait_timeouts: IntCounter,
+    durable_writes: IntCounter,
+    wal_syncs: IntCounter,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -176,6 +178,16 @@ impl Metrics {
                 "ferrum_db_pool_wait_timeouts_total",
                 "Checkouts that gave up waiting for a database connection.",
             ),
+            durable_writes: counter(
+                &r,
+                "ferrum_db_durable_writes_total",
+                "Writes to the embedded database that waited to be on disk.",
+            ),
+            wal_syncs: counter(
+                &r,
+                "ferrum_db_wal_syncs_total",
+                "Syncs of the embedded database's WAL (each covers every write committed before it).",
+            ),
             registry: r,
         }
     }
@@ -250,6 +262,16 @@ impl Metrics {
     /// A checkout gave up waiting for a database connection.
     pub fn db_wait_timeout(&self) {
         self.db_wait_timeouts.inc();
+    }
+
+    /// A write to the embedded database waited to be on disk.
+    pub fn durable_write(&self) {
+        self.durable_writes.inc();
+    }
+
+    /// The embedded database's WAL was synced once.
+    pub fn wal_sync(&self) {
+        self.wal_syncs.inc();
     }
 }
 

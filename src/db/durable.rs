@@ -85,6 +85,7 @@ impl WalSyncer {
             state.issued
         };
         self.shared.wake.notify_one();
+        crate::metrics::get().durable_write();
         let mut done = self.shared.done.subscribe();
         // The sender lives as long as `self`, which the caller borrows.
         let _ = done.wait_for(|&d| d >= ticket).await;
@@ -129,6 +130,7 @@ impl Shared {
                 }
                 state.issued
             };
+            crate::metrics::get().wal_sync();
             if let Err(e) = self.sync_wal(&mut wal) {
                 // A failed fsync may have dropped the pages it could not write: this descriptor
                 // is not trusted again.
