@@ -111,6 +111,12 @@ pub enum Error {
     ConductorLost { host: String },
     #[error("Database unavailable: {0}")]
     DatabaseUnavailable(String),
+    /// The conductor's deadline (when the caller stops waiting) passed before the change could
+    /// be applied, e.g. while another client held the node's row: the change was abandoned.
+    #[error(
+        "The change of node {node} did not finish within the request's time limit; nothing was changed. Please retry."
+    )]
+    DeadlineExceeded { node: String },
 
     // 500: a fault of ours. The message is logged, never shown to the client.
     #[error("{0}")]
@@ -168,7 +174,8 @@ impl Error {
             | Error::TemporaryFailure(_)
             | Error::ConductorUnreachable { .. }
             | Error::ConductorLost { .. }
-            | Error::DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Error::DatabaseUnavailable(_)
+            | Error::DeadlineExceeded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) | Error::DriverOperationError { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
