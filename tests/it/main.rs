@@ -22,6 +22,7 @@ mod bios_firmware;
 mod clients;
 mod configdrive;
 mod db;
+mod deadlines;
 mod deploy;
 mod deploy_templates;
 mod drivers;
