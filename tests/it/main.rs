@@ -27,6 +27,7 @@ mod deploy_templates;
 mod drivers;
 mod embedded;
 mod failures;
+mod fault_schedule;
 mod faults;
 mod indicators;
 mod inprocess;
