@@ -72,8 +72,10 @@ const DEPLOY_DELAY: f64 = 1.0;
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// An operation (a request and its retries after 503, 409, no answer) gives up after this.
 const OP_LIMIT: Duration = Duration::from_secs(120);
-/// The processes' RPC timeout and heartbeat timeout, in seconds.
-const RPC_TIMEOUT: f64 = 10.0;
+/// The processes' RPC timeout, in seconds: longer than `CLIENT_TIMEOUT`, as in the fault suite,
+/// so that a call waiting for a peer that never answers shows as a request without an answer.
+const RPC_TIMEOUT: f64 = 40.0;
+/// The processes' heartbeat timeout, in seconds.
 const HEARTBEAT_TIMEOUT: f64 = 10.0;
 /// The longest SIGSTOP, database or broker pause, or link blackhole.
 const HOLD_MAX: Duration = Duration::from_secs(20);
@@ -378,6 +380,9 @@ struct Rig {
     restart_at: [Option<Instant>; PROCESSES.len()],
     /// "<step>: <process> exited by itself (<status>)".
     self_exits: Vec<String>,
+    /// The lease tokens (`conductors.instance`) of conductor processes that are gone: a row
+    /// still carrying one is not a live conductor, however fresh it looks.
+    dead_instances: HashSet<String>,
     /// The step in progress, for `self_exits`.
     step: String,
 }
@@ -425,6 +430,7 @@ impl Rig {
             taken_down: [false; PROCESSES.len()],
             restart_at: [None; PROCESSES.len()],
             self_exits: Vec::new(),
+            dead_instances: HashSet::new(),
             step: "start".to_owned(),
         })
     }
@@ -441,7 +447,7 @@ impl Rig {
     }
 
     /// Starts again (after `RESTART_DELAY`) what exited without the schedule's doing.
-    fn supervise(&mut self) {
+    async fn supervise(&mut self) {
         for (p, name) in PROCESSES.iter().enumerate() {
             if self.taken_down[p] {
                 continue;
@@ -450,6 +456,7 @@ impl Rig {
                 (None, Some(status)) => {
                     self.self_exits
                         .push(format!("{}: {name} exited by itself ({status})", self.step));
+                    self.bury(p).await;
                     self.restart_at[p] = Some(Instant::now() + RESTART_DELAY);
                 }
                 (Some(at), Some(_)) if Instant::now() >= at => {
@@ -461,11 +468,32 @@ impl Rig {
         }
     }
 
+    /// Notes the lease token of conductor process `p`, dead or about to be killed (if the
+    /// database answers within 2 s).
+    async fn bury(&mut self, p: usize) {
+        let Some(host) = p
+            .checked_sub(1)
+            .and_then(|i| self.cluster.conductor_hosts.get(i))
+        else {
+            return;
+        };
+        let row = tokio::time::timeout(
+            Duration::from_secs(2),
+            db::conductors::get(&self.cluster.db.db, host),
+        )
+        .await;
+        if let Ok(Ok(row)) = row
+            && let Some(instance) = row.instance
+        {
+            self.dead_instances.insert(instance);
+        }
+    }
+
     /// Waits `span`, supervising.
     async fn hold(&mut self, span: Duration) {
         let until = Instant::now() + span;
         loop {
-            self.supervise();
+            self.supervise().await;
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;
@@ -484,6 +512,7 @@ impl Rig {
                 if p == 0 {
                     load.shared.api_down(true);
                 }
+                self.bury(p).await;
                 self.cluster.kill(name);
                 self.hold(step.hold).await;
                 self.bring_back(p, load, checker).await
@@ -508,6 +537,8 @@ impl Rig {
                     );
                     self.cluster.kill(name);
                 }
+                // A clean stop released its lease; one that did not left its token behind.
+                self.bury(p).await;
                 self.hold(step.hold).await;
                 self.bring_back(p, load, checker).await
             }
@@ -875,7 +906,7 @@ impl Checker {
     ) -> Option<Duration> {
         let deadline = healed + limit;
         let recovery = loop {
-            rig.supervise();
+            rig.supervise().await;
             let look = self.look(rig, healed, drained).await;
             if look.clean() && self.probe(load, deadline).await {
                 break Some(healed.elapsed());
@@ -929,12 +960,11 @@ impl Checker {
         };
         let timeout = Duration::from_secs_f64(HEARTBEAT_TIMEOUT);
         let db = &rig.cluster.db.db;
-        let (nodes, leased, alive) = match tokio::join!(
+        let (nodes, conductors) = match tokio::join!(
             db::nodes::list(db, 10_000, None),
-            db::conductors::leased_hosts(db, timeout),
-            db::conductors::list_alive(db, timeout),
+            db::conductors::list(db, 100, None),
         ) {
-            (Ok(n), Ok(l), Ok(a)) => (n, l, a),
+            (Ok(n), Ok(c)) => (n, c),
             _ => {
                 // The harness's pool may hold connections a restart broke.
                 rig.cluster.db.reconnect();
@@ -942,7 +972,27 @@ impl Checker {
             }
         };
         look.db_readable = true;
-        let alive: HashSet<String> = alive.into_iter().map(|c| c.hostname).collect();
+        // A lease is live when renewed within the heartbeat timeout by a process that still
+        // runs: not one whose token is a dead process's.
+        let fresh_since =
+            ferrum::node::now() - chrono::Duration::from_std(timeout).expect("heartbeat timeout");
+        let live = |c: &&ferrum::db::models::Conductor| {
+            c.updated_at >= fresh_since
+                && c.instance
+                    .as_ref()
+                    .is_some_and(|i| !rig.dead_instances.contains(i))
+        };
+        let leased: HashSet<String> = conductors
+            .iter()
+            .filter(live)
+            .map(|c| c.hostname.clone())
+            .collect();
+        let alive: HashSet<String> = conductors
+            .iter()
+            .filter(live)
+            .filter(|c| c.online)
+            .map(|c| c.hostname.clone())
+            .collect();
         look.missing = rig
             .cluster
             .conductor_hosts
