@@ -134,17 +134,24 @@ async fn fault_schedule() {
             started.elapsed().as_secs_f64(),
             checker.step
         );
+        let before = load.shared.tally();
         let healed = rig.apply(&step, &load, &mut checker).await;
         let recovery = checker
             .settle(&mut rig, &load, healed, SETTLE_LIMIT, false)
             .await;
+        let after = load.shared.tally();
         eprintln!(
-            "FAULT SCHEDULE {:>6.1}s: step {n} {}",
+            "FAULT SCHEDULE {:>6.1}s: step {n} {}; meanwhile requests={} unanswered={} conn_errors={} 5xx={} slowest_so_far_s={:.1}",
             started.elapsed().as_secs_f64(),
             recovery.map_or_else(
                 || "NOT recovered".to_owned(),
                 |r| format!("recovered in {:.1}s", r.as_secs_f64())
-            )
+            ),
+            after.requests - before.requests,
+            after.unanswered - before.unanswered,
+            after.conn_errors - before.conn_errors,
+            after.five_xx() - before.five_xx(),
+            after.slowest.as_secs_f64(),
         );
         steps.push(StepRecord {
             kind: step.kind,
@@ -1212,6 +1219,9 @@ impl Summary<'_> {
         ));
         for line in self.self_exits {
             out.push_str(&format!("    {line}\n"));
+        }
+        for e in &t.conn_error_samples {
+            out.push_str(&format!("    connection error: {e}\n"));
         }
         for op in t.failed_ops.iter().take(10) {
             out.push_str(&format!("    failed op: {op}\n"));

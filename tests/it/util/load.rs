@@ -138,6 +138,8 @@ pub struct Tally {
     pub conn_errors: usize,
     /// Connection errors while the API process itself was dead (expected, counted apart).
     pub conn_errors_api_down: usize,
+    /// The first few connection errors while the API process was up.
+    pub conn_error_samples: Vec<String>,
     /// Answers by status.
     pub statuses: BTreeMap<u16, usize>,
     /// 5xx answers by status and faultstring (UUIDs masked).
@@ -226,7 +228,13 @@ impl Shared {
             Outcome::ConnError(_) if self.api_down.load(Ordering::SeqCst) => {
                 t.conn_errors_api_down += 1;
             }
-            Outcome::ConnError(_) => t.conn_errors += 1,
+            Outcome::ConnError(e) => {
+                t.conn_errors += 1;
+                if t.conn_error_samples.len() < 10 {
+                    t.conn_error_samples
+                        .push(format!("{e} (after {:.1}s)", took.as_secs_f64()));
+                }
+            }
         }
     }
 
