@@ -21,14 +21,16 @@
 //! no node is in a transient state or locked without a live conductor working on it (nor
 //! unchanged for `STUCK_LIMIT`), and a GET, a PATCH and a deploy of a probe node of each
 //! conductor succeed: the time to that is the step's recovery. Then, and at the end: no
-//! acknowledged PATCH value is gone unless a later write replaced it, no deploy started more
+//! acknowledged PATCH value is gone unless a write sent after it replaced it, no deploy started more
 //! often than it was accepted, every request got an HTTP answer within `CLIENT_TIMEOUT` (a
 //! connection error counts as none, unless the API process itself was down). A summary table
 //! goes to stderr and to `fault-report.txt` in the target directory; the test fails if any of
 //! these was broken.
 //!
-//! Every wait has a bound; the processes, servers and their directories are removed at the
-//! end, on a panic too (`Rig`'s and the helpers' `Drop`).
+//! A live conductor: its lease renewed within the heartbeat timeout, not under the token of a
+//! process that is gone, and its process running. Every wait has a bound; the processes,
+//! servers and their directories are removed at the end, on a panic too (`Rig`'s and the
+//! helpers' `Drop`; a failed run keeps the processes' logs, as `Cluster` does).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
