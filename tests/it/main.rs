@@ -29,6 +29,7 @@ mod drivers;
 mod durability;
 mod embedded;
 mod failures;
+mod fault_schedule;
 mod faults;
 mod indicators;
 mod inprocess;
