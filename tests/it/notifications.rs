@@ -665,7 +665,18 @@ async fn without_a_broker_the_all_in_one_logs_its_notifications() {
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     cluster.api.accepted(&uuid, "manage").await;
     cluster.api.wait_for(&uuid, "manageable").await;
-    let log = cluster.log_of(&cluster.conductor_process(0));
+    // A notification goes out after its write returns, which on the embedded file is once the
+    // write is on disk: a reader may see the new state a sync earlier.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let log = loop {
+        let log = cluster.log_of(&cluster.conductor_process(0));
+        if log.contains("Notification baremetal.node.provision_set.end")
+            || std::time::Instant::now() > deadline
+        {
+            break log;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert!(
         log.contains("Notification baremetal.node.create.end"),
         "{log}"
