@@ -14,6 +14,7 @@ pub mod bios;
 pub mod chassis;
 pub mod children;
 pub mod conductors;
+pub mod deadline;
 pub mod deploy_templates;
 pub mod durable;
 mod errors;
@@ -97,9 +98,13 @@ pub struct Db {
 /// Runs `$body` with `$conn` bound to a `&mut` connection of the pool's backend. The body is
 /// compiled once per backend, so a query is written once and runs on both. A body the server
 /// refused as a deadlock or lock-wait timeout (rolled back, so nothing was applied) runs again
-/// on a fresh checkout after a short backoff: that is a transient answer, not an outcome.
+/// on a fresh checkout after a short backoff: that is a transient answer, not an outcome. With
+/// `until $deadline`, no attempt starts once the deadline would pass during its backoff.
 macro_rules! with_conn_result {
     ($db:expr, |$conn:ident| $body:expr) => {
+        $crate::db::with_conn_result!($db, until None, |$conn| $body)
+    };
+    ($db:expr, until $deadline:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
             $crate::db::Pool::Mysql(pool) => {
                 let mut attempt = 0;
@@ -110,7 +115,7 @@ macro_rules! with_conn_result {
                     let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
                     checkout.settle(&result);
                     drop(checkout);
-                    if !$crate::db::retry_after(&result, &mut attempt).await {
+                    if !$crate::db::retry_after(&result, &mut attempt, $deadline).await {
                         break result;
                     }
                 }
@@ -123,7 +128,7 @@ macro_rules! with_conn_result {
                     let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
                     checkout.settle(&result);
                     drop(checkout);
-                    if !$crate::db::retry_after(&result, &mut attempt).await {
+                    if !$crate::db::retry_after(&result, &mut attempt, $deadline).await {
                         break result;
                     }
                 }
@@ -147,7 +152,10 @@ pub(crate) use with_conn;
 /// nobody is told of a write a crash could still take back.
 macro_rules! with_write_result {
     ($db:expr, |$conn:ident| $body:expr) => {
-        match $crate::db::with_conn_result!($db, |$conn| $body) {
+        $crate::db::with_write_result!($db, until None, |$conn| $body)
+    };
+    ($db:expr, until $deadline:expr, |$conn:ident| $body:expr) => {
+        match $crate::db::with_conn_result!($db, until $deadline, |$conn| $body) {
             Ok(written) => $db.made_durable().await.map(|()| written),
             Err(e) => Err(e),
         }
@@ -370,17 +378,39 @@ const TRANSIENT_RETRIES: u32 = 5;
 const TRANSIENT_BACKOFF: Duration = Duration::from_millis(5);
 
 /// Whether `result` is a transient refusal worth another attempt; if so, waits the backoff.
+/// Not when the attempt would start past `deadline`: its caller has stopped waiting.
 #[doc(hidden)]
-pub async fn retry_after<T>(result: &Result<T, diesel::result::Error>, attempt: &mut u32) -> bool {
+pub async fn retry_after<T>(
+    result: &Result<T, diesel::result::Error>,
+    attempt: &mut u32,
+    deadline: Option<tokio::time::Instant>,
+) -> bool {
     let Err(e) = result else { return false };
     if classify(e) != Failure::Transient || *attempt >= TRANSIENT_RETRIES {
         return false;
     }
-    *attempt += 1;
     let jitter = Duration::from_micros(rand::random_range(0..1000));
-    tokio::time::sleep(TRANSIENT_BACKOFF * 2u32.pow(*attempt - 1) + jitter).await;
+    let backoff = TRANSIENT_BACKOFF * 2u32.pow(*attempt) + jitter;
+    if deadline.is_some_and(|d| tokio::time::Instant::now() + backoff >= d) {
+        return false;
+    }
+    *attempt += 1;
+    tokio::time::sleep(backoff).await;
     tracing::debug!(error = %e, attempt = *attempt, "transient database answer; running the statement again");
     true
+}
+
+/// What a write that retried transient refusals only until `deadline` amounts to: a refusal
+/// left when the deadline has passed was rolled back, so it is a write that did not happen, as
+/// one that matched no row (0 rows); its caller tells the two apart by the deadline.
+pub(crate) fn not_written_past(
+    result: Result<usize, diesel::result::Error>,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<usize, diesel::result::Error> {
+    match result {
+        Err(e) if classify(&e) == Failure::Transient && deadline::passed(deadline) => Ok(0),
+        other => other,
+    }
 }
 
 /// A pooled MySQL connection unused for this long is checked with a ping before it is handed

@@ -118,6 +118,12 @@ pub enum Error {
         "The change could not be stored: {0}. Reads still work; please retry once that is resolved."
     )]
     DatabaseCannotWrite(String),
+    /// The conductor's deadline (when the caller stops waiting) passed before the change could
+    /// be applied, e.g. while another client held the node's row: the change was abandoned.
+    #[error(
+        "The change of node {node} did not finish within the request's time limit; nothing was changed. Please retry."
+    )]
+    DeadlineExceeded { node: String },
 
     // 500: a fault of ours. The message is logged, never shown to the client.
     #[error("{0}")]
@@ -176,7 +182,8 @@ impl Error {
             | Error::ConductorUnreachable { .. }
             | Error::ConductorLost { .. }
             | Error::DatabaseUnavailable(_)
-            | Error::DatabaseCannotWrite(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | Error::DatabaseCannotWrite(_)
+            | Error::DeadlineExceeded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) | Error::DriverOperationError { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

@@ -36,8 +36,9 @@ pub struct Envelope {
     pub version: u16,
     /// The API's request id (`req-<uuid>`), carried into the conductor's logs.
     pub request_id: String,
-    /// How long the caller waits, in milliseconds; 0 for no limit. Relative, so that clocks of
-    /// different hosts never meet; a request that waited too long in the queue expires there.
+    /// How long the conductor may take, in milliseconds ([`conductor_budget`]: a little less than
+    /// the caller waits); 0 for no limit. Relative, so that clocks of different hosts never
+    /// meet; a request that waited too long in the queue expires there.
     pub timeout_ms: u64,
     pub request: RpcRequest,
 }
@@ -616,6 +617,15 @@ pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
     rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
 }
 
+/// The time a conductor is given for a call its caller waits `timeout` for: a twentieth less (at
+/// most half a second less), for the request's trip to the conductor and the reply's trip back.
+/// So a change the conductor applies just before its deadline is still answered before the
+/// caller gives up, and a call that timed out was not applied: the conductor applies nothing
+/// past its deadline (`db::deadline`).
+pub fn conductor_budget(timeout: Duration) -> Duration {
+    timeout - (timeout / 20).min(Duration::from_millis(500))
+}
+
 /// The API's side of RPC: encodes, sends to the chosen conductor, maps failures to [`Error`].
 #[derive(Clone)]
 pub struct RpcClient {
@@ -643,7 +653,8 @@ impl RpcClient {
         let envelope = Envelope {
             version: WIRE_VERSION,
             request_id: request_id.to_owned(),
-            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: u64::try_from(conductor_budget(self.timeout).as_millis())
+                .unwrap_or(u64::MAX),
             request,
         };
         let body = encode(&envelope)?;
@@ -674,5 +685,18 @@ impl RpcClient {
         let result: RpcResult = decode(&reply)
             .map_err(|e| Error::internal(format!("undecodable reply from {host}: {e}")))?;
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_conductor_has_a_little_less_time_than_its_caller() {
+        let budget = |ms| conductor_budget(Duration::from_millis(ms)).as_millis();
+        assert_eq!(budget(3_000), 2_850);
+        assert_eq!(budget(60_000), 59_500);
+        assert_eq!(budget(100), 95);
     }
 }

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::{
     Ctx,
-    task::{Decision, Hold, change_node},
+    task::{Decision, Hold, change_node_now},
 };
 use crate::{
     db,
@@ -84,10 +84,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// conditional write (Ironic upgrades to the exclusive lock without retrying, so a locked node
 /// is NodeLocked at once), and answers the node with it; a node with a token already is
 /// answered with the token masked, so only the first lookup learns it.
-pub async fn get_node_with_token(ctx: &Ctx, node: Node) -> Result<Node> {
+pub async fn get_node_with_token(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result<Node> {
     let uuid = node.uuid.clone();
     let token = new_token();
-    let (mut node, _) = change_node(ctx, &uuid, Some(node), Some(Instant::now()), |node| {
+    let (mut node, _) = change_node_now(ctx, &uuid, Some(node), deadline, |node| {
         if node.driver_internal_info.contains_key(TOKEN_KEY) {
             return Ok(Decision::Nothing);
         }
@@ -127,7 +127,12 @@ pub async fn get_node_with_token(ctx: &Ctx, node: Node) -> Result<Node> {
 ///
 /// A node in `wait call-back` then has its deploy continued, after the reply, if the step it
 /// waits in has finished; one in `clean wait` its cleaning, likewise.
-pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
+pub async fn heartbeat(
+    ctx: &Ctx,
+    node: Node,
+    beat: Heartbeat,
+    deadline: Option<Instant>,
+) -> Result<()> {
     let uuid = node.uuid.clone();
     // A ramdisk that reports its status (1.72, the anaconda one) need not send a version.
     if beat.agent_version.is_none() && beat.agent_status.is_none() {
@@ -144,7 +149,7 @@ pub async fn heartbeat(ctx: &Ctx, node: Node, beat: Heartbeat) -> Result<()> {
             node.provision_state);
         return Ok(());
     }
-    let written = change_node(ctx, &uuid, Some(node), Some(Instant::now()), |node| {
+    let written = change_node_now(ctx, &uuid, Some(node), deadline, |node| {
         check_heartbeat(node, &beat)?;
         if !HEARTBEAT_ALLOWED.contains(&node.provision_state) {
             return Ok(Decision::Nothing);

@@ -227,9 +227,11 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         RpcRequest::GetDriverVendorPassthruMethods { driver } => {
             vendor::driver_methods(&ctx, &driver)
         }
-        RpcRequest::Heartbeat { node, heartbeat } => agent::heartbeat(&ctx, *node, heartbeat)
-            .await
-            .map(|()| RpcReply::Accepted),
+        RpcRequest::Heartbeat { node, heartbeat } => {
+            agent::heartbeat(&ctx, *node, heartbeat, deadline)
+                .await
+                .map(|()| RpcReply::Accepted)
+        }
         RpcRequest::ContinueInspection {
             node,
             inventory,
@@ -237,7 +239,7 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => super::inspection::continue_inspection(&ctx, *node, inventory, plugin_data, deadline)
             .await
             .map(|()| RpcReply::Accepted),
-        RpcRequest::GetNodeWithToken { node } => agent::get_node_with_token(&ctx, *node)
+        RpcRequest::GetNodeWithToken { node } => agent::get_node_with_token(&ctx, *node, deadline)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),
         RpcRequest::CreateAllocation { allocation, node } => {

@@ -417,7 +417,7 @@ async fn read_power(ctx: &Ctx, driver: &Driver, node: &Node) -> Option<Result<Po
 
 /// Locks `uuid` without waiting for another holder.
 async fn lock_now(ctx: &Ctx, uuid: &str) -> Result<Task, Outcome> {
-    match task::lock(ctx, uuid, Some(Instant::now())).await {
+    match task::lock_now(ctx, uuid).await {
         Ok(task) => Ok(task),
         Err(Error::NodeLocked { host, .. }) => {
             info!(node.uuid = %uuid, "During sync_power_state, node {uuid} was already locked by {host}; the next round syncs it");

@@ -74,12 +74,37 @@ const MAX_RACES: u32 = 8;
 /// conditionally (see the module doc). `decide` returns the changes and whether to keep the lock;
 /// it may run again on a fresher read, and its error (a validation failure) is returned with
 /// nothing written. A node locked by someone else is waited for `lock_retry_attempts` times,
-/// `lock_retry_interval` apart, never past `deadline`; then NodeLocked names the holder.
+/// `lock_retry_interval` apart, never past `deadline`; then NodeLocked names the holder. Nothing
+/// is written once `deadline` (when the caller stops waiting) has passed, also by a write that
+/// waited on a row lock meanwhile: then DeadlineExceeded says that nothing was changed.
 pub async fn change_node(
     ctx: &Ctx,
     uuid: &str,
     hint: Option<Node>,
     deadline: Option<Instant>,
+    decide: impl FnMut(&Node) -> Result<Decision>,
+) -> Result<(Node, Option<Task>)> {
+    change_node_waiting(ctx, uuid, hint, LockWaits::new(ctx, deadline), decide).await
+}
+
+/// [`change_node`] without waiting for a lock held by someone else: NodeLocked at once (Ironic
+/// upgrading to the exclusive lock without retrying). The write still lands only before
+/// `deadline`.
+pub async fn change_node_now(
+    ctx: &Ctx,
+    uuid: &str,
+    hint: Option<Node>,
+    deadline: Option<Instant>,
+    decide: impl FnMut(&Node) -> Result<Decision>,
+) -> Result<(Node, Option<Task>)> {
+    change_node_waiting(ctx, uuid, hint, LockWaits::none(deadline), decide).await
+}
+
+async fn change_node_waiting(
+    ctx: &Ctx,
+    uuid: &str,
+    hint: Option<Node>,
+    mut waits: LockWaits,
     mut decide: impl FnMut(&Node) -> Result<Decision>,
 ) -> Result<(Node, Option<Task>)> {
     let mut node = match hint {
@@ -87,7 +112,7 @@ pub async fn change_node(
         Some(node) if node.reservation.is_none() => node,
         _ => db::nodes::get_by_uuid(&ctx.db, uuid).await?,
     };
-    let mut waits = LockWaits::new(ctx, deadline);
+    let deadline = waits.deadline;
     let mut races = 0;
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
     loop {
@@ -107,9 +132,10 @@ pub async fn change_node(
             Decision::Write(changes, hold) => (changes, hold),
             Decision::Nothing => return Ok((node, None)),
             Decision::Delete => {
-                if db::nodes::delete_unlocked(&ctx.db, node.id, node.version).await? {
+                if db::nodes::delete_unlocked(&ctx.db, node.id, node.version, deadline).await? {
                     return Ok((node, None));
                 }
+                not_past(deadline, uuid)?;
                 races += 1;
                 if races > MAX_RACES {
                     return Err(Error::Conflict(format!(
@@ -128,7 +154,8 @@ pub async fn change_node(
             changes.reservation = Some(Some(ctx.host.clone()));
         }
         let writer = (ctx.host.as_str(), node.provision_state);
-        if db::nodes::update_unlocked(&ctx.db, node.id, node.version, writer, changes.clone())
+        let write = changes.clone();
+        if db::nodes::update_unlocked(&ctx.db, node.id, node.version, writer, write, deadline)
             .await?
         {
             changes.mirror_into(&mut node);
@@ -139,6 +166,7 @@ pub async fn change_node(
             });
             return Ok((node, task));
         }
+        not_past(deadline, uuid)?;
         races += 1;
         if races > MAX_RACES {
             return Err(Error::Conflict(format!(
@@ -147,6 +175,17 @@ pub async fn change_node(
         }
         node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
     }
+}
+
+/// After a write of node `uuid` that did not land: DeadlineExceeded if `deadline` has passed
+/// (the write may have been refused for it, and its caller has stopped waiting anyway).
+fn not_past(deadline: Option<Instant>, uuid: &str) -> Result<()> {
+    if db::deadline::passed(deadline) {
+        return Err(Error::DeadlineExceeded {
+            node: uuid.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Waiting for a lock held by someone else: `lock_retry_attempts` looks in all,
@@ -163,6 +202,16 @@ impl LockWaits {
         LockWaits {
             attempts: ctx.config.lock_retry_attempts.max(1),
             interval: ctx.config.lock_retry_interval,
+            deadline,
+            looked: 1,
+        }
+    }
+
+    /// No wait at all: the first look is the only one.
+    fn none(deadline: Option<Instant>) -> Self {
+        LockWaits {
+            attempts: 1,
+            interval: Duration::ZERO,
             deadline,
             looked: 1,
         }
@@ -191,12 +240,24 @@ impl LockWaits {
 /// Takes the bare lock on `uuid` (Ironic's exclusive `task_manager.acquire`) for a driver call
 /// the caller makes while its client waits (setting a boot device, an NMI, a vendor method),
 /// or hands to a worker. Nothing else is written, so the node's version stays; a lock held by
-/// someone else is waited for as [`change_node`] waits. The caller ends the task with a write
-/// that releases it, or [`Task::release`].
+/// someone else is waited for as [`change_node`] waits, and the lock is not taken once
+/// `deadline` has passed. The caller ends the task with a write that releases it, or
+/// [`Task::release`].
 pub async fn lock(ctx: &Ctx, uuid: &str, deadline: Option<Instant>) -> Result<Task> {
-    let mut waits = LockWaits::new(ctx, deadline);
+    lock_waiting(ctx, uuid, LockWaits::new(ctx, deadline)).await
+}
+
+/// [`lock`] without waiting for another holder: NodeLocked at once.
+pub async fn lock_now(ctx: &Ctx, uuid: &str) -> Result<Task> {
+    lock_waiting(ctx, uuid, LockWaits::none(None)).await
+}
+
+async fn lock_waiting(ctx: &Ctx, uuid: &str, mut waits: LockWaits) -> Result<Task> {
     loop {
-        let won = db::nodes::reserve(&ctx.db, uuid, &ctx.host).await?;
+        let won = db::nodes::reserve(&ctx.db, uuid, &ctx.host, waits.deadline).await?;
+        if !won {
+            not_past(waits.deadline, uuid)?;
+        }
         // Held by us from here when won: nobody else writes the row, so this read is the node.
         let read = db::nodes::get_by_uuid(&ctx.db, uuid).await;
         if won {
@@ -260,14 +321,19 @@ pub async fn change_children(
             continue;
         }
         let read = &node;
-        let written =
-            db::children::change_children(&ctx.db, node.id, &node.uuid, node.version, |children| {
-                decide(read, children)
-            })
-            .await?;
+        let written = db::children::change_children(
+            &ctx.db,
+            node.id,
+            &node.uuid,
+            node.version,
+            deadline,
+            |children| decide(read, children),
+        )
+        .await?;
         if let Some(writes) = written {
             return Ok(writes);
         }
+        not_past(deadline, uuid)?;
         races += 1;
         if races > MAX_RACES {
             return Err(Error::Conflict(format!(
@@ -639,12 +705,11 @@ impl Drop for Task {
     }
 }
 
-/// When the caller stops waiting, `timeout_ms` from now (a little earlier, for the reply's trip
-/// back); None for no limit.
+/// When the caller stops waiting: `timeout_ms` from now (the caller has already taken off the
+/// reply's trip back, `rpc::conductor_budget`); None for no limit.
 pub fn deadline_after(timeout_ms: u64) -> Option<Instant> {
     if timeout_ms == 0 {
         return None;
     }
-    let margin = (timeout_ms / 20).min(500);
-    Instant::now().checked_add(Duration::from_millis(timeout_ms - margin))
+    Instant::now().checked_add(Duration::from_millis(timeout_ms))
 }

@@ -7,9 +7,11 @@
 
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
+use tokio::time::Instant;
 
 use super::{
-    Db,
+    Db, Failure, classify,
+    deadline::{self, BeforeDeadline},
     ports::{port_write_error, portgroup_write_error},
     volume::{connector_write_error, target_write_error},
     with_conn, with_write_result,
@@ -73,28 +75,37 @@ pub enum ChildWrite {
 
 /// Decides on the children of the node `node_id` (UUID `node_uuid`) and writes the decision, in
 /// one transaction that first bumps the node's version, conditional on nobody holding its lock
-/// and on it being at `version`. None when the node is locked or changed since (nothing was
-/// written: read it again and retry); otherwise the writes made. `decide`'s error is returned
-/// with nothing written.
+/// and on it being at `version`. None when the node is locked or changed since, or `deadline`
+/// (the caller's) passed before the transaction could commit: nothing was written (the caller
+/// tells which by the deadline); otherwise the writes made. `decide`'s error is returned with
+/// nothing written.
 pub async fn change_children(
     db: &Db,
     node_id: i32,
     node_uuid: &str,
     version: i64,
+    deadline: Option<Instant>,
     mut decide: impl FnMut(&Children) -> Result<Vec<ChildWrite>> + Send,
 ) -> Result<Option<Vec<ChildWrite>>> {
+    if deadline::passed(deadline) {
+        return Ok(None);
+    }
     let now = crate::node::now();
     // The error of `decide` or of a write, carried out of the transaction that it rolled back.
     let mut refused: Option<Error> = None;
-    let outcome = with_write_result!(db, |conn| {
+    // The transaction rolled back because the deadline passed before it could commit.
+    let mut too_late = false;
+    let outcome = with_write_result!(db, until deadline, |conn| {
         let refused = &mut refused;
+        let too_late = &mut too_late;
         let decide = &mut decide;
         conn.transaction::<_, diesel::result::Error, _>(async |conn| {
             let bumped = diesel::update(
                 nodes::table
                     .filter(nodes::id.eq(node_id))
                     .filter(nodes::reservation.is_null())
-                    .filter(nodes::version.eq(version)),
+                    .filter(nodes::version.eq(version))
+                    .filter(BeforeDeadline::new(deadline)),
             )
             .set(nodes::version.eq(nodes::version + 1))
             .execute(conn)
@@ -196,12 +207,21 @@ pub async fn change_children(
                     return Err(diesel::result::Error::RollbackTransaction);
                 }
             }
+            // A write above may have waited on a row lock: commit only if the caller still waits.
+            if deadline::passed(deadline) {
+                *too_late = true;
+                return Err(diesel::result::Error::RollbackTransaction);
+            }
             Ok(Some(writes))
         })
         .await?
     });
     match (outcome, refused) {
         (_, Some(refused)) => Err(refused),
-        (outcome, None) => Ok(outcome?),
+        (_, None) if too_late => Ok(None),
+        (outcome, None) => match outcome {
+            Err(e) if classify(&e) == Failure::Transient && deadline::passed(deadline) => Ok(None),
+            outcome => Ok(outcome?),
+        },
     }
 }

@@ -8,8 +8,14 @@
 use chrono::NaiveDateTime;
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::{AsyncConnection, RunQueryDsl};
+use tokio::time::Instant;
 
-use super::{Db, history::record_entry, with_conn, with_write, with_write_result};
+use super::{
+    Db,
+    deadline::{self, BeforeDeadline},
+    history::record_entry,
+    not_written_past, with_conn, with_write, with_write_result,
+};
 use crate::{
     error::{Error, Result},
     node::{
@@ -398,17 +404,23 @@ fn unique_conflict(e: diesel::result::Error, uuid: &str, name: Option<&str>) -> 
     }
 }
 
-/// Takes the node lock for `host` if nobody holds it. True when this call won it.
-pub async fn reserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
-    let changed = with_write!(db, |conn| diesel::update(
+/// Takes the node lock for `host` if nobody holds it, before `deadline` (the caller's; see
+/// [`deadline`]). True when this call won it; false when someone holds it, or the deadline
+/// passed first (the caller tells which by the deadline).
+pub async fn reserve(db: &Db, uuid: &str, host: &str, deadline: Option<Instant>) -> Result<bool> {
+    if deadline::passed(deadline) {
+        return Ok(false);
+    }
+    let changed = with_write_result!(db, until deadline, |conn| diesel::update(
         nodes::table
             .filter(nodes::uuid.eq(uuid))
             .filter(nodes::reservation.is_null())
+            .filter(BeforeDeadline::new(deadline))
     )
     .set(nodes::reservation.eq(host))
     .execute(conn)
     .await?);
-    Ok(changed == 1)
+    Ok(not_written_past(changed, deadline)? == 1)
 }
 
 /// Drops a lock `host` took with [`reserve`] before it could read the node. True when it did.
@@ -539,17 +551,22 @@ pub async fn update_held_recording(
 }
 
 /// Writes `changes` to a node nobody has locked, if it is still at `version` (the row its caller
-/// read and decided on, in state `state`). True when written; false when the node is locked or
-/// changed since, and nothing was written. With `changes.reservation` set, the same statement
-/// takes the lock. A `last_error` written is recorded in the node's history, by `host`, in the
-/// same transaction.
+/// read and decided on, in state `state`), before `deadline` (the caller's; see [`deadline`]).
+/// True when written; false when the node is locked or changed since, or the deadline passed
+/// first, and nothing was written (the caller tells which by the deadline). With
+/// `changes.reservation` set, the same statement takes the lock. A `last_error` written is
+/// recorded in the node's history, by `host`, in the same transaction.
 pub async fn update_unlocked(
     db: &Db,
     node_id: i32,
     version: i64,
     (host, state): (&str, ProvisionState),
     changes: NodeChanges,
+    deadline: Option<Instant>,
 ) -> Result<bool> {
+    if deadline::passed(deadline) {
+        return Ok(false);
+    }
     let changes = stamped(changes);
     let entry = failure_entry(
         db,
@@ -560,14 +577,15 @@ pub async fn update_unlocked(
         &changes,
     );
     let max = db.history_max_entries();
-    let changed = with_write_result!(db, |conn| {
+    let changed = with_write_result!(db, until deadline, |conn| {
         macro_rules! conditional_write {
             ($conn:expr) => {
                 diesel::update(
                     nodes::table
                         .filter(nodes::id.eq(node_id))
                         .filter(nodes::reservation.is_null())
-                        .filter(nodes::version.eq(version)),
+                        .filter(nodes::version.eq(version))
+                        .filter(BeforeDeadline::new(deadline)),
                 )
                 .set((&changes, nodes::version.eq(nodes::version + 1)))
                 .execute($conn)
@@ -575,8 +593,9 @@ pub async fn update_unlocked(
             };
         }
         write_recording!(conn, node_id, &entry, max, conditional_write)
-    })
-    .map_err(|e| write_conflict(e, node_id, &changes))?;
+    });
+    let changed =
+        not_written_past(changed, deadline).map_err(|e| write_conflict(e, node_id, &changes))?;
     Ok(changed == 1)
 }
 
@@ -601,17 +620,27 @@ fn failure_entry(
     }
 }
 
-/// Deletes a node nobody has locked, if it is still at `version`. True when deleted.
-pub async fn delete_unlocked(db: &Db, node_id: i32, version: i64) -> Result<bool> {
-    let deleted = with_write!(db, |conn| diesel::delete(
+/// Deletes a node nobody has locked, if it is still at `version`, before `deadline` (as
+/// [`update_unlocked`] writes). True when deleted.
+pub async fn delete_unlocked(
+    db: &Db,
+    node_id: i32,
+    version: i64,
+    deadline: Option<Instant>,
+) -> Result<bool> {
+    if deadline::passed(deadline) {
+        return Ok(false);
+    }
+    let deleted = with_write_result!(db, until deadline, |conn| diesel::delete(
         nodes::table
             .filter(nodes::id.eq(node_id))
             .filter(nodes::reservation.is_null())
             .filter(nodes::version.eq(version))
+            .filter(BeforeDeadline::new(deadline))
     )
     .execute(conn)
     .await?);
-    Ok(deleted == 1)
+    Ok(not_written_past(deleted, deadline)? == 1)
 }
 
 fn stamped(changes: NodeChanges) -> NodeChanges {

@@ -119,7 +119,11 @@ async fn an_app_dropped_with_a_node_reserved_fails_the_test() {
         .create_node(json!({"name": "left", "driver": "fake-hardware"}))
         .await;
     let uuid = node["uuid"].as_str().unwrap();
-    assert!(db::nodes::reserve(app.db(), uuid, "someone").await.unwrap());
+    assert!(
+        db::nodes::reserve(app.db(), uuid, "someone", None)
+            .await
+            .unwrap()
+    );
 }
 
 // --- The node lock while a deploy runs: held at the gate, so no timing is involved. ---
@@ -350,7 +354,7 @@ async fn change_node_looks_again_at_a_lock_and_refuses_a_held_node() {
     assert_eq!(decisions, 1);
 
     assert!(
-        db::nodes::reserve(app.db(), &uuid, "other-host")
+        db::nodes::reserve(app.db(), &uuid, "other-host", None)
             .await
             .unwrap()
     );

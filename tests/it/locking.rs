@@ -184,9 +184,9 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
     .unwrap_err();
     assert!(matches!(err, Error::NodeLocked { .. }), "{err:?}");
 
-    assert!(db::nodes::reserve(db, &node.uuid, "c-a").await.unwrap());
+    assert!(db::nodes::reserve(db, &node.uuid, "c-a", None).await.unwrap());
     assert!(
-        !db::nodes::reserve(db, &node.uuid, "c-b").await.unwrap(),
+        !db::nodes::reserve(db, &node.uuid, "c-b", None).await.unwrap(),
         "one holder at a time"
     );
 
@@ -232,7 +232,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         ..NodeChanges::default()
     };
     assert!(
-        !db::nodes::update_unlocked(db, node.id, node.version, ("t", node.provision_state), tag.clone())
+        !db::nodes::update_unlocked(db, node.id, node.version, ("t", node.provision_state), tag.clone(), None)
             .await
             .unwrap()
     );
@@ -269,12 +269,12 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
 
     // ...and refused when the row changed since it was read (a stale version), even unlocked.
     assert!(
-        !db::nodes::update_unlocked(db, node.id, node.version, ("t", node.provision_state), tag.clone())
+        !db::nodes::update_unlocked(db, node.id, node.version, ("t", node.provision_state), tag.clone(), None)
             .await
             .unwrap()
     );
     assert!(
-        db::nodes::update_unlocked(db, node.id, moved.version, ("t", moved.provision_state), tag)
+        db::nodes::update_unlocked(db, node.id, moved.version, ("t", moved.provision_state), tag, None)
             .await
             .unwrap()
     );

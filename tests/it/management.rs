@@ -115,7 +115,11 @@ async fn management_on_a_locked_node_is_node_locked() {
         .create_node(json!({"name": "held", "driver": "fake-hardware"}))
         .await;
     let uuid = node["uuid"].as_str().unwrap();
-    assert!(db::nodes::reserve(app.db(), uuid, "someone").await.unwrap());
+    assert!(
+        db::nodes::reserve(app.db(), uuid, "someone", None)
+            .await
+            .unwrap()
+    );
     let locked = format!(
         "Node {uuid} is locked by host someone, please retry after the current operation is completed."
     );
@@ -363,7 +367,11 @@ async fn vendor_methods_take_the_lock_they_declare() {
     let app = TestApp::start().await;
     let node = app.create_node(fake_vendor_node()).await;
     let uuid = node["uuid"].as_str().unwrap();
-    assert!(db::nodes::reserve(app.db(), uuid, "someone").await.unwrap());
+    assert!(
+        db::nodes::reserve(app.db(), uuid, "someone", None)
+            .await
+            .unwrap()
+    );
     let call = |method: &str| format!("/v1/nodes/v/vendor_passthru?method={method}");
     for method in ["second_method", "third_method_sync"] {
         let r = app

@@ -185,11 +185,11 @@ async fn a_node_keeps_its_newest_entries(stack) {
     let mut node = db::nodes::insert(db, &row).await.unwrap();
     for i in 0..4 {
         let failed = NodeChanges::default().last_error(Some(format!("failure {i}")));
-        assert!(db::nodes::update_unlocked(db, node.id, node.version, ("c1", node.provision_state), failed).await.unwrap());
+        assert!(db::nodes::update_unlocked(db, node.id, node.version, ("c1", node.provision_state), failed, None).await.unwrap());
         node = db::nodes::get_by_uuid(db, &node.uuid).await.unwrap();
     }
     let cleared = NodeChanges::default().last_error(None);
-    assert!(db::nodes::update_unlocked(db, node.id, node.version, ("c1", node.provision_state), cleared).await.unwrap());
+    assert!(db::nodes::update_unlocked(db, node.id, node.version, ("c1", node.provision_state), cleared, None).await.unwrap());
     node = db::nodes::get_by_uuid(db, &node.uuid).await.unwrap();
     let kept = db::history::list(db, node.id, None, 100, false).await.unwrap();
     let events: Vec<&str> = kept.iter().map(|e| e.event.as_str()).collect();
@@ -198,10 +198,10 @@ async fn a_node_keeps_its_newest_entries(stack) {
 
     // A write that loses its condition records nothing either.
     let stale = NodeChanges::default().last_error(Some("stale".into()));
-    assert!(!db::nodes::update_unlocked(db, node.id, node.version - 1, ("c1", node.provision_state), stale).await.unwrap());
+    assert!(!db::nodes::update_unlocked(db, node.id, node.version - 1, ("c1", node.provision_state), stale, None).await.unwrap());
     let off = test_db.db.clone().with_history_max_entries(0);
     let unrecorded = NodeChanges::default().last_error(Some("not recorded".into()));
-    assert!(db::nodes::update_unlocked(&off, node.id, node.version, ("c1", node.provision_state), unrecorded).await.unwrap());
+    assert!(db::nodes::update_unlocked(&off, node.id, node.version, ("c1", node.provision_state), unrecorded, None).await.unwrap());
     let kept = db::history::list(db, node.id, None, 100, false).await.unwrap();
     assert_eq!(kept.len(), 2);
     assert_eq!(kept[1].event, "failure 3");

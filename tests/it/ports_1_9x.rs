@@ -66,6 +66,7 @@ async fn put_in_group(cluster: &Cluster, uuid: &str, group: &str) {
         node.version,
         ("test", node.provision_state),
         changes,
+        None,
     )
     .await
     .expect("the write");

@@ -302,7 +302,7 @@ async fn a_locked_node_is_synced_once_unlocked(stack) {
 
     // Locked by a live conductor (a dead holder's lock would be taken over).
     let holder = cluster.conductor_hosts[0].clone();
-    assert!(db::nodes::reserve(&cluster.db.db, &uuid, &holder).await.unwrap());
+    assert!(db::nodes::reserve(&cluster.db.db, &uuid, &holder, None).await.unwrap());
     emu.reset(0, "On").await;
     wait_bmc(&emu, "On", Duration::from_secs(5)).await;
     // Several rounds pass: nothing is done to the node or its BMC.
@@ -490,7 +490,7 @@ async fn fake_hardware_is_synced_and_enroll_and_maintenance_are_not() {
         };
         let writer = (app.host(), node.provision_state);
         assert!(
-            db::nodes::update_unlocked(app.db(), node.id, node.version, writer, changes)
+            db::nodes::update_unlocked(app.db(), node.id, node.version, writer, changes, None)
                 .await
                 .expect("write")
         );

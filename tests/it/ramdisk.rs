@@ -185,12 +185,14 @@ async fn the_agent_token_is_made_once_and_required_after() {
 
     // A locked node gets no token.
     assert!(
-        db::nodes::reserve(app.db(), &uuid, "elsewhere")
+        db::nodes::reserve(app.db(), &uuid, "elsewhere", None)
             .await
             .unwrap()
     );
     let read = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
-    let e = agent::get_node_with_token(ctx, read).await.unwrap_err();
+    let e = agent::get_node_with_token(ctx, read, None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, ferrum::error::Error::NodeLocked { .. }),
         "{e:?}"
@@ -209,7 +211,7 @@ async fn the_agent_token_is_made_once_and_required_after() {
     );
 
     let read = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
-    let first = agent::get_node_with_token(ctx, read).await.unwrap();
+    let first = agent::get_node_with_token(ctx, read, None).await.unwrap();
     let token = first.driver_internal_info[agent::TOKEN_KEY]
         .as_str()
         .unwrap()
@@ -220,7 +222,7 @@ async fn the_agent_token_is_made_once_and_required_after() {
         stored.driver_internal_info[agent::TOKEN_KEY],
         token.as_str()
     );
-    let again = agent::get_node_with_token(ctx, stored).await.unwrap();
+    let again = agent::get_node_with_token(ctx, stored, None).await.unwrap();
     assert_eq!(
         again.driver_internal_info[agent::TOKEN_KEY],
         agent::TOKEN_MASK
@@ -277,7 +279,7 @@ async fn the_agent_token_is_made_once_and_required_after() {
 
     // Locked, with the URL known: accepted, and this heartbeat is skipped (nothing written).
     assert!(
-        db::nodes::reserve(app.db(), &uuid, "elsewhere")
+        db::nodes::reserve(app.db(), &uuid, "elsewhere", None)
             .await
             .unwrap()
     );

@@ -83,7 +83,11 @@ async fn virtual_media_on_a_locked_node_is_node_locked() {
         .create_node(json!({"name": "held", "driver": "fake-hardware"}))
         .await;
     let uuid = node["uuid"].as_str().unwrap();
-    assert!(db::nodes::reserve(app.db(), uuid, "someone").await.unwrap());
+    assert!(
+        db::nodes::reserve(app.db(), uuid, "someone", None)
+            .await
+            .unwrap()
+    );
     let locked = format!(
         "Node {uuid} is locked by host someone, please retry after the current operation is completed."
     );

@@ -42,6 +42,18 @@ pub struct ClusterOptions {
     pub fake_vendor_delay: Option<f64>,
     /// More `FERRUM_*` settings for every process.
     pub env: Vec<(&'static str, String)>,
+    /// Where a process (by name: `api`, `conductor0`, ...) reaches MySQL and RabbitMQ, if not
+    /// where the others do: e.g. through a proxy of its own that the test can blackhole.
+    /// Multi-host only.
+    pub links: Vec<(String, Links)>,
+}
+
+/// One process's own way to the database server and the broker.
+#[derive(Debug, Clone)]
+pub struct Links {
+    /// `mysql://user@host:port`, no database: the cluster's database on it is used.
+    pub mysql_server: String,
+    pub amqp_url: String,
 }
 
 impl Default for ClusterOptions {
@@ -61,6 +73,7 @@ impl Default for ClusterOptions {
             amqp_url: None,
             fake_vendor_delay: None,
             env: Vec::new(),
+            links: Vec::new(),
         }
     }
 }
@@ -79,6 +92,7 @@ pub struct Cluster {
     conductor_groups: Vec<String>,
     procs: Vec<Proc>,
     env: Vec<(String, String)>,
+    links: Vec<(String, Links)>,
     dir: PathBuf,
 }
 
@@ -161,6 +175,7 @@ impl Cluster {
             conductor_groups: options.conductor_groups.clone(),
             procs: Vec::new(),
             env,
+            links: options.links.clone(),
             dir,
         };
         match options.stack {
@@ -169,7 +184,7 @@ impl Cluster {
                 for i in 0..conductors {
                     cluster.spawn_conductor(i);
                 }
-                cluster.spawn("api", &["api"], &[]);
+                cluster.spawn_api();
             }
         }
         cluster.wait_ready().await;
@@ -203,10 +218,28 @@ impl Cluster {
             .open(&log)
             .expect("log file");
         let err = out.try_clone().expect("log file");
+        let links: Vec<(&str, String)> = self
+            .links
+            .iter()
+            .find(|(process, _)| process == name)
+            .map(|(_, links)| {
+                let database = self.db.url.rsplit_once('/').map_or("", |(_, d)| d);
+                vec![
+                    // Over TCP all the way: on loopback the MySQL client would otherwise move
+                    // to the server's Unix socket, around the link.
+                    (
+                        "FERRUM_DATABASE_URL",
+                        format!("{}/{database}?prefer_socket=false", links.mysql_server),
+                    ),
+                    ("FERRUM_TRANSPORT_URL", links.amqp_url.clone()),
+                ]
+            })
+            .unwrap_or_default();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrum"));
         cmd.args(args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(links.iter().map(|(k, v)| (*k, v)))
             .envs(extra_env.iter().map(|(k, v)| (*k, v)))
             .stdin(Stdio::null())
             .stdout(out)
@@ -262,9 +295,14 @@ impl Cluster {
         }
     }
 
+    /// Starts the API process (again, after a kill or stop). Multi-host only.
+    pub fn spawn_api(&mut self) {
+        self.spawn("api", &["api"], &[]);
+    }
+
     /// Starts the API process again (after a kill) and waits until it answers.
     pub async fn restart_api(&mut self) {
-        self.spawn("api", &["api"], &[]);
+        self.spawn_api();
         self.api.wait_up(Duration::from_secs(30)).await;
     }
 
@@ -424,6 +462,14 @@ impl Cluster {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The file process `name` logs to (every start of that name appends to it).
+    pub fn log_path(&self, name: &str) -> Option<PathBuf> {
+        self.procs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.log.clone())
     }
 
     /// Everything process `name` has logged so far.

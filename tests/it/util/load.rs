@@ -1,6 +1,8 @@
 //! The fault suite's load and verdict: clients that deploy nodes and PATCH them through the API
 //! while a fault happens, a probe that measures when full service is back, and the checks made
-//! once a recovery window has passed (see `tests/it/faults.rs`).
+//! once a recovery window has passed (see `tests/it/faults.rs`). The randomized fault schedule
+//! (`tests/it/fault_schedule.rs`) drives its own steady load through the same [`Shared`]
+//! client, probe and deploy count.
 //!
 //! Every HTTP attempt is recorded as answered (its status), no answer (the client timeout
 //! passed) or a connection error. A client retries what an Ironic client retries (503, 409
@@ -136,8 +138,12 @@ pub struct Tally {
     pub conn_errors: usize,
     /// Connection errors while the API process itself was dead (expected, counted apart).
     pub conn_errors_api_down: usize,
+    /// The first few connection errors while the API process was up.
+    pub conn_error_samples: Vec<String>,
     /// Answers by status.
     pub statuses: BTreeMap<u16, usize>,
+    /// 5xx answers by status and faultstring (UUIDs masked).
+    pub five_xx_kinds: BTreeMap<String, usize>,
     /// The slowest answer.
     pub slowest: Duration,
     /// Deploy requests answered 202, by node UUID (the probe's included).
@@ -162,38 +168,80 @@ impl Tally {
     }
 }
 
-struct Shared {
+/// The load's HTTP client and what its requests got, shared by its tasks.
+pub struct Shared {
     client: Client,
     tally: Mutex<Tally>,
     api_down: AtomicBool,
     /// Operations stop retrying, and clients stop starting new ones, after this.
     deadline: Mutex<Instant>,
+    /// An operation also stops retrying this long after it started, if set.
+    op_limit: Option<Duration>,
 }
 
 impl Shared {
+    /// A client of the API at `base`; an attempt without an answer after `client_timeout`
+    /// counts as no answer, and an operation retries for at most `op_limit` if given.
+    pub fn new(base: &str, client_timeout: Duration, op_limit: Option<Duration>) -> Arc<Shared> {
+        Arc::new(Shared {
+            client: Client::new(base, client_timeout),
+            tally: Mutex::new(Tally::default()),
+            api_down: AtomicBool::new(false),
+            deadline: Mutex::new(Instant::now() + Duration::from_secs(24 * 3600)),
+            op_limit,
+        })
+    }
+
     fn deadline(&self) -> Instant {
         *self.deadline.lock().expect("deadline")
+    }
+
+    /// What the load's requests got so far.
+    pub fn tally(&self) -> Tally {
+        self.tally.lock().expect("tally").clone()
+    }
+
+    /// Counts `n` more operations sent by the load.
+    pub fn count_ops(&self, n: usize) {
+        self.tally.lock().expect("tally").ops += n;
+    }
+
+    /// Marks the API process as dead (connection errors are then expected) or back.
+    pub fn api_down(&self, down: bool) {
+        self.api_down.store(down, Ordering::SeqCst);
     }
 
     fn record(&self, outcome: &Outcome, took: Duration) {
         let mut t = self.tally.lock().expect("tally");
         t.requests += 1;
         match outcome {
-            Outcome::Answered(status, _) => {
+            Outcome::Answered(status, body) => {
                 *t.statuses.entry(status.as_u16()).or_default() += 1;
                 t.slowest = t.slowest.max(took);
+                if status.is_server_error() {
+                    *t.five_xx_kinds
+                        .entry(format!("{} {}", status.as_u16(), kind_of(body)))
+                        .or_default() += 1;
+                }
             }
             Outcome::NoAnswer => t.unanswered += 1,
             Outcome::ConnError(_) if self.api_down.load(Ordering::SeqCst) => {
                 t.conn_errors_api_down += 1;
             }
-            Outcome::ConnError(_) => t.conn_errors += 1,
+            Outcome::ConnError(e) => {
+                t.conn_errors += 1;
+                if t.conn_error_samples.len() < 10 {
+                    t.conn_error_samples
+                        .push(format!("{e} (after {:.1}s)", took.as_secs_f64()));
+                }
+            }
         }
     }
 
     /// One request and its retries (503, 409, no answer, connection error) with backoff under
-    /// one request id, until an other answer or the deadline. Returns the last answer.
-    async fn op(
+    /// one request id, until an other answer or the deadline (or the operation limit). Returns
+    /// the last answer.
+    pub async fn op(
         &self,
         what: &str,
         method: Method,
@@ -202,6 +250,7 @@ impl Shared {
         record: bool,
     ) -> Option<(StatusCode, Value)> {
         let request_id = format!("req-{}", uuid::Uuid::new_v4());
+        let give_up = self.op_limit.map(|limit| Instant::now() + limit);
         let mut backoff = Duration::from_millis(200);
         let mut last: Option<(StatusCode, Value)> = None;
         let mut last_problem: String;
@@ -235,7 +284,8 @@ impl Shared {
                 Outcome::NoAnswer => last_problem = "no answer".to_owned(),
                 Outcome::ConnError(e) => last_problem = format!("connection error: {e}"),
             }
-            if Instant::now() + backoff > self.deadline() {
+            let until = give_up.map_or(self.deadline(), |g| g.min(self.deadline()));
+            if Instant::now() + backoff > until {
                 if record {
                     self.tally.lock().expect("tally").failed_ops.push(format!(
                         "{what}: still {last_problem} when the window closed"
@@ -250,7 +300,7 @@ impl Shared {
 
     /// Polls the node (recorded GETs) until it is out of transient states and unlocked, for at
     /// most `limit`.
-    async fn settle(&self, uuid: &str, limit: Duration) -> Option<Value> {
+    pub async fn settle(&self, uuid: &str, limit: Duration) -> Option<Value> {
         let until = (Instant::now() + limit).min(self.deadline());
         let path = format!("/v1/nodes/{uuid}");
         loop {
@@ -269,17 +319,19 @@ impl Shared {
         }
     }
 
-    async fn deploy(&self, uuid: &str, target: &str, record: bool) -> Option<StatusCode> {
+    /// A provision verb (and its retries); an accepted deploy (`active`, `rebuild`) is counted
+    /// for the node, against which the deploy starts in the logs are checked.
+    pub async fn provision(&self, uuid: &str, target: &str, record: bool) -> Option<StatusCode> {
         let (status, _) = self
             .op(
-                &format!("deploy {uuid} ({target})"),
+                &format!("provision {uuid} ({target})"),
                 Method::PUT,
                 &format!("/v1/nodes/{uuid}/states/provision"),
                 Some(json!({ "target": target })),
                 record,
             )
             .await?;
-        if status == StatusCode::ACCEPTED {
+        if status == StatusCode::ACCEPTED && matches!(target, "active" | "rebuild") {
             *self
                 .tally
                 .lock()
@@ -289,6 +341,64 @@ impl Shared {
                 .or_default() += 1;
         }
         Some(status)
+    }
+
+    /// Full service for one probe node, once: GET, PATCH (`extra/probe` = `n`) and a deploy (to
+    /// `active`, or `rebuild` when it is active) that ends `active` within 10 s (before
+    /// `deadline`). Not recorded in the tally, but an accepted deploy is counted.
+    pub async fn probe_once(&self, uuid: &str, n: usize, deadline: Instant) -> bool {
+        let path = format!("/v1/nodes/{uuid}");
+        let Outcome::Answered(StatusCode::OK, node) =
+            self.client.send(Method::GET, &path, None, "").await
+        else {
+            return false;
+        };
+        let verb = match node["provision_state"].as_str() {
+            Some("available" | "deploy failed") => "active",
+            Some("active") => "rebuild",
+            _ => return false,
+        };
+        let ops = json!([{"op": "add", "path": "/extra/probe", "value": n}]);
+        let id = format!("req-{}", uuid::Uuid::new_v4());
+        let Outcome::Answered(StatusCode::OK, _) = self
+            .client
+            .send(Method::PATCH, &path, Some(&ops), &id)
+            .await
+        else {
+            return false;
+        };
+        let id = format!("req-{}", uuid::Uuid::new_v4());
+        let body = json!({ "target": verb });
+        let Outcome::Answered(StatusCode::ACCEPTED, _) = self
+            .client
+            .send(
+                Method::PUT,
+                &format!("{path}/states/provision"),
+                Some(&body),
+                &id,
+            )
+            .await
+        else {
+            return false;
+        };
+        *self
+            .tally
+            .lock()
+            .expect("tally")
+            .accepted
+            .entry(uuid.to_owned())
+            .or_default() += 1;
+        let until = (Instant::now() + Duration::from_secs(10)).min(deadline);
+        while Instant::now() < until {
+            if let Outcome::Answered(StatusCode::OK, node) =
+                self.client.send(Method::GET, &path, None, "").await
+                && !transient(&node)
+            {
+                return node["provision_state"] == "active";
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
     }
 
     async fn patch_extra(&self, uuid: &str, key: &str, value: &str, record: bool) -> bool {
@@ -323,8 +433,18 @@ fn short(body: &Value) -> String {
     text.chars().take(120).collect()
 }
 
+/// A 5xx answer's kind for the tally: its faultstring with UUIDs masked.
+fn kind_of(body: &Value) -> String {
+    static UUID: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let uuid = UUID.get_or_init(|| {
+        regex::Regex::new("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+            .expect("UUID pattern")
+    });
+    uuid.replace_all(&short(body), "<uuid>").into_owned()
+}
+
 /// Whether a node as the API shows it is in a transient state or locked.
-fn transient(node: &Value) -> bool {
+pub fn transient(node: &Value) -> bool {
     let state = node["provision_state"].as_str().unwrap_or_default();
     ProvisionState::from_api_name(state).is_none_or(ProvisionState::is_unstable)
         || !node["reservation"].is_null()
@@ -339,14 +459,34 @@ async fn client_loop(shared: Arc<Shared>, k: usize, nodes: Vec<String>, settle: 
             shared.tally.lock().expect("tally").skipped += nodes.len() - i;
             return;
         }
-        shared.tally.lock().expect("tally").ops += 2;
-        if shared.deploy(uuid, "active", true).await == Some(StatusCode::ACCEPTED) {
+        shared.count_ops(2);
+        if shared.provision(uuid, "active", true).await == Some(StatusCode::ACCEPTED) {
             shared.settle(uuid, settle).await;
         }
         let key = format!("k{k}_{i}");
         let value = format!("{uuid}/{}", random_suffix());
         shared.patch_extra(uuid, &key, &value, true).await;
     }
+}
+
+/// One probe node (no deploy delay) owned on the ring by each of the first `count` conductors,
+/// available; their UUIDs.
+pub async fn probe_nodes(cluster: &Cluster, count: usize) -> Vec<String> {
+    let mut probes = Vec::new();
+    for owner in cluster.conductor_hosts.iter().take(count) {
+        let uuid = loop {
+            let candidate = uuid::Uuid::new_v4().to_string();
+            if &cluster.owner_of(&candidate) == owner {
+                break candidate;
+            }
+        };
+        cluster
+            .api
+            .available_node(json!({"uuid": uuid, "name": format!("probe-{owner}")}))
+            .await;
+        probes.push(uuid);
+    }
+    probes
 }
 
 /// A load in flight against a cluster, and what the suite needs to judge it.
@@ -389,24 +529,8 @@ impl FaultRun {
         for task in tasks {
             prepared.extend(task.await.expect("prepare nodes"));
         }
-        let mut probes = Vec::new();
-        for owner in cluster.conductor_hosts.iter().take(2) {
-            let uuid = loop {
-                let candidate = uuid::Uuid::new_v4().to_string();
-                if &cluster.owner_of(&candidate) == owner {
-                    break candidate;
-                }
-            };
-            api.available_node(json!({"uuid": uuid, "name": format!("probe-{owner}")}))
-                .await;
-            probes.push(uuid);
-        }
-        let shared = Arc::new(Shared {
-            client: Client::new(&api.base, plan.client_timeout),
-            tally: Mutex::new(Tally::default()),
-            api_down: AtomicBool::new(false),
-            deadline: Mutex::new(Instant::now() + Duration::from_secs(600)),
-        });
+        let probes = probe_nodes(cluster, 2).await;
+        let shared = Shared::new(&api.base, plan.client_timeout, None);
         let notes = vec![format!(
             "prepared {} nodes in {:.1}s",
             prepared.len(),
@@ -442,7 +566,7 @@ impl FaultRun {
 
     /// Marks the API process as dead (connection errors are then expected) or back.
     pub fn api_down(&self, down: bool) {
-        self.shared.api_down.store(down, Ordering::SeqCst);
+        self.shared.api_down(down);
     }
 
     /// Keeps `tasks` PATCHes in flight to `host`, back to back, for `span`: a fault in that
@@ -608,7 +732,7 @@ async fn probe_until_served(
             let mut n = 0;
             while Instant::now() < deadline {
                 n += 1;
-                if probe_once(&shared, &uuid, n, deadline).await {
+                if shared.probe_once(&uuid, n, deadline).await {
                     return Some(since.elapsed());
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -622,59 +746,69 @@ async fn probe_until_served(
         .try_fold(Duration::ZERO, |max, t| Some(max.max(t?)))
 }
 
-async fn probe_once(shared: &Shared, uuid: &str, n: usize, deadline: Instant) -> bool {
-    let path = format!("/v1/nodes/{uuid}");
-    let Outcome::Answered(StatusCode::OK, node) =
-        shared.client.send(Method::GET, &path, None, "").await
-    else {
-        return false;
-    };
-    let verb = match node["provision_state"].as_str() {
-        Some("available" | "deploy failed") => "active",
-        Some("active") => "rebuild",
-        _ => return false,
-    };
-    let ops = json!([{"op": "add", "path": "/extra/probe", "value": n}]);
-    let id = format!("req-{}", uuid::Uuid::new_v4());
-    let Outcome::Answered(StatusCode::OK, _) = shared
-        .client
-        .send(Method::PATCH, &path, Some(&ops), &id)
-        .await
-    else {
-        return false;
-    };
-    let id = format!("req-{}", uuid::Uuid::new_v4());
-    let body = json!({ "target": verb });
-    let Outcome::Answered(StatusCode::ACCEPTED, _) = shared
-        .client
-        .send(
-            Method::PUT,
-            &format!("{path}/states/provision"),
-            Some(&body),
-            &id,
-        )
-        .await
-    else {
-        return false;
-    };
-    *shared
-        .tally
-        .lock()
-        .expect("tally")
-        .accepted
-        .entry(uuid.to_owned())
-        .or_default() += 1;
-    let until = (Instant::now() + Duration::from_secs(10)).min(deadline);
-    while Instant::now() < until {
-        if let Outcome::Answered(StatusCode::OK, node) =
-            shared.client.send(Method::GET, &path, None, "").await
-            && !transient(&node)
-        {
-            return node["provision_state"] == "active";
+/// The deploy starts of each node, counted in the `ferrum` processes' logs (the fake deploy's
+/// [`DEPLOY_STARTED`] line). Read on from where it stopped: the logs only grow (a restarted
+/// process appends to its predecessor's).
+#[derive(Default)]
+pub struct DeployStarts {
+    /// Bytes of each process's log counted so far, up to its last complete line.
+    read: HashMap<String, u64>,
+    by_node: HashMap<String, usize>,
+}
+
+impl DeployStarts {
+    /// Counts the lines the logs gained since the last call.
+    pub fn read_new(&mut self, cluster: &Cluster) {
+        use std::io::{Read as _, Seek as _};
+        for name in cluster.process_names() {
+            let Some(mut file) = cluster
+                .log_path(&name)
+                .and_then(|p| std::fs::File::open(p).ok())
+            else {
+                continue;
+            };
+            let from = self.read.get(&name).copied().unwrap_or(0);
+            let mut bytes = Vec::new();
+            if file.seek(std::io::SeekFrom::Start(from)).is_err()
+                || file.read_to_end(&mut bytes).is_err()
+            {
+                continue;
+            }
+            let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            for line in String::from_utf8_lossy(&bytes[..complete]).lines() {
+                if let Some((_, rest)) = line.split_once(DEPLOY_STARTED) {
+                    let uuid: String = rest.chars().take(36).collect();
+                    *self.by_node.entry(uuid).or_default() += 1;
+                }
+            }
+            self.read.insert(name, from + complete as u64);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    false
+
+    /// Deploy starts counted so far.
+    pub fn total(&self) -> usize {
+        self.by_node.values().sum()
+    }
+
+    /// The nodes (but those `skip` names) whose deploy started more often than a deploy of
+    /// theirs was accepted (`accepted`, by UUID), sorted.
+    pub fn beyond(
+        &self,
+        accepted: &HashMap<String, usize>,
+        skip: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let mut beyond: Vec<String> = self
+            .by_node
+            .iter()
+            .filter(|(uuid, _)| !skip(uuid))
+            .filter_map(|(uuid, &n)| {
+                let accepted = accepted.get(uuid).copied().unwrap_or(0);
+                (n > accepted).then(|| format!("{uuid}: started {n}x, accepted {accepted}x"))
+            })
+            .collect();
+        beyond.sort();
+        beyond
+    }
 }
 
 /// The figures of one scenario and what broke.
@@ -724,29 +858,15 @@ impl Verdict {
             .iter()
             .filter_map(|n| Some(format!("{} by {}", n.uuid, n.reservation.as_ref()?)))
             .collect();
-        let mut starts: HashMap<String, usize> = HashMap::new();
-        for name in cluster.process_names() {
-            for line in cluster.log_of(&name).lines() {
-                if let Some((_, rest)) = line.split_once(DEPLOY_STARTED) {
-                    let uuid: String = rest.chars().take(36).collect();
-                    *starts.entry(uuid).or_default() += 1;
-                }
-            }
-        }
+        let mut starts = DeployStarts::default();
+        starts.read_new(cluster);
         let mut notes = run.notes;
         notes.push(format!(
             "deploy starts in the logs: {}, deploy requests accepted: {}",
-            starts.values().sum::<usize>(),
+            starts.total(),
             tally.accepted.values().sum::<usize>()
         ));
-        let mut double_deploys: Vec<String> = starts
-            .iter()
-            .filter_map(|(uuid, &n)| {
-                let accepted = tally.accepted.get(uuid).copied().unwrap_or(0);
-                (n > accepted).then(|| format!("{uuid}: started {n}x, accepted {accepted}x"))
-            })
-            .collect();
-        double_deploys.sort();
+        let double_deploys = starts.beyond(&tally.accepted, |_| false);
         let by_uuid: HashMap<&str, &Node> = nodes.iter().map(|n| (n.uuid.as_str(), n)).collect();
         let lost_writes = if db_readable {
             tally

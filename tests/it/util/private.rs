@@ -288,6 +288,20 @@ impl PrivateMariaDb {
         }
     }
 
+    /// SIGSTOP: the server holds its connections and answers nothing.
+    pub fn pause(&self) {
+        if let Some(server) = &self.server {
+            signal_group("-STOP", server.pgid());
+        }
+    }
+
+    /// SIGCONT after [`pause`](Self::pause) (harmless when it runs).
+    pub fn resume(&self) {
+        if let Some(server) = &self.server {
+            signal_group("-CONT", server.pgid());
+        }
+    }
+
     /// SIGTERM, then waits for the server to exit (SIGKILL after 30 s).
     pub async fn stop(&mut self) {
         if let Some(server) = self.server.take() {
@@ -522,6 +536,20 @@ impl PrivateRabbit {
     pub fn kill(&mut self) {
         if let Some(server) = self.server.take() {
             server.kill();
+        }
+    }
+
+    /// SIGSTOP to the whole Erlang VM: the broker holds its connections and answers nothing.
+    pub fn pause(&self) {
+        if let Some(server) = &self.server {
+            signal_group("-STOP", server.pgid());
+        }
+    }
+
+    /// SIGCONT after [`pause`](Self::pause) (harmless when it runs).
+    pub fn resume(&self) {
+        if let Some(server) = &self.server {
+            signal_group("-CONT", server.pgid());
         }
     }
 
