@@ -4,15 +4,19 @@
 //! the router answers every request, its errors included; only what hyper refuses before a
 //! request exists (a head too large or too slow) is answered, or cut, here.
 
-use std::{io, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    io,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll, ready},
+    time::{Duration, Instant},
+};
 
 use anyhow::Context as _;
 use axum::Router;
 use hyper::server::conn::http1;
-use hyper_util::{
-    rt::{TokioIo, TokioTimer},
-    service::TowerToHyperService,
-};
+use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -108,7 +112,7 @@ pub async fn serve(
         app
     };
     let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new())
+    http.timer(SettledTimer)
         .header_read_timeout(header_read_timeout)
         .max_header_size(MAX_HEADER_BYTES);
     let connections = TaskTracker::new();
@@ -168,6 +172,57 @@ pub async fn serve(
     connections.close();
     connections.wait().await;
 }
+
+/// hyper's timer (it times the reading of request heads), whose sleeps end only after the
+/// sockets were looked at once more past their deadline. A process paused past a deadline
+/// (SIGSTOP, a frozen VM) wakes with its wait for socket events interrupted (EINTR), and the
+/// runtime then fires the timers that ran out before it learns which sockets are readable: a
+/// keep-alive connection whose next request arrived during the pause would be closed without
+/// an answer, the client's request timed out for the server's own pause. A further millisecond
+/// puts one look at the sockets between the deadline and the sleep's end.
+#[derive(Clone, Copy, Debug)]
+struct SettledTimer;
+
+/// How long a [`SettledTimer`] sleep lasts past its deadline: the next timer tick, which the
+/// runtime reaches only after polling the sockets again.
+const SETTLE: Duration = Duration::from_millis(1);
+
+impl hyper::rt::Timer for SettledTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(Instant::now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(SettledSleep {
+            sleep: Box::pin(tokio::time::sleep_until(deadline.into())),
+            settling: false,
+        })
+    }
+}
+
+struct SettledSleep {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The deadline passed; now sleeping [`SETTLE`].
+    settling: bool,
+}
+
+impl Future for SettledSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            ready!(self.sleep.as_mut().poll(cx));
+            if self.settling {
+                return Poll::Ready(());
+            }
+            self.settling = true;
+            let settled = tokio::time::Instant::now() + SETTLE;
+            self.sleep.as_mut().reset(settled);
+        }
+    }
+}
+
+impl hyper::rt::Sleep for SettledSleep {}
 
 /// Serves one connection's requests until it closes, or until `shutdown` and its request in
 /// flight is answered.

@@ -116,6 +116,7 @@ async fn change_node_waiting(
     let mut races = 0;
     let request_id = REQUEST_ID.try_with(Clone::clone).ok();
     loop {
+        still_held(ctx, uuid)?;
         // A retry of the request that made the node what it is (its first attempt's answer
         // was lost with a conductor): applied once already, so answered as applied.
         if request_id.is_some() && node.last_request_id == request_id {
@@ -175,6 +176,21 @@ async fn change_node_waiting(
         }
         node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
     }
+}
+
+/// Refuses to decide on a read of node `uuid` once this conductor's lease is not held: its
+/// nodes may have been taken over meanwhile and the request sent again to their next owner, so
+/// a decision on what it reads now (a read answered once a cut-off database link came back)
+/// could undo what was done since. A write decided earlier is fenced by the node's version.
+fn still_held(ctx: &Ctx, uuid: &str) -> Result<()> {
+    if ctx.lease.is_held() {
+        return Ok(());
+    }
+    Err(Error::TemporaryFailure(format!(
+        "Conductor {} lost its lease on its host name and did not change node {uuid}; please \
+         retry.",
+        ctx.host
+    )))
 }
 
 /// After a write of node `uuid` that did not land: DeadlineExceeded if `deadline` has passed
@@ -254,6 +270,7 @@ pub async fn lock_now(ctx: &Ctx, uuid: &str) -> Result<Task> {
 
 async fn lock_waiting(ctx: &Ctx, uuid: &str, mut waits: LockWaits) -> Result<Task> {
     loop {
+        still_held(ctx, uuid)?;
         let won = db::nodes::reserve(&ctx.db, uuid, &ctx.host, waits.deadline).await?;
         if !won {
             not_past(waits.deadline, uuid)?;

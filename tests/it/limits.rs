@@ -12,7 +12,7 @@ use tokio::{
     time::timeout,
 };
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, Stack, on_both_stacks};
 
 /// Generous: an answer that does not wait for anything comes in milliseconds.
 const PROMPTLY: Duration = Duration::from_secs(5);
@@ -20,6 +20,16 @@ const PROMPTLY: Duration = Duration::from_secs(5);
 async fn connect(cluster: &Cluster) -> TcpStream {
     let addr = cluster.api.base.trim_start_matches("http://");
     TcpStream::connect(addr).await.expect("connect to the API")
+}
+
+/// A cluster whose API cuts a request head after 1 s.
+async fn with_header_timeout(stack: Stack) -> Option<Cluster> {
+    Cluster::start(ClusterOptions {
+        stack,
+        api_header_timeout: Some(1.0),
+        ..ClusterOptions::default()
+    })
+    .await
 }
 
 /// Reads one response: its status and body (by its Content-Length).
@@ -146,13 +156,7 @@ on_both_stacks! {
 /// answer; a head over the size limit, or with too many fields, gets 431 (or the connection is
 /// closed); a large head within the limit is served; and the server serves on.
 async fn request_heads_are_bounded_in_time_and_size(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        api_header_timeout: Some(1.0),
-        ..ClusterOptions::default()
-    })
-    .await
-    else {
+    let Some(cluster) = with_header_timeout(stack).await else {
         return;
     };
 
@@ -225,5 +229,35 @@ async fn request_heads_are_bounded_in_time_and_size(stack) {
     assert_eq!(status, 200, "{body}");
 
     assert_eq!(cluster.api.get("/").await.status, 200, "the API serves on");
+}
+}
+
+on_both_stacks! {
+/// The header timeout counts a client's slowness, not the server's own pause: an API paused with
+/// SIGSTOP past it (1 s here) answers, once woken, the request that arrived meanwhile on a
+/// keep-alive connection (the runtime, its wait for sockets interrupted by the stop, fired the
+/// timers that had run out before it saw that the request was there).
+async fn a_request_that_arrived_while_the_api_was_paused_is_answered(stack) {
+    let Some(mut cluster) = with_header_timeout(stack).await else {
+        return;
+    };
+    let api_process = match stack {
+        Stack::Embedded => "all-in-one",
+        Stack::MultiHost => "api",
+    };
+    let request = b"GET / HTTP/1.1\r\nHost: ferrum\r\n\r\n";
+    let mut stream = connect(&cluster).await;
+    stream.write_all(request).await.unwrap();
+    let (status, body) = timeout(PROMPTLY, read_response(&mut stream)).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+
+    cluster.signal(api_process, "STOP");
+    stream.write_all(request).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    cluster.signal(api_process, "CONT");
+    let (status, body) = timeout(PROMPTLY, read_response(&mut stream))
+        .await
+        .expect("answered once woken");
+    assert_eq!(status, 200, "{body}");
 }
 }

@@ -2,26 +2,19 @@
 //! forwarding without closing anything), and one paused with SIGSTOP. Each leaves the hash ring
 //! within seconds, and requests for its nodes, those already waiting and new ones, are answered
 //! within seconds by the next conductor on the ring rather than at the RPC timeout. A paused
-//! conductor that wakes after its lease ran out applies nothing it was sent, and exits.
+//! conductor that wakes after its lease ran out applies nothing it was sent, and exits; so does
+//! one whose link to the database was blackholed, once the link is back.
 
 use std::time::{Duration, Instant};
 
 use lapin::uri::AMQPUri;
 use reqwest::StatusCode;
 use serde_json::json;
-use tokio::{
-    io::{AsyncReadExt as _, AsyncWriteExt as _},
-    net::{
-        TcpListener, TcpStream,
-        tcp::{OwnedReadHalf, OwnedWriteHalf},
-    },
-    task::{AbortHandle, JoinSet},
-};
-use tokio_util::sync::CancellationToken;
 
 use crate::util::{
     Api, amqp_url,
     cluster::{Cluster, ClusterOptions},
+    link_proxy::LinkProxy,
 };
 
 /// What the requirement allows: a wedged conductor is out of the ring, and requests for its
@@ -31,83 +24,12 @@ const WITHIN: Duration = Duration::from_secs(10);
 /// that a failure reports how long it took.
 const PATIENCE: Duration = Duration::from_secs(40);
 
-/// A TCP proxy on loopback in front of RabbitMQ that can go silent: it then stops forwarding in
-/// both directions but keeps every connection open (no FIN, no RST), as a dead link or a stuck
-/// middlebox does; a connection made while it is silent is accepted and gets nothing either.
-struct SilentProxy {
-    url: String,
-    silent: CancellationToken,
-    accept: AbortHandle,
-}
-
-impl SilentProxy {
-    async fn start(broker: &AMQPUri) -> SilentProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let mut url = broker.clone();
-        url.authority.host = "127.0.0.1".to_owned();
-        url.authority.port = listener.local_addr().expect("addr").port();
-        let upstream = (broker.authority.host.clone(), broker.authority.port);
-        let silent = CancellationToken::new();
-        let accept = tokio::spawn({
-            let silent = silent.clone();
-            async move {
-                // Dropped with the accept task, which closes every connection.
-                let mut links = JoinSet::new();
-                let mut held = Vec::new();
-                while let Ok((client, _)) = listener.accept().await {
-                    if silent.is_cancelled() {
-                        held.push(client);
-                        continue;
-                    }
-                    let Ok(broker) = TcpStream::connect(upstream.clone()).await else {
-                        continue;
-                    };
-                    let (client_read, client_write) = client.into_split();
-                    let (broker_read, broker_write) = broker.into_split();
-                    links.spawn(pump(client_read, broker_write, silent.clone()));
-                    links.spawn(pump(broker_read, client_write, silent.clone()));
-                }
-            }
-        })
-        .abort_handle();
-        SilentProxy {
-            url: url.to_string(),
-            silent,
-            accept,
-        }
-    }
-
-    fn silence(&self) {
-        self.silent.cancel();
-    }
-}
-
-impl Drop for SilentProxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-    }
-}
-
-/// Forwards `from` to `to` until the proxy goes silent, then holds both open, forwarding
-/// nothing.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, silent: CancellationToken) {
-    let mut buf = vec![0; 16 * 1024];
-    loop {
-        let read = tokio::select! {
-            () = silent.cancelled() => break,
-            read = from.read(&mut buf) => read,
-        };
-        match read {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-    // Both halves stay open while this waits.
-    std::future::pending::<()>().await;
+/// `url` with its host and port those of `proxy`.
+fn through(proxy: &LinkProxy, url: &AMQPUri) -> String {
+    let mut url = url.clone();
+    url.authority.host = "127.0.0.1".to_owned();
+    url.authority.port = proxy.port;
+    url.to_string()
 }
 
 /// Whether GET /v1/conductors/{host} shows conductor `host` as alive (false while it has not
@@ -135,6 +57,46 @@ async fn wait_alive(api: &Api, host: &str, alive: bool, since: Instant) -> Durat
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A new node that conductor `host` serves (nodes are created until one lands on it).
+async fn node_served_by(api: &Api, host: &str) -> String {
+    loop {
+        let node = api.create_node(json!({"driver": "fake-hardware"})).await;
+        let uuid = node["uuid"].as_str().expect("a uuid").to_owned();
+        if api.node(&uuid).await["conductor"] == host {
+            return uuid;
+        }
+    }
+}
+
+/// PATCHes the node's `extra/step` to "later" (after a wedged conductor was sent an earlier
+/// value), and returns the node as it is then.
+async fn change_step_later(api: &Api, node: &str) -> serde_json::Value {
+    let r = api
+        .patch(
+            node,
+            json!([{"op": "add", "path": "/extra/step", "value": "later"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.node(node).await
+}
+
+/// Waits until the wedged conductor `process` exits with an error, and checks that the node is
+/// still as it was `before` (nothing of what the conductor was sent landed) and nothing is locked.
+async fn exits_having_changed_nothing(
+    cluster: &mut Cluster,
+    process: &str,
+    node: &str,
+    before: &serde_json::Value,
+) {
+    let status = cluster.wait_exit(process).await;
+    assert!(!status.success(), "it exits with an error: {status}");
+    let after = cluster.api.node(node).await;
+    assert_eq!(after["extra"]["step"], "later", "{after}");
+    assert_eq!(after["updated_at"], before["updated_at"], "{after}");
+    cluster.assert_no_locks().await;
 }
 
 /// A PATCH of the node adding `extra/<key> = value`, sent on a task of its own; how long since
@@ -166,7 +128,7 @@ async fn a_conductor_whose_broker_link_goes_silent_leaves_the_ring_within_second
     let broker: AMQPUri = url
         .parse()
         .expect("FERRUM_TEST_AMQP_URL is not an AMQP URL");
-    let proxy = SilentProxy::start(&broker).await;
+    let proxy = LinkProxy::start(&broker.authority.host, broker.authority.port).await;
     let Some(mut cluster) = Cluster::start(ClusterOptions {
         conductors: 1,
         rpc_timeout: 30.0,
@@ -182,21 +144,15 @@ async fn a_conductor_whose_broker_link_goes_silent_leaves_the_ring_within_second
     cluster.spawn_conductor_with(
         "silenced",
         &silenced,
-        &[("FERRUM_TRANSPORT_URL", proxy.url.clone())],
+        &[("FERRUM_TRANSPORT_URL", through(&proxy, &broker))],
     );
     let api = cluster.api.clone();
     // Before any node request, so that the API's first rings have both conductors.
     wait_alive(&api, &silenced, true, Instant::now()).await;
-    let node = loop {
-        let node = api.create_node(json!({"driver": "fake-hardware"})).await;
-        let uuid = node["uuid"].as_str().unwrap().to_owned();
-        if api.node(&uuid).await["conductor"] == silenced.as_str() {
-            break uuid;
-        }
-    };
+    let node = node_served_by(&api, &silenced).await;
 
     let silenced_at = Instant::now();
-    proxy.silence();
+    proxy.blackhole(true);
     let in_flight = patch_in_background(&api, &node, "sent", "when silenced", silenced_at);
     let left_ring = wait_alive(&api, &silenced, false, silenced_at).await;
     let (answered_in_flight, r) = tokio::time::timeout(PATIENCE, in_flight)
@@ -309,22 +265,10 @@ async fn a_paused_conductor_leaves_the_ring_within_seconds_and_applies_nothing_w
     // the first PATCH is no longer the node's last request.
     let lease_lost = wait_alive(&api, &paused, false, paused_at).await;
     eprintln!("paused conductor: lease ran out after {lease_lost:?}");
-    let r = api
-        .patch(
-            &node,
-            json!([{"op": "add", "path": "/extra/step", "value": "later"}]),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    let before = api.node(&node).await;
+    let before = change_step_later(&api, &node).await;
 
     cluster.signal(&process, "CONT");
-    let status = cluster.wait_exit(&process).await;
-    assert!(!status.success(), "it exits with an error: {status}");
-    let after = api.node(&node).await;
-    assert_eq!(after["extra"]["step"], "later", "{after}");
-    assert_eq!(after["updated_at"], before["updated_at"], "{after}");
-    cluster.assert_no_locks().await;
+    exits_having_changed_nothing(&mut cluster, &process, &node, &before).await;
 }
 
 /// Multi-host: a conductor paused for longer than its lease, but not long enough for RabbitMQ to
@@ -378,4 +322,55 @@ async fn a_conductor_woken_after_its_lease_ran_out_refuses_what_it_was_sent() {
     let status = cluster.wait_exit(&process).await;
     assert!(!status.success(), "it exits with an error: {status}");
     cluster.assert_no_locks().await;
+}
+
+/// Multi-host: a conductor whose link to the database is blackholed while it handles a PATCH
+/// fences itself, the PATCH is answered by the next conductor, and the node changes again after
+/// that. Once the link is restored, the fenced conductor's own attempt at the PATCH (its read of
+/// the node answered only now) must not land: it would undo the newer, acknowledged change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_cut_off_from_the_database_applies_nothing_once_the_link_is_back() {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        rpc_timeout: 30.0,
+        heartbeat_timeout: 3.0,
+        graceful_shutdown_timeout: 30.0,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    // mysql://user@host:port/database
+    let url = cluster.db.url.clone();
+    let (server, database) = url.rsplit_once('/').expect("a database URL");
+    let (scheme_user, address) = server.rsplit_once('@').expect("user@host:port");
+    let (host, port) = address.rsplit_once(':').expect("host:port");
+    let proxy = LinkProxy::start(host, port.parse().expect("a port")).await;
+    let proxied = format!(
+        "{scheme_user}@127.0.0.1:{}/{database}?prefer_socket=false",
+        proxy.port
+    );
+    let cut = format!("cut-{}", &cluster.conductor_hosts[0]);
+    cluster.spawn_conductor_with("cut", &cut, &[("FERRUM_DATABASE_URL", proxied)]);
+    let api = cluster.api.clone();
+    wait_alive(&api, &cut, true, Instant::now()).await;
+    let node = node_served_by(&api, &cut).await;
+
+    let cut_at = Instant::now();
+    proxy.blackhole(true);
+    let in_flight = patch_in_background(&api, &node, "step", "sent when cut off", cut_at);
+    let (answered, r) = tokio::time::timeout(PATIENCE, in_flight)
+        .await
+        .expect("the PATCH sent to the cut-off conductor is answered")
+        .unwrap();
+    eprintln!(
+        "cut-off conductor: the PATCH in flight answered after {answered:?}: {}",
+        r.status
+    );
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let before = change_step_later(&api, &node).await;
+
+    proxy.blackhole(false);
+    exits_having_changed_nothing(&mut cluster, "cut", &node, &before).await;
 }
