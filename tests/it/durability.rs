@@ -1,7 +1,8 @@
 //! The all-in-one's embedded database under faults of its disk: acknowledged writes survive a
 //! file-system error followed by a crash (what a power cut leaves), a full or read-only disk
 //! gives 503 with the cause while reads go on and the process stays up, and a database file that
-//! vanished is not silently replaced by an empty one.
+//! vanished is not silently replaced by an empty one. And the multi-host stack's MariaDB made
+//! read-only: the same 503 with the cause, reads served, writes back once it is writable.
 //!
 //! These start the real `ferrum` binary: the process dying, or not, is the point. The disk
 //! faults need root (loop devices, tmpfs mounts); without it they say so loudly and return.
@@ -16,7 +17,10 @@ use std::{
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, cluster::free_port};
+use diesel::sql_query;
+use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, RunQueryDsl as _};
+
+use crate::util::{Api, Cluster, ClusterOptions, PrivateMariaDb, cluster::free_port};
 
 /// A lease of 2 s renewed every 0.5 s: a process that stopped for failed renewals would do so
 /// within a test's few seconds.
@@ -508,4 +512,102 @@ async fn a_full_disk_refuses_writes_with_the_cause_and_serves_reads() {
     assert!(ferrum.is_running());
     drop(ferrum);
     let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// MariaDB made read-only (`read_only`, which binds every user without the admin privilege)
+/// under a multi-host deployment, for less than a lease: writes get 503 in Ironic's envelope
+/// naming the cause, reads are served, no node stays locked, and writes work again within a
+/// second of the server being writable. (MariaDB on a full disk waits for space rather than
+/// failing: there the caller's deadline answers, `deadlines.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_mariadb_refuses_writes_with_the_cause_and_serves_reads() {
+    let Some(mariadb) = PrivateMariaDb::start().await else {
+        return;
+    };
+    let mut root = AsyncMysqlConnection::establish(&format!("{}/mysql", mariadb.url()))
+        .await
+        .expect("connect as root");
+    // A user as a deployment has one: its databases' privileges, nothing of the server's.
+    // (Over TCP or, as the client prefers on loopback, the server's socket.)
+    for host in ["127.0.0.1", "localhost"] {
+        for statement in [
+            format!("CREATE USER 'ferrum'@'{host}' IDENTIFIED BY 'ferrum'"),
+            format!("GRANT ALL PRIVILEGES ON `ferrum\\_%`.* TO 'ferrum'@'{host}'"),
+            format!("GRANT SELECT ON `mysql`.* TO 'ferrum'@'{host}'"),
+        ] {
+            sql_query(&statement)
+                .execute(&mut root)
+                .await
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        }
+    }
+    let as_user = mariadb.url().replace("root@", "ferrum:ferrum@");
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        mysql_url: Some(as_user),
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    api.create_node(json!({"name": "ro", "driver": "fake-hardware"}))
+        .await;
+
+    sql_query("SET GLOBAL read_only = 1")
+        .execute(&mut root)
+        .await
+        .expect("read-only");
+    let refused = api
+        .patch(
+            "ro",
+            json!([{"op": "add", "path": "/extra/k", "value": "v"}]),
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.body
+    );
+    assert!(refused.fault().contains("read-only"), "{}", refused.fault());
+    let provision = api.provision("ro", "manage").await;
+    assert_eq!(
+        provision.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        provision.body
+    );
+    for _ in 0..8 {
+        let reply = api.get("/v1/nodes/ro").await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    sql_query("SET GLOBAL read_only = 0")
+        .execute(&mut root)
+        .await
+        .expect("writable");
+    let writable = Instant::now();
+    let reply = api
+        .patch(
+            "ro",
+            json!([{"op": "add", "path": "/extra/after", "value": "writable"}]),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert!(
+        writable.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        writable.elapsed()
+    );
+    api.accepted("ro", "manage").await;
+    api.wait_for("ro", "manageable").await;
+    let node = api.node("ro").await;
+    assert_eq!(node["extra"]["after"], "writable", "{node}");
+    assert!(node["extra"].get("k").is_none(), "{node}");
+    cluster.assert_no_locks().await;
+    drop(cluster);
+    drop(mariadb);
 }
