@@ -68,6 +68,10 @@ const FRAME_MAX: u32 = 16 * 1024;
 /// (its consumer is detached). With RabbitMQ's default (60 s) a wedged conductor kept its nodes
 /// for minutes. Heartbeat frames are sent only on an idle connection: nothing per RPC.
 const HEARTBEAT_SECS: u16 = 2;
+/// How long cancelling the consumer, or closing its channel, may take at shutdown. Such a call
+/// made while lapin is closing a connection it found dead (missed heartbeats) may never be
+/// answered, and a conductor fenced for a lost lease would then never exit to be restarted.
+const STOP_CONSUMING_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a call still waiting for its reply checks that its conductor's queue still exists.
 const QUEUE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a cast waits for its confirm: a blocked broker (memory or disk alarm) sends none.
@@ -751,22 +755,37 @@ impl Server {
         } = attached;
         let permits = Arc::new(Semaphore::new(self.max_in_flight));
         let mut in_flight = JoinSet::new();
-        let mut cancelled = false;
+        // Set at shutdown: until when the consumer may take to end (see STOP_CONSUMING_TIMEOUT).
+        let mut stopping_until: Option<tokio::time::Instant> = None;
         let mut outcome = Ok(());
         loop {
             tokio::select! {
                 biased;
-                () = self.shutdown.cancelled(), if !cancelled => {
-                    cancelled = true;
+                () = self.shutdown.cancelled(), if stopping_until.is_none() => {
+                    let until = tokio::time::Instant::now() + STOP_CONSUMING_TIMEOUT;
+                    stopping_until = Some(until);
                     // The broker stops delivering; deliveries already sent still come
                     // through the stream, which then ends.
-                    if let Err(err) = channel
-                        .basic_cancel(consumer.tag(), BasicCancelOptions::default())
-                        .await
-                    {
-                        outcome = Err(unavailable(err));
-                        break;
+                    let cancel = channel.basic_cancel(consumer.tag(), BasicCancelOptions::default());
+                    match tokio::time::timeout_at(until, cancel).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(err)) => {
+                            outcome = Err(unavailable(err));
+                            break;
+                        }
+                        Err(_) => {
+                            outcome = Err(TransportError::Unavailable(format!(
+                                "cancelling the consumer got no answer within {STOP_CONSUMING_TIMEOUT:?}"
+                            )));
+                            break;
+                        }
                     }
+                }
+                () = sleep_until_some(stopping_until), if stopping_until.is_some() => {
+                    outcome = Err(TransportError::Unavailable(format!(
+                        "the consumer did not end within {STOP_CONSUMING_TIMEOUT:?} of its cancel"
+                    )));
+                    break;
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => log_join(done),
                 next = consumer.next() => match next {
@@ -787,7 +806,7 @@ impl Server {
                     // The stream ends right after an error.
                     Some(Err(err)) => outcome = Err(unavailable(err)),
                     None => {
-                        if !cancelled && outcome.is_ok() {
+                        if stopping_until.is_none() && outcome.is_ok() {
                             outcome = Err(TransportError::Unavailable(
                                 "the broker cancelled the consumer".to_owned(),
                             ));
@@ -802,11 +821,26 @@ impl Server {
         }
         if outcome.is_ok() {
             // Every delivery is acked: the channel can go quietly.
-            if let Err(err) = channel.close(200, "OK".into()).await {
-                debug!(queue = %self.queue, error = %err, "Closing the consumer channel failed");
+            let close = channel.close(200, "OK".into());
+            match tokio::time::timeout(STOP_CONSUMING_TIMEOUT, close).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    debug!(queue = %self.queue, error = %err, "Closing the consumer channel failed");
+                }
+                Err(_) => {
+                    debug!(queue = %self.queue, "Closing the consumer channel got no answer");
+                }
             }
         }
         outcome
+    }
+}
+
+/// Sleeps until `until`; never ends for None.
+async fn sleep_until_some(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
     }
 }
 

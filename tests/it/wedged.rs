@@ -24,6 +24,28 @@ const WITHIN: Duration = Duration::from_secs(10);
 /// that a failure reports how long it took.
 const PATIENCE: Duration = Duration::from_secs(40);
 
+/// A cluster with `options`, plus one more conductor, the process "silenced", whose link to
+/// RabbitMQ goes through a [`LinkProxy`]: the cluster, the proxy and that conductor's host,
+/// alive. None where RabbitMQ is unreachable.
+async fn with_a_proxied_broker_link(
+    options: ClusterOptions,
+) -> Option<(Cluster, LinkProxy, String)> {
+    let broker: AMQPUri = amqp_url()?
+        .parse()
+        .expect("FERRUM_TEST_AMQP_URL is not an AMQP URL");
+    let proxy = LinkProxy::start(&broker.authority.host, broker.authority.port).await;
+    let mut cluster = Cluster::start(options).await?;
+    let silenced = format!("silenced-{}", &cluster.conductor_hosts[0]);
+    cluster.spawn_conductor_with(
+        "silenced",
+        &silenced,
+        &[("FERRUM_TRANSPORT_URL", through(&proxy, &broker))],
+    );
+    // Before any node request, so that the API's first rings have all conductors.
+    wait_alive(&cluster.api, &silenced, true, Instant::now()).await;
+    Some((cluster, proxy, silenced))
+}
+
 /// `url` with its host and port those of `proxy`.
 fn through(proxy: &LinkProxy, url: &AMQPUri) -> String {
     let mut url = url.clone();
@@ -122,14 +144,7 @@ fn patch_in_background(
 /// within seconds by the other conductor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conductor_whose_broker_link_goes_silent_leaves_the_ring_within_seconds() {
-    let Some(url) = amqp_url() else {
-        return;
-    };
-    let broker: AMQPUri = url
-        .parse()
-        .expect("FERRUM_TEST_AMQP_URL is not an AMQP URL");
-    let proxy = LinkProxy::start(&broker.authority.host, broker.authority.port).await;
-    let Some(mut cluster) = Cluster::start(ClusterOptions {
+    let Some((mut cluster, proxy, silenced)) = with_a_proxied_broker_link(ClusterOptions {
         conductors: 1,
         rpc_timeout: 30.0,
         heartbeat_timeout: 30.0,
@@ -140,15 +155,7 @@ async fn a_conductor_whose_broker_link_goes_silent_leaves_the_ring_within_second
         return;
     };
     let steady = cluster.conductor_hosts[0].clone();
-    let silenced = format!("silenced-{}", &cluster.conductor_hosts[0]);
-    cluster.spawn_conductor_with(
-        "silenced",
-        &silenced,
-        &[("FERRUM_TRANSPORT_URL", through(&proxy, &broker))],
-    );
     let api = cluster.api.clone();
-    // Before any node request, so that the API's first rings have both conductors.
-    wait_alive(&api, &silenced, true, Instant::now()).await;
     let node = node_served_by(&api, &silenced).await;
 
     let silenced_at = Instant::now();
@@ -373,4 +380,29 @@ async fn a_conductor_cut_off_from_the_database_applies_nothing_once_the_link_is_
 
     proxy.blackhole(false);
     exits_having_changed_nothing(&mut cluster, "cut", &node, &before).await;
+}
+
+/// Multi-host: a conductor stopped (SIGTERM) while its link to RabbitMQ is silent exits all the
+/// same: cancelling its consumer is never answered (and may not be once the client finds the
+/// connection dead), so the wait for it is bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_stopped_while_its_broker_link_is_silent_exits() {
+    let Some((mut cluster, proxy, _)) = with_a_proxied_broker_link(ClusterOptions {
+        conductors: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+
+    proxy.blackhole(true);
+    let stopped = Instant::now();
+    cluster.signal_term("silenced");
+    let status = cluster.wait_exit("silenced").await;
+    eprintln!(
+        "conductor stopped with a silent broker link: exited after {:?} ({status})",
+        stopped.elapsed()
+    );
+    cluster.assert_no_locks().await;
 }
