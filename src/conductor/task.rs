@@ -178,10 +178,11 @@ async fn change_node_waiting(
     }
 }
 
-/// Refuses to decide on a read of node `uuid` once this conductor's lease is not held: its
-/// nodes may have been taken over meanwhile and the request sent again to their next owner, so
-/// a decision on what it reads now (a read answered once a cut-off database link came back)
-/// could undo what was done since. A write decided earlier is fenced by the node's version.
+/// Refuses to decide on a read of node `uuid` (or of its children) once this conductor's lease
+/// is not held: its nodes may have been taken over meanwhile and the request sent again to their
+/// next owner, so a decision on what it reads now (a read answered once a cut-off database link
+/// came back) could undo what was done since. A write decided earlier is fenced by the node's
+/// version.
 fn still_held(ctx: &Ctx, uuid: &str) -> Result<()> {
     if ctx.lease.is_held() {
         return Ok(());
@@ -332,6 +333,7 @@ pub async fn change_children(
     let mut waits = LockWaits::new(ctx, deadline);
     let mut races = 0;
     loop {
+        still_held(ctx, uuid)?;
         if let Some(holder) = &node.reservation {
             waits.wait(&node.uuid, holder).await?;
             node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
