@@ -10,11 +10,10 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::util::{Cluster, ClusterOptions, Stack, TestDb, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, Stack, TestDb, fake_hardware_row, on_both_stacks};
 use ferrum::{
     db::{self, Db},
-    node::{Interfaces, Json, Node, NodeChanges},
-    states::ProvisionState,
+    node::{Json, NodeChanges},
 };
 
 /// Another client of the database holding a node's row: a transaction that read it `FOR
@@ -90,31 +89,6 @@ impl RowHolder {
     }
 }
 
-fn row() -> Node {
-    Node {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        driver: "fake-hardware".into(),
-        interfaces: Interfaces {
-            deploy: "fake".into(),
-            power: "fake".into(),
-            management: "fake".into(),
-            bios: "no-bios".into(),
-            boot: "fake".into(),
-            console: "no-console".into(),
-            inspect: "no-inspect".into(),
-            network: "noop".into(),
-            raid: "no-raid".into(),
-            rescue: "no-rescue".into(),
-            storage: "noop".into(),
-            vendor: "no-vendor".into(),
-            firmware: "no-firmware".into(),
-        },
-        provision_state: ProvisionState::Available,
-        created_at: ferrum::node::now(),
-        ..Node::default()
-    }
-}
-
 fn tagged() -> NodeChanges {
     NodeChanges {
         extra: Some(Json(
@@ -168,7 +142,7 @@ async fn a_write_that_waits_past_its_deadline_changes_nothing(stack) {
         return;
     };
     let db = &test_db.db;
-    let node = db::nodes::insert(db, &row()).await.unwrap();
+    let node = db::nodes::insert(db, &fake_hardware_row()).await.unwrap();
     let soon = Duration::from_millis(1500);
 
     let n = node.clone();

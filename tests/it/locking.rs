@@ -4,11 +4,11 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::util::{Cluster, ClusterOptions, TestDb, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, TestDb, fake_hardware_row, on_both_stacks};
 use ferrum::{
     db,
     error::Error,
-    node::{Interfaces, Json, Node, NodeChanges},
+    node::{Json, NodeChanges},
     states::ProvisionState,
 };
 
@@ -145,28 +145,7 @@ async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
         return;
     };
     let db = &test_db.db;
-    let row = Node {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        driver: "fake-hardware".into(),
-        interfaces: Interfaces {
-            deploy: "fake".into(),
-            power: "fake".into(),
-            management: "fake".into(),
-            bios: "no-bios".into(),
-            boot: "fake".into(),
-            console: "no-console".into(),
-            inspect: "no-inspect".into(),
-            network: "noop".into(),
-            raid: "no-raid".into(),
-            rescue: "no-rescue".into(),
-            storage: "noop".into(),
-            vendor: "no-vendor".into(),
-            firmware: "no-firmware".into(),
-        },
-        provision_state: ProvisionState::Available,
-        created_at: ferrum::node::now(),
-        ..Node::default()
-    };
+    let row = fake_hardware_row();
     let node = db::nodes::insert(db, &row).await.unwrap();
     let deploying =
         NodeChanges::default().provision(ProvisionState::Deploying, Some(ProvisionState::Active));

@@ -14,7 +14,7 @@ pub mod services;
 pub use app::TestApp;
 pub use cluster::{Api, Cluster, ClusterOptions, Reply};
 pub use private::{PrivateMariaDb, PrivateRabbit};
-pub use services::{Stack, TestDb, amqp_url, clients_venv, ipa_sandbox};
+pub use services::{Stack, TestDb, amqp_url, clients_venv, fake_hardware_row, ipa_sandbox};
 
 /// Defines a test that runs once per stack, as `name::embedded` and `name::multi_host`: one
 /// suite, parameterised, not two copies.

@@ -9,7 +9,11 @@ use std::{
 
 use diesel::{QueryableByName, sql_types::Text};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
-use ferrum::db::Db;
+use ferrum::{
+    db::Db,
+    node::{Interfaces, Node},
+    states::ProvisionState,
+};
 
 const DEFAULT_MYSQL: &str = "mysql://root@127.0.0.1:3306";
 const DEFAULT_AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -336,5 +340,32 @@ impl Drop for TestDb {
                 .join();
             }
         }
+    }
+}
+
+/// An available `fake-hardware` node as a row, for a test that writes it straight into its
+/// database.
+pub fn fake_hardware_row() -> Node {
+    Node {
+        uuid: uuid::Uuid::new_v4().to_string(),
+        driver: "fake-hardware".into(),
+        interfaces: Interfaces {
+            deploy: "fake".into(),
+            power: "fake".into(),
+            management: "fake".into(),
+            bios: "no-bios".into(),
+            boot: "fake".into(),
+            console: "no-console".into(),
+            inspect: "no-inspect".into(),
+            network: "noop".into(),
+            raid: "no-raid".into(),
+            rescue: "no-rescue".into(),
+            storage: "noop".into(),
+            vendor: "no-vendor".into(),
+            firmware: "no-firmware".into(),
+        },
+        provision_state: ProvisionState::Available,
+        created_at: ferrum::node::now(),
+        ..Node::default()
     }
 }
