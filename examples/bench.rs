@@ -13,6 +13,8 @@
 //! /v1/nodes/{id} throughput at 16 connections; resident memory after all that.
 //! Completion is observed by one query per millisecond on the database (not through the API), so
 //! the service CPU measured is the deploys' own.
+//! `--profile-fifo PATH` writes `enable` to PATH before the timed deploys and `disable` after
+//! them, so that `perf record --control fifo:PATH -D -1 -- bench ...` profiles the deploys alone.
 
 #![expect(clippy::print_stdout, reason = "a benchmark's figures are its output")]
 
@@ -37,6 +39,7 @@ struct Options {
     in_flight: usize,
     mysql: String,
     amqp: String,
+    profile_fifo: Option<PathBuf>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -48,6 +51,7 @@ fn options() -> anyhow::Result<Options> {
             .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned()),
         amqp: std::env::var("FERRUM_TEST_AMQP_URL")
             .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned()),
+        profile_fifo: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -64,9 +68,10 @@ fn options() -> anyhow::Result<Options> {
             "--in-flight" => o.in_flight = value()?.parse()?,
             "--mysql" => o.mysql = value()?,
             "--amqp" => o.amqp = value()?,
+            "--profile-fifo" => o.profile_fifo = Some(value()?.into()),
             other => {
                 bail!(
-                    "unknown argument {other} (--stack embedded|multi-host --nodes N --in-flight N --mysql URL --amqp URL)"
+                    "unknown argument {other} (--stack embedded|multi-host --nodes N --in-flight N --mysql URL --amqp URL --profile-fifo PATH)"
                 )
             }
         }
@@ -283,6 +288,7 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
 
     // Timed: deploys end to end with `in_flight` in flight.
     let syncs_before = durable_counters(&http, &base).await;
+    profiler(o, "enable")?;
     let cpu_before: f64 = procs.iter().map(Proc::cpu_seconds).sum();
     let started = Instant::now();
     let mut latencies = drive(
@@ -297,6 +303,7 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
     .await?;
     let elapsed = started.elapsed();
     let cpu = procs.iter().map(Proc::cpu_seconds).sum::<f64>() - cpu_before;
+    profiler(o, "disable")?;
     latencies.sort();
     println!(
         "  deploys: {} in {:.3} s = {:.1}/s; latency p50 {:.1} ms, p99 {:.1} ms",
@@ -381,6 +388,15 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
     );
     for p in &procs {
         println!("  RSS after   {:<12} {:6.1} MiB", p.name, p.rss_mib());
+    }
+    Ok(())
+}
+
+/// Tells a `perf record --control fifo:...` to `enable` or `disable` its counters.
+fn profiler(o: &Options, command: &str) -> anyhow::Result<()> {
+    if let Some(fifo) = &o.profile_fifo {
+        std::fs::write(fifo, format!("{command}\n"))
+            .with_context(|| format!("writing to {}", fifo.display()))?;
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ pub mod models;
 pub mod named;
 pub mod nodes;
 pub mod ports;
+pub(crate) mod reuse;
 pub mod runbooks;
 mod sql_types;
 pub mod volume;

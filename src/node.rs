@@ -82,6 +82,16 @@ macro_rules! node_type {
                 self.set_into(node);
                 node.version += 1;
             }
+
+            /// Which fields these changes set, a bit each (the interfaces' from bit 64): the
+            /// shape of the UPDATE that writes them (see `db::reuse`).
+            pub fn shape(&self) -> u128 {
+                let set = [$( self.$field.is_some(), )*];
+                set.iter()
+                    .enumerate()
+                    .filter(|(_, set)| **set)
+                    .fold(self.interfaces.shape() << 64, |shape, (bit, _)| shape | 1 << bit)
+            }
         }
     };
 }

@@ -14,7 +14,9 @@ use super::{
     Db,
     deadline::{self, BeforeDeadline},
     history::record_entry,
-    not_written_past, with_conn, with_write, with_write_result,
+    not_written_past,
+    reuse::{self, Reused},
+    with_conn, with_write, with_write_result,
 };
 use crate::{
     error::{Error, Result},
@@ -411,13 +413,17 @@ pub async fn reserve(db: &Db, uuid: &str, host: &str, deadline: Option<Instant>)
     if deadline::passed(deadline) {
         return Ok(false);
     }
-    let changed = with_write_result!(db, until deadline, |conn| diesel::update(
-        nodes::table
-            .filter(nodes::uuid.eq(uuid))
-            .filter(nodes::reservation.is_null())
-            .filter(BeforeDeadline::new(deadline))
-    )
-    .set(nodes::reservation.eq(host))
+    let keep = reuse::keep(("reserve", 0, deadline.is_some()));
+    let changed = with_write_result!(db, until deadline, |conn| Reused {
+        query: diesel::update(
+            nodes::table
+                .filter(nodes::uuid.eq(uuid))
+                .filter(nodes::reservation.is_null())
+                .filter(BeforeDeadline::new(deadline))
+        )
+        .set(nodes::reservation.eq(host)),
+        keep,
+    }
     .execute(conn)
     .await?);
     Ok(not_written_past(changed, deadline)? == 1)
@@ -425,12 +431,16 @@ pub async fn reserve(db: &Db, uuid: &str, host: &str, deadline: Option<Instant>)
 
 /// Drops a lock `host` took with [`reserve`] before it could read the node. True when it did.
 pub async fn unreserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
-    let changed = with_write!(db, |conn| diesel::update(
-        nodes::table
-            .filter(nodes::uuid.eq(uuid))
-            .filter(nodes::reservation.eq(host))
-    )
-    .set(nodes::reservation.eq(None::<String>))
+    let keep = reuse::keep(("unreserve", 0, false));
+    let changed = with_write!(db, |conn| Reused {
+        query: diesel::update(
+            nodes::table
+                .filter(nodes::uuid.eq(uuid))
+                .filter(nodes::reservation.eq(host))
+        )
+        .set(nodes::reservation.eq(None::<String>)),
+        keep,
+    }
     .execute(conn)
     .await?);
     Ok(changed == 1)
@@ -439,13 +449,17 @@ pub async fn unreserve(db: &Db, uuid: &str, host: &str) -> Result<bool> {
 /// Releases the lock if `host` holds it and the row is still at `version` (so a stale task cannot
 /// release a lock that a newer task of the same host took since). True when it did.
 pub async fn release(db: &Db, node_id: i32, host: &str, version: i64) -> Result<bool> {
-    let changed = with_write!(db, |conn| diesel::update(
-        nodes::table
-            .filter(nodes::id.eq(node_id))
-            .filter(nodes::reservation.eq(host))
-            .filter(nodes::version.eq(version))
-    )
-    .set(nodes::reservation.eq(None::<String>))
+    let keep = reuse::keep(("release", 0, false));
+    let changed = with_write!(db, |conn| Reused {
+        query: diesel::update(
+            nodes::table
+                .filter(nodes::id.eq(node_id))
+                .filter(nodes::reservation.eq(host))
+                .filter(nodes::version.eq(version))
+        )
+        .set(nodes::reservation.eq(None::<String>)),
+        keep,
+    }
     .execute(conn)
     .await?);
     Ok(changed == 1)
@@ -526,17 +540,21 @@ pub async fn update_held_recording(
     let changes = stamped(changes);
     let entry = entry.filter(|_| db.history_max_entries() > 0);
     let max = db.history_max_entries();
+    let keep = reuse::keep(("update_held", changes.shape(), false));
     let changed = with_write_result!(db, |conn| {
         macro_rules! conditional_write {
             ($conn:expr) => {
-                diesel::update(
-                    nodes::table
-                        .filter(nodes::id.eq(node_id))
-                        .filter(nodes::reservation.eq(holder))
-                        .filter(nodes::provision_state.eq(expected))
-                        .filter(nodes::version.eq(version)),
-                )
-                .set((&changes, nodes::version.eq(nodes::version + 1)))
+                Reused {
+                    query: diesel::update(
+                        nodes::table
+                            .filter(nodes::id.eq(node_id))
+                            .filter(nodes::reservation.eq(holder))
+                            .filter(nodes::provision_state.eq(expected))
+                            .filter(nodes::version.eq(version)),
+                    )
+                    .set((&changes, nodes::version.eq(nodes::version + 1))),
+                    keep,
+                }
                 .execute($conn)
                 .await?
             };
@@ -577,17 +595,21 @@ pub async fn update_unlocked(
         &changes,
     );
     let max = db.history_max_entries();
+    let keep = reuse::keep(("update_unlocked", changes.shape(), deadline.is_some()));
     let changed = with_write_result!(db, until deadline, |conn| {
         macro_rules! conditional_write {
             ($conn:expr) => {
-                diesel::update(
-                    nodes::table
-                        .filter(nodes::id.eq(node_id))
-                        .filter(nodes::reservation.is_null())
-                        .filter(nodes::version.eq(version))
-                        .filter(BeforeDeadline::new(deadline)),
-                )
-                .set((&changes, nodes::version.eq(nodes::version + 1)))
+                Reused {
+                    query: diesel::update(
+                        nodes::table
+                            .filter(nodes::id.eq(node_id))
+                            .filter(nodes::reservation.is_null())
+                            .filter(nodes::version.eq(version))
+                            .filter(BeforeDeadline::new(deadline)),
+                    )
+                    .set((&changes, nodes::version.eq(nodes::version + 1))),
+                    keep,
+                }
                 .execute($conn)
                 .await?
             };

@@ -286,6 +286,15 @@ impl InterfaceChanges {
         *self.slot(kind) = Some(name);
     }
 
+    /// Which interfaces change, a bit each (in `InterfaceKind::ALL` order).
+    pub fn shape(&self) -> u128 {
+        InterfaceKind::ALL
+            .into_iter()
+            .enumerate()
+            .filter(|(_, kind)| self.get(*kind).is_some())
+            .fold(0, |shape, (bit, _)| shape | 1 << bit)
+    }
+
     /// Whether any interface changes.
     pub fn any(&self) -> bool {
         InterfaceKind::ALL
