@@ -17,6 +17,7 @@ pub mod error_body;
 pub mod events;
 pub mod extract;
 pub mod firmware;
+pub mod gates;
 pub mod history;
 pub mod inspection_rules;
 pub mod inventory;
@@ -377,7 +378,8 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
         .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
-        .layer(middleware::from_fn(extract::refuse_oversized_body));
+        .layer(middleware::from_fn(extract::refuse_oversized_body))
+        .layer(middleware::from_fn(gates::refuse_too_old));
     let routes = match basic_auth {
         Some(users) => routes.layer(middleware::from_fn_with_state(users, auth::require)),
         None => routes,

@@ -101,7 +101,6 @@ pub async fn lookup(
     BaseUrl(base): BaseUrl,
     ApiQuery(query): ApiQuery<LookupQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(SINCE)?;
     if let Some(uuid) = &query.node_uuid
         && uuid::Uuid::try_parse(uuid).is_err()
     {

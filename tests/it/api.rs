@@ -129,7 +129,7 @@ async fn bad_input_is_refused_in_the_envelope_and_changes_nothing(stack) {
         (Method::GET, "/v1/flavors", None, v, vec![], 404, "could not be found"),
         (Method::DELETE, "/v1", None, v, vec![], 405, "not allowed"),
         (Method::POST, "/v1/nodes/target/states", json_ct, v, b"{}".to_vec(), 405, "not allowed"),
-        (Method::GET, "/v1/conductors", None, v, vec![], 404, "could not be found"),
+        (Method::GET, "/v1/conductors", None, v, vec![], 404, "The API is not supported for this version"),
     ];
     for (method, path, ct, version, body, status, needle) in cases {
         let label = format!("{method} {path} {:?}", String::from_utf8_lossy(&body[..body.len().min(80)]));

@@ -1,0 +1,219 @@
+//! Routing as Ironic 39's: the answers to a version too old for a resource (`api::gates`), paths
+//! without `/v1`, the states controller reached with the node after it, the heartbeat naming its
+//! node in the body, empty patches and indicators at any version. The expected answers were
+//! read off Ironic 39's own API (its pecan application) for the same requests.
+
+use axum::http::{Method, StatusCode};
+use ferrum::api::{
+    extract::ApiVersion,
+    gates::{self, GATES, Refusal},
+};
+use serde_json::{Value, json};
+
+use crate::util::{Reply, TestApp};
+
+const METHODS: [Method; 5] = [
+    Method::GET,
+    Method::PUT,
+    Method::POST,
+    Method::PATCH,
+    Method::DELETE,
+];
+
+/// The status and faultstring a refusal is answered with.
+fn expected(refusal: Refusal) -> (u16, String) {
+    let e = refusal.error();
+    (e.status().as_u16(), e.to_string())
+}
+
+fn answer(r: &Reply) -> (u16, String) {
+    let fault = r.body["error_message"]
+        .as_str()
+        .map(|_| r.fault())
+        .unwrap_or_default();
+    (r.status.as_u16(), fault)
+}
+
+/// A path of `pattern` (see `gates::Gate`) naming things that exist where it matters: the node
+/// `n1`, the volume connectors.
+fn concrete(pattern: &str) -> String {
+    let mut out = vec!["/v1".to_owned()];
+    let mut previous = "";
+    for seg in pattern.split('/') {
+        let seg = match (seg, previous) {
+            ("**", _) => break,
+            ("*", "nodes") => "n1",
+            ("*", "volume") => "connectors",
+            ("*", _) => "x",
+            (seg, _) => seg,
+        };
+        out.push(seg.to_owned());
+        previous = seg;
+    }
+    out.join("/")
+}
+
+/// Every row of the gate table, for each of its methods: one version below the row's, the
+/// request gets the table's refusal (the router, extractors and handlers never see it); at the
+/// row's version, where no other row refuses, it is routed and answered otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_gate_refuses_below_its_version_and_routes_from_it() {
+    let app = TestApp::start().await;
+    app.create_node(json!({"name": "n1", "driver": "fake-hardware"}))
+        .await;
+    for gate in GATES {
+        let path = concrete(gate.path);
+        for method in METHODS
+            .iter()
+            .filter(|m| gate.methods.iter().any(|g| *g == "*" || *g == m.as_str()))
+        {
+            let below = ApiVersion(gate.since - 1);
+            let refusal = gates::refusal(method, &path, below).expect("a row refuses");
+            let r = app
+                .request_at(&below.to_string(), method.clone(), &path, None)
+                .await;
+            assert_eq!(answer(&r), expected(refusal), "{method} {path} at {below}");
+
+            let at = ApiVersion(gate.since);
+            if gates::refusal(method, &path, at).is_none() {
+                let r = app
+                    .request_at(&at.to_string(), method.clone(), &path, None)
+                    .await;
+                assert_ne!(
+                    answer(&r),
+                    expected(gate.refusal),
+                    "{method} {path} at {at}"
+                );
+            }
+        }
+    }
+}
+
+/// The answers Ironic 39 gives, status and all, to requests below a resource's version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_old_versions_are_answered_as_ironic_does() {
+    let app = TestApp::start().await;
+    app.create_node(json!({"name": "n1", "driver": "fake-hardware"}))
+        .await;
+    let not_found = (404, "The resource could not be found.");
+    let method_not_allowed = (405, "The method is not allowed for this resource.");
+    let no_allocations = (405, "The API version does not allow allocations");
+    let rows: Vec<(Method, &str, &str, (u16, &str))> = vec![
+        // Traits: the node's own handlers answer.
+        (
+            Method::GET,
+            "/v1/nodes/n1/traits",
+            "1.36",
+            (406, "Request not acceptable."),
+        ),
+        (
+            Method::GET,
+            "/v1/nodes/n1/traits",
+            "1.7",
+            (406, "Request not acceptable."),
+        ),
+        (
+            Method::PUT,
+            "/v1/nodes/n1/traits",
+            "1.36",
+            method_not_allowed,
+        ),
+        (
+            Method::PUT,
+            "/v1/nodes/n1/traits/CUSTOM_X",
+            "1.36",
+            method_not_allowed,
+        ),
+        (Method::DELETE, "/v1/nodes/n1/traits", "1.36", not_found),
+        (
+            Method::DELETE,
+            "/v1/nodes/n1/traits/CUSTOM_X",
+            "1.36",
+            not_found,
+        ),
+        // Sub-resources `_lookup` refuses, whatever the method.
+        (Method::GET, "/v1/nodes/n1/vifs", "1.18", not_found),
+        (Method::GET, "/v1/nodes/n1/vifs", "1.27", not_found),
+        (Method::POST, "/v1/nodes/n1/vifs", "1.27", not_found),
+        (Method::DELETE, "/v1/nodes/n1/vifs/v", "1.27", not_found),
+        (Method::GET, "/v1/nodes/n1/portgroups", "1.23", not_found),
+        (
+            Method::GET,
+            "/v1/nodes/n1/portgroups/detail",
+            "1.23",
+            not_found,
+        ),
+        (Method::GET, "/v1/nodes/n1/bios", "1.39", not_found),
+        (Method::GET, "/v1/nodes/n1/history", "1.77", not_found),
+        (Method::GET, "/v1/nodes/n1/allocation", "1.51", not_found),
+        (Method::PUT, "/v1/nodes/n1/vmedia", "1.88", not_found),
+        (
+            Method::PUT,
+            "/v1/nodes/n1/vmedia",
+            "1.89",
+            method_not_allowed,
+        ),
+        (Method::GET, "/v1/nodes/n1/vmedia", "1.92", not_found),
+        (
+            Method::PUT,
+            "/v1/nodes/n1/volume/connectors",
+            "1.31",
+            not_found,
+        ),
+        (
+            Method::GET,
+            "/v1/nodes/n1/volume",
+            "1.31",
+            (404, "The API is not supported for this version"),
+        ),
+        (
+            Method::PUT,
+            "/v1/nodes/n1/volume",
+            "1.31",
+            method_not_allowed,
+        ),
+        // Top-level resources.
+        (Method::POST, "/v1/allocations", "1.42", no_allocations),
+        (Method::DELETE, "/v1/allocations/a", "1.42", no_allocations),
+        (
+            Method::GET,
+            "/v1/allocations",
+            "1.42",
+            (404, "The API version does not allow allocations"),
+        ),
+        (
+            Method::PATCH,
+            "/v1/allocations/a",
+            "1.56",
+            (405, "The API version does not allow updating allocations"),
+        ),
+        (
+            Method::DELETE,
+            "/v1/portgroups/p",
+            "1.22",
+            (404, "The API is not supported for this version"),
+        ),
+        (Method::PUT, "/v1/volume/targets", "1.31", not_found),
+        (
+            Method::PUT,
+            "/v1/deploy_templates/d",
+            "1.54",
+            (405, "The API version does not allow deploy templates"),
+        ),
+        (
+            Method::PUT,
+            "/v1/inspection_rules/r",
+            "1.95",
+            method_not_allowed,
+        ),
+        (Method::GET, "/v1/lookup", "1.21", not_found),
+    ];
+    for (method, path, version, (status, fault)) in rows {
+        let r = app.request_at(version, method.clone(), path, None).await;
+        assert_eq!(
+            answer(&r),
+            (status, fault.to_owned()),
+            "{method} {path} at {version}"
+        );
+    }
+}
