@@ -394,10 +394,35 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
     // before routing.
-    // Below API 1.91 a path's `.json` suffix is dropped as well (`extract::JsonSuffix`).
+    // Below API 1.91 a path's `.json` suffix is dropped as well (`extract::JsonSuffix`), and a
+    // path without its version segment is taken as under `/v1` (`add_version_segment`).
     Router::new().fallback_service(tower::ServiceExt::map_request(routes, |request| {
-        extract::JsonSuffix::strip(strip_trailing_slash(request))
+        add_version_segment(extract::JsonSuffix::strip(strip_trailing_slash(request)))
     }))
+}
+
+/// The first segments of the paths Ferrum serves outside Ironic's `/v1` tree.
+const OUTSIDE_V1: &[&str] = &["metrics", "healthcheck", "ferrum"];
+
+/// Ironic's root controller takes any path whose first segment is not `v1` as one under `/v1`
+/// (`RootController._lookup`, `ironic/api/controllers/root.py`): `/nodes/x` is `/v1/nodes/x`.
+/// Only `/` itself is the root document; Ferrum's own endpoints ([`OUTSIDE_V1`]) keep theirs.
+/// Authentication still judges the path as sent (`auth::require` reads the original URI), as
+/// Ironic's, which runs before its routing, does.
+fn add_version_segment(mut request: Request) -> Request {
+    let path = request.uri().path();
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    if first.is_empty() || first == "v1" || OUTSIDE_V1.contains(&first) {
+        return request;
+    }
+    let rebuilt = match request.uri().query() {
+        Some(q) => format!("/v1{path}?{q}"),
+        None => format!("/v1{path}"),
+    };
+    if let Ok(uri) = rebuilt.parse() {
+        *request.uri_mut() = uri;
+    }
+    request
 }
 
 /// Runs the request inside a `request` span (its request id is recorded once it is known).
@@ -614,19 +639,19 @@ mod tests {
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
         let routes = Router::new()
-            .route("/panic", get(panics))
-            .route("/busy", get(|| async { Error::NoFreeConductorWorker }))
-            .route("/ok", get(|| async { "ok" }))
+            .route("/v1/panic", get(panics))
+            .route("/v1/busy", get(|| async { Error::NoFreeConductorWorker }))
+            .route("/v1/ok", get(|| async { "ok" }))
             .fallback(not_found);
         let app = with_middleware(routes, (), ServedMax::default(), None);
 
-        let (status, body, request_id) = fetch(&app, "/panic").await;
+        let (status, body, request_id) = fetch(&app, "/v1/panic").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("An internal error occurred"), "{body}");
         assert!(!body.contains("boom"), "{body}");
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(lines.contains("ERROR ferrum::access: internal error method=GET path=/panic status=500 duration_ms="), "{lines}");
+        assert!(lines.contains("ERROR ferrum::access: internal error method=GET path=/v1/panic status=500 duration_ms="), "{lines}");
         assert!(
             lines.contains(&format!(
                 "request_id={request_id} error=request handler panicked: boom in a handler"
@@ -634,12 +659,12 @@ mod tests {
             "{lines}"
         );
 
-        let (status, _, request_id) = fetch(&app, "/busy").await;
+        let (status, _, request_id) = fetch(&app, "/v1/busy").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(
-            lines.contains("WARN ferrum::access: server error method=GET path=/busy status=503"),
+            lines.contains("WARN ferrum::access: server error method=GET path=/v1/busy status=503"),
             "{lines}"
         );
         assert!(
@@ -650,12 +675,14 @@ mod tests {
         );
 
         // A client's error, with its message.
-        let (status, _, request_id) = fetch(&app, "/nowhere").await;
+        let (status, _, request_id) = fetch(&app, "/v1/nowhere").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(
-            lines.contains("INFO ferrum::access: client error method=GET path=/nowhere status=404"),
+            lines.contains(
+                "INFO ferrum::access: client error method=GET path=/v1/nowhere status=404"
+            ),
             "{lines}"
         );
         assert!(
@@ -666,12 +693,12 @@ mod tests {
         );
 
         // An answer.
-        let (status, _, request_id) = fetch(&app, "/ok").await;
+        let (status, _, request_id) = fetch(&app, "/v1/ok").await;
         assert_eq!(status, StatusCode::OK);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(
-            lines.contains("INFO ferrum::access: answered method=GET path=/ok status=200"),
+            lines.contains("INFO ferrum::access: answered method=GET path=/v1/ok status=200"),
             "{lines}"
         );
         assert!(
@@ -681,6 +708,36 @@ mod tests {
             "{lines}"
         );
         assert!(request_id.starts_with("req-"), "{request_id}");
+    }
+
+    /// A path without `/v1` is routed as under it (Ferrum's own endpoints stay where they are);
+    /// authentication judges the path as sent, so `/continue_inspection` is not public as
+    /// `/v1/continue_inspection` is (Ironic matches its public routes before routing).
+    #[tokio::test]
+    async fn a_path_without_its_version_is_under_v1_and_authenticated_as_sent() {
+        let routes = Router::new()
+            .route("/v1/continue_inspection", get(|| async { "inspection" }))
+            .route("/metrics", get(|| async { "metrics" }))
+            .fallback(not_found);
+        let open = with_middleware(routes.clone(), (), ServedMax::default(), None);
+        for (path, said) in [
+            ("/continue_inspection", "inspection"),
+            ("/continue_inspection/", "inspection"),
+            ("/metrics", "metrics"),
+        ] {
+            let (status, body, _) = fetch(&open, path).await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, said), "{path}");
+        }
+        let users = Arc::new(auth::BasicAuth::parse("").unwrap());
+        let closed = with_middleware(routes, (), ServedMax::default(), Some(users));
+        assert_eq!(
+            fetch(&closed, "/v1/continue_inspection").await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            fetch(&closed, "/continue_inspection").await.0,
+            StatusCode::UNAUTHORIZED
+        );
     }
 
     /// A line logged while a request is handled is in the request's span: it names the request.
@@ -696,17 +753,17 @@ mod tests {
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
         let routes = Router::new().route(
-            "/says",
+            "/v1/says",
             get(|| async {
                 tracing::info!("inside");
                 "said"
             }),
         );
         let app = with_middleware(routes, (), ServedMax::default(), None);
-        let (_, _, request_id) = fetch(&app, "/says").await;
+        let (_, _, request_id) = fetch(&app, "/v1/says").await;
         let lines = logs.take();
         assert!(
-            lines.contains(&format!("request{{method=GET path=/says request_id={request_id}}}: ferrum::api::tests: inside")),
+            lines.contains(&format!("request{{method=GET path=/v1/says request_id={request_id}}}: ferrum::api::tests: inside")),
             "{lines}"
         );
     }

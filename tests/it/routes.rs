@@ -217,3 +217,63 @@ async fn too_old_versions_are_answered_as_ironic_does() {
         );
     }
 }
+
+/// A path without its version segment is the same path under `/v1`, as Ironic's root
+/// controller takes it; `/` is still the root, and Ferrum's own endpoints are where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_without_the_version_are_under_v1() {
+    let app = TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "n1", "driver": "fake-hardware"}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap();
+    for (version, path) in [
+        ("1.52", format!("/nodes/{uuid}/allocation")),
+        ("1.49", "/drivers/fake-hardware/properties".to_owned()),
+        (
+            "1.49",
+            "/drivers/fake-hardware/raid/logical_disk_properties".to_owned(),
+        ),
+        (
+            "1.49",
+            "/nodes/detail?instance_uuid=aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee".to_owned(),
+        ),
+        ("1.49", "/ports/detail?address=aa:bb:cc:dd:ee:ff".to_owned()),
+        ("1.49", "/nodes/n1".to_owned()),
+        ("1.49", "/nodes/n1/".to_owned()),
+        ("1.11", "/nodes/n1/traits".to_owned()),
+    ] {
+        let bare = app.request_at(version, Method::GET, &path, None).await;
+        let under_v1 = app
+            .request_at(version, Method::GET, &format!("/v1{path}"), None)
+            .await;
+        assert_eq!(
+            (bare.status, &bare.body),
+            (under_v1.status, &under_v1.body),
+            "{path}"
+        );
+        // (The node has no allocation: that 404 names it.)
+        assert!(
+            bare.status != StatusCode::NOT_FOUND || path.ends_with("/allocation"),
+            "{path}: {}",
+            bare.body
+        );
+    }
+    // A change too.
+    let r = app
+        .request(
+            Method::PATCH,
+            "/nodes/n1",
+            Some(json!([{"op": "add", "path": "/extra/a", "value": 1}])),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(app.node("n1").await["extra"], json!({"a": 1}));
+    // Not every path is one.
+    for path in ["/v2/nodes", "/v1/v1/nodes", "/foo"] {
+        assert_eq!(app.get(path).await.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    assert_eq!(app.get("/").await.body["name"], "OpenStack Ironic API");
+    assert_eq!(app.get("/healthcheck").await.status, StatusCode::OK);
+    assert_eq!(app.get("/metrics").await.status, StatusCode::OK);
+}
