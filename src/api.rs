@@ -78,6 +78,12 @@ pub struct ApiState {
 
 pub fn router(state: ApiState) -> Router {
     let nodes = Router::new()
+        .merge(node_states_routes(|sub| format!("/{{ident}}/states{sub}")))
+        // Ironic's routing also reaches a node's states controller with the node named after
+        // it (pecan's `RestController` takes `states` for its sub-controller wherever it stands
+        // in the path, and its handlers' node argument from what follows): `GET
+        // /v1/nodes/states/console/{ident}` is `GET /v1/nodes/{ident}/states/console`.
+        .merge(node_states_routes(|sub| format!("/states{sub}/{{ident}}")))
         .route("/", get(nodes::list::list).post(nodes::create::create))
         .route("/detail", get(nodes::list::list_detail))
         .route(
@@ -86,25 +92,12 @@ pub fn router(state: ApiState) -> Router {
                 .patch(nodes::update::update)
                 .delete(nodes::delete::delete),
         )
-        .route("/{ident}/states", get(nodes::show::states))
-        .route(
-            "/{ident}/states/provision",
-            axum::routing::put(nodes::provision::set_provision_state),
-        )
-        .route(
-            "/{ident}/states/power",
-            axum::routing::put(nodes::power::set_power_state),
-        )
         .route(
             "/{ident}/maintenance",
             axum::routing::put(nodes::maintenance::set_maintenance)
                 .delete(nodes::maintenance::unset_maintenance),
         )
         .route("/{ident}/validate", get(nodes::validate::validate))
-        .route(
-            "/{ident}/states/console",
-            get(nodes::show::console).put(nodes::console::set_console),
-        )
         .route(
             "/{ident}/traits",
             get(traits::list)
@@ -158,19 +151,6 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/vendor_passthru/{method}",
             passthru(vendor::node_passthru),
-        )
-        .route(
-            "/{ident}/states/raid",
-            axum::routing::put(nodes::raid::set_target_raid_config),
-        )
-        // Boot mode and secure boot (API 1.76).
-        .route(
-            "/{ident}/states/boot_mode",
-            axum::routing::put(nodes::boot_mode::set_boot_mode),
-        )
-        .route(
-            "/{ident}/states/secure_boot",
-            axum::routing::put(nodes::boot_mode::set_secure_boot),
         )
         .route("/{ident}/ports", get(ports::list))
         .route("/{ident}/ports/detail", get(ports::list))
@@ -317,6 +297,30 @@ pub fn router(state: ApiState) -> Router {
     let max = ServedMax::default();
     let basic_auth = state.auth.clone();
     with_middleware(routes, state, max, basic_auth)
+}
+
+/// The routes of a node's states controller (Ironic's `NodeStatesController`), each at
+/// `path(sub)` for its sub-path `sub` (`""` for the states themselves): the path names the
+/// node as `{ident}`. Boot mode and secure boot are of API 1.76.
+fn node_states_routes(path: fn(&str) -> String) -> Router<ApiState> {
+    use axum::routing::put;
+    Router::new()
+        .route(&path(""), get(nodes::show::states))
+        .route(
+            &path("/console"),
+            get(nodes::show::console).put(nodes::console::set_console),
+        )
+        .route(
+            &path("/provision"),
+            put(nodes::provision::set_provision_state),
+        )
+        .route(&path("/power"), put(nodes::power::set_power_state))
+        .route(&path("/raid"), put(nodes::raid::set_target_raid_config))
+        .route(&path("/boot_mode"), put(nodes::boot_mode::set_boot_mode))
+        .route(
+            &path("/secure_boot"),
+            put(nodes::boot_mode::set_secure_boot),
+        )
 }
 
 /// The routes of `/v1/deploy_templates` or `/v1/runbooks`.

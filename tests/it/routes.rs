@@ -277,3 +277,61 @@ async fn paths_without_the_version_are_under_v1() {
     assert_eq!(app.get("/healthcheck").await.status, StatusCode::OK);
     assert_eq!(app.get("/metrics").await.status, StatusCode::OK);
 }
+
+/// `/v1/nodes/states/...{ident}`: the node's states controller, reached with the node after
+/// it, answers as under `/v1/nodes/{ident}/states...`, at any version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_states_controller_takes_the_node_after_it() {
+    let app = TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "n1", "driver": "fake-hardware"}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap();
+    for version in ["1.1", "1.49"] {
+        let r = app
+            .request_at(
+                version,
+                Method::GET,
+                &format!("/v1/nodes/states/console/{uuid}"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(
+            r.body,
+            json!({"console_enabled": false, "console_info": null})
+        );
+        let r = app
+            .request_at(
+                version,
+                Method::GET,
+                &format!("/v1/nodes/states/{uuid}"),
+                None,
+            )
+            .await;
+        let direct = app
+            .request_at(
+                version,
+                Method::GET,
+                &format!("/v1/nodes/{uuid}/states"),
+                None,
+            )
+            .await;
+        assert_eq!((r.status, &r.body), (StatusCode::OK, &direct.body));
+    }
+    let r = app
+        .request(Method::GET, "/v1/nodes/states/console/nosuch", None)
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    assert_eq!(r.fault(), "Node nosuch could not be found.");
+    let r = app
+        .request(
+            Method::PUT,
+            "/v1/nodes/states/power/n1",
+            Some(json!({"target": "power on"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    app.settle().await;
+    assert_eq!(app.node("n1").await["power_state"], "power on");
+}
