@@ -290,6 +290,10 @@ pub fn router(state: ApiState) -> Router {
             "/v1/heartbeat/{ident}",
             axum::routing::post(ramdisk::heartbeat),
         )
+        .route(
+            "/v1/heartbeat",
+            axum::routing::post(ramdisk::heartbeat_named_in_body),
+        )
         // Beyond Ironic, outside its `/v1` tree.
         .route("/ferrum/v1/watch", get(watch::watch))
         .fallback(not_found)

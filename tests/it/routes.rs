@@ -335,3 +335,82 @@ async fn the_states_controller_takes_the_node_after_it() {
     app.settle().await;
     assert_eq!(app.node("n1").await["power_state"], "power on");
 }
+
+/// `POST /v1/heartbeat` with the node in the body is the heartbeat of that node, its arguments
+/// checked as on `/v1/heartbeat/{node}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_may_name_its_node_in_the_body() {
+    let app = TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "n1", "driver": "fake-hardware"}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap();
+    let url = "http://1.2.3.4:9999";
+    let rows: Vec<(&str, Value, u16, &str)> = vec![
+        (
+            "1.22",
+            json!({"node_ident": uuid, "callback_url": url, "agent_version": "9.0"}),
+            400,
+            "Field \"agent_version\" not recognised",
+        ),
+        (
+            "1.22",
+            json!({"node_ident": "nosuch", "callback_url": url}),
+            404,
+            "Node nosuch could not be found.",
+        ),
+        (
+            "1.21",
+            json!({"node_ident": uuid, "callback_url": url}),
+            404,
+            "The resource could not be found.",
+        ),
+        (
+            "1.22",
+            json!({"callback_url": url}),
+            400,
+            "Missing mandatory parameter: node_ident",
+        ),
+        (
+            "1.1",
+            json!({"callback_url": url}),
+            400,
+            "Missing mandatory parameter: node_ident",
+        ),
+        (
+            "1.22",
+            json!({"node_ident": uuid}),
+            400,
+            "Missing mandatory parameter: callback_url",
+        ),
+        (
+            "1.62",
+            json!({"node_ident": uuid, "callback_url": url}),
+            400,
+            "Agent token is required for heartbeat processing.",
+        ),
+    ];
+    for (version, body, status, fault) in rows {
+        let r = app
+            .request_at(version, Method::POST, "/v1/heartbeat", Some(body.clone()))
+            .await;
+        assert_eq!(
+            answer(&r),
+            (status, fault.to_owned()),
+            "{body} at {version}"
+        );
+    }
+    // Named in the path, it may not be named again in the body.
+    let r = app
+        .request_at(
+            "1.22",
+            Method::POST,
+            &format!("/v1/heartbeat/{uuid}"),
+            Some(json!({"node_ident": uuid, "callback_url": url})),
+        )
+        .await;
+    assert_eq!(
+        answer(&r),
+        (400, "Unexpected arguments: node_ident".to_owned())
+    );
+}
