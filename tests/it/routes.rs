@@ -414,3 +414,68 @@ async fn a_heartbeat_may_name_its_node_in_the_body() {
         (400, "Unexpected arguments: node_ident".to_owned())
     );
 }
+
+/// An empty JSON patch changes nothing and answers the resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_patch_is_a_no_op() {
+    let app = TestApp::start().await;
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/chassis",
+            Some(json!({"description": "rack 1"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let chassis = r.body["uuid"].as_str().unwrap().to_owned();
+    let r = app
+        .request(
+            Method::PATCH,
+            &format!("/v1/chassis/{chassis}"),
+            Some(json!([])),
+        )
+        .await;
+    assert_eq!(
+        (r.status, &r.body["description"]),
+        (StatusCode::OK, &json!("rack 1")),
+        "{}",
+        r.body
+    );
+    app.create_node(json!({"name": "n1", "driver": "fake-hardware", "extra": {"a": 1}}))
+        .await;
+    let r = app.patch("n1", json!([])).await;
+    assert_eq!(
+        (r.status, &r.body["extra"]),
+        (StatusCode::OK, &json!({"a": 1})),
+        "{}",
+        r.body
+    );
+}
+
+/// Ironic's indicator controller has no version gate: at 1.1 the fake hardware's LED reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indicators_answer_at_any_version() {
+    let app = TestApp::start().await;
+    // By UUID: names are of 1.5.
+    let node = app
+        .create_node(json!({"name": "n1", "driver": "fake-hardware"}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap();
+    let path = format!("/v1/nodes/{uuid}/management/indicators/led@system");
+    let r = app.request_at("1.1", Method::GET, &path, None).await;
+    assert_eq!(
+        (r.status, &r.body),
+        (StatusCode::OK, &json!({"state": "on"})),
+        "{}",
+        r.body
+    );
+    let r = app
+        .request_at(
+            "1.1",
+            Method::GET,
+            &format!("/v1/nodes/{uuid}/management/indicators"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+}
