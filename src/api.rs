@@ -17,6 +17,7 @@ pub mod error_body;
 pub mod events;
 pub mod extract;
 pub mod firmware;
+pub mod gates;
 pub mod history;
 pub mod inspection_rules;
 pub mod inventory;
@@ -77,6 +78,12 @@ pub struct ApiState {
 
 pub fn router(state: ApiState) -> Router {
     let nodes = Router::new()
+        .merge(node_states_routes(|sub| format!("/{{ident}}/states{sub}")))
+        // Ironic's routing also reaches a node's states controller with the node named after
+        // it (pecan's `RestController` takes `states` for its sub-controller wherever it stands
+        // in the path, and its handlers' node argument from what follows): `GET
+        // /v1/nodes/states/console/{ident}` is `GET /v1/nodes/{ident}/states/console`.
+        .merge(node_states_routes(|sub| format!("/states{sub}/{{ident}}")))
         .route("/", get(nodes::list::list).post(nodes::create::create))
         .route("/detail", get(nodes::list::list_detail))
         .route(
@@ -85,25 +92,12 @@ pub fn router(state: ApiState) -> Router {
                 .patch(nodes::update::update)
                 .delete(nodes::delete::delete),
         )
-        .route("/{ident}/states", get(nodes::show::states))
-        .route(
-            "/{ident}/states/provision",
-            axum::routing::put(nodes::provision::set_provision_state),
-        )
-        .route(
-            "/{ident}/states/power",
-            axum::routing::put(nodes::power::set_power_state),
-        )
         .route(
             "/{ident}/maintenance",
             axum::routing::put(nodes::maintenance::set_maintenance)
                 .delete(nodes::maintenance::unset_maintenance),
         )
         .route("/{ident}/validate", get(nodes::validate::validate))
-        .route(
-            "/{ident}/states/console",
-            get(nodes::show::console).put(nodes::console::set_console),
-        )
         .route(
             "/{ident}/traits",
             get(traits::list)
@@ -157,19 +151,6 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/{ident}/vendor_passthru/{method}",
             passthru(vendor::node_passthru),
-        )
-        .route(
-            "/{ident}/states/raid",
-            axum::routing::put(nodes::raid::set_target_raid_config),
-        )
-        // Boot mode and secure boot (API 1.76).
-        .route(
-            "/{ident}/states/boot_mode",
-            axum::routing::put(nodes::boot_mode::set_boot_mode),
-        )
-        .route(
-            "/{ident}/states/secure_boot",
-            axum::routing::put(nodes::boot_mode::set_secure_boot),
         )
         .route("/{ident}/ports", get(ports::list))
         .route("/{ident}/ports/detail", get(ports::list))
@@ -309,6 +290,10 @@ pub fn router(state: ApiState) -> Router {
             "/v1/heartbeat/{ident}",
             axum::routing::post(ramdisk::heartbeat),
         )
+        .route(
+            "/v1/heartbeat",
+            axum::routing::post(ramdisk::heartbeat_named_in_body),
+        )
         // Beyond Ironic, outside its `/v1` tree.
         .route("/ferrum/v1/watch", get(watch::watch))
         .fallback(not_found)
@@ -316,6 +301,30 @@ pub fn router(state: ApiState) -> Router {
     let max = ServedMax::default();
     let basic_auth = state.auth.clone();
     with_middleware(routes, state, max, basic_auth)
+}
+
+/// The routes of a node's states controller (Ironic's `NodeStatesController`), each at
+/// `path(sub)` for its sub-path `sub` (`""` for the states themselves): the path names the
+/// node as `{ident}`. Boot mode and secure boot are of API 1.76.
+fn node_states_routes(path: fn(&str) -> String) -> Router<ApiState> {
+    use axum::routing::put;
+    Router::new()
+        .route(&path(""), get(nodes::show::states))
+        .route(
+            &path("/console"),
+            get(nodes::show::console).put(nodes::console::set_console),
+        )
+        .route(
+            &path("/provision"),
+            put(nodes::provision::set_provision_state),
+        )
+        .route(&path("/power"), put(nodes::power::set_power_state))
+        .route(&path("/raid"), put(nodes::raid::set_target_raid_config))
+        .route(&path("/boot_mode"), put(nodes::boot_mode::set_boot_mode))
+        .route(
+            &path("/secure_boot"),
+            put(nodes::boot_mode::set_secure_boot),
+        )
 }
 
 /// The routes of `/v1/deploy_templates` or `/v1/runbooks`.
@@ -377,7 +386,8 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
         .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
-        .layer(middleware::from_fn(extract::refuse_oversized_body));
+        .layer(middleware::from_fn(extract::refuse_oversized_body))
+        .layer(middleware::from_fn(gates::refuse_too_old));
     let routes = match basic_auth {
         Some(users) => routes.layer(middleware::from_fn_with_state(users, auth::require)),
         None => routes,
@@ -392,10 +402,35 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
         .with_state(state);
     // Ironic answers `/v1/nodes/` like `/v1/nodes` (clients use both): drop a trailing slash
     // before routing.
-    // Below API 1.91 a path's `.json` suffix is dropped as well (`extract::JsonSuffix`).
+    // Below API 1.91 a path's `.json` suffix is dropped as well (`extract::JsonSuffix`), and a
+    // path without its version segment is taken as under `/v1` (`add_version_segment`).
     Router::new().fallback_service(tower::ServiceExt::map_request(routes, |request| {
-        extract::JsonSuffix::strip(strip_trailing_slash(request))
+        add_version_segment(extract::JsonSuffix::strip(strip_trailing_slash(request)))
     }))
+}
+
+/// The first segments of the paths Ferrum serves outside Ironic's `/v1` tree.
+const OUTSIDE_V1: &[&str] = &["metrics", "healthcheck", "ferrum"];
+
+/// Ironic's root controller takes any path whose first segment is not `v1` as one under `/v1`
+/// (`RootController._lookup`, `ironic/api/controllers/root.py`): `/nodes/x` is `/v1/nodes/x`.
+/// Only `/` itself is the root document; Ferrum's own endpoints ([`OUTSIDE_V1`]) keep theirs.
+/// Authentication still judges the path as sent (`auth::require` reads the original URI), as
+/// Ironic's, which runs before its routing, does.
+fn add_version_segment(mut request: Request) -> Request {
+    let path = request.uri().path();
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    if first.is_empty() || first == "v1" || OUTSIDE_V1.contains(&first) {
+        return request;
+    }
+    let rebuilt = match request.uri().query() {
+        Some(q) => format!("/v1{path}?{q}"),
+        None => format!("/v1{path}"),
+    };
+    if let Ok(uri) = rebuilt.parse() {
+        *request.uri_mut() = uri;
+    }
+    request
 }
 
 /// Runs the request inside a `request` span (its request id is recorded once it is known).
@@ -612,19 +647,19 @@ mod tests {
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
         let routes = Router::new()
-            .route("/panic", get(panics))
-            .route("/busy", get(|| async { Error::NoFreeConductorWorker }))
-            .route("/ok", get(|| async { "ok" }))
+            .route("/v1/panic", get(panics))
+            .route("/v1/busy", get(|| async { Error::NoFreeConductorWorker }))
+            .route("/v1/ok", get(|| async { "ok" }))
             .fallback(not_found);
         let app = with_middleware(routes, (), ServedMax::default(), None);
 
-        let (status, body, request_id) = fetch(&app, "/panic").await;
+        let (status, body, request_id) = fetch(&app, "/v1/panic").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("An internal error occurred"), "{body}");
         assert!(!body.contains("boom"), "{body}");
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(lines.contains("ERROR ferrum::access: internal error method=GET path=/panic status=500 duration_ms="), "{lines}");
+        assert!(lines.contains("ERROR ferrum::access: internal error method=GET path=/v1/panic status=500 duration_ms="), "{lines}");
         assert!(
             lines.contains(&format!(
                 "request_id={request_id} error=request handler panicked: boom in a handler"
@@ -632,12 +667,12 @@ mod tests {
             "{lines}"
         );
 
-        let (status, _, request_id) = fetch(&app, "/busy").await;
+        let (status, _, request_id) = fetch(&app, "/v1/busy").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(
-            lines.contains("WARN ferrum::access: server error method=GET path=/busy status=503"),
+            lines.contains("WARN ferrum::access: server error method=GET path=/v1/busy status=503"),
             "{lines}"
         );
         assert!(
@@ -648,12 +683,14 @@ mod tests {
         );
 
         // A client's error, with its message.
-        let (status, _, request_id) = fetch(&app, "/nowhere").await;
+        let (status, _, request_id) = fetch(&app, "/v1/nowhere").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(
-            lines.contains("INFO ferrum::access: client error method=GET path=/nowhere status=404"),
+            lines.contains(
+                "INFO ferrum::access: client error method=GET path=/v1/nowhere status=404"
+            ),
             "{lines}"
         );
         assert!(
@@ -664,12 +701,12 @@ mod tests {
         );
 
         // An answer.
-        let (status, _, request_id) = fetch(&app, "/ok").await;
+        let (status, _, request_id) = fetch(&app, "/v1/ok").await;
         assert_eq!(status, StatusCode::OK);
         let lines = logs.take();
         assert_eq!(lines.lines().count(), 1, "{lines}");
         assert!(
-            lines.contains("INFO ferrum::access: answered method=GET path=/ok status=200"),
+            lines.contains("INFO ferrum::access: answered method=GET path=/v1/ok status=200"),
             "{lines}"
         );
         assert!(
@@ -679,6 +716,36 @@ mod tests {
             "{lines}"
         );
         assert!(request_id.starts_with("req-"), "{request_id}");
+    }
+
+    /// A path without `/v1` is routed as under it (Ferrum's own endpoints stay where they are);
+    /// authentication judges the path as sent, so `/continue_inspection` is not public as
+    /// `/v1/continue_inspection` is (Ironic matches its public routes before routing).
+    #[tokio::test]
+    async fn a_path_without_its_version_is_under_v1_and_authenticated_as_sent() {
+        let routes = Router::new()
+            .route("/v1/continue_inspection", get(|| async { "inspection" }))
+            .route("/metrics", get(|| async { "metrics" }))
+            .fallback(not_found);
+        let open = with_middleware(routes.clone(), (), ServedMax::default(), None);
+        for (path, said) in [
+            ("/continue_inspection", "inspection"),
+            ("/continue_inspection/", "inspection"),
+            ("/metrics", "metrics"),
+        ] {
+            let (status, body, _) = fetch(&open, path).await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, said), "{path}");
+        }
+        let users = Arc::new(auth::BasicAuth::parse("").unwrap());
+        let closed = with_middleware(routes, (), ServedMax::default(), Some(users));
+        assert_eq!(
+            fetch(&closed, "/v1/continue_inspection").await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            fetch(&closed, "/continue_inspection").await.0,
+            StatusCode::UNAUTHORIZED
+        );
     }
 
     /// A line logged while a request is handled is in the request's span: it names the request.
@@ -694,17 +761,17 @@ mod tests {
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
         let routes = Router::new().route(
-            "/says",
+            "/v1/says",
             get(|| async {
                 tracing::info!("inside");
                 "said"
             }),
         );
         let app = with_middleware(routes, (), ServedMax::default(), None);
-        let (_, _, request_id) = fetch(&app, "/says").await;
+        let (_, _, request_id) = fetch(&app, "/v1/says").await;
         let lines = logs.take();
         assert!(
-            lines.contains(&format!("request{{method=GET path=/says request_id={request_id}}}: ferrum::api::tests: inside")),
+            lines.contains(&format!("request{{method=GET path=/v1/says request_id={request_id}}}: ferrum::api::tests: inside")),
             "{lines}"
         );
     }

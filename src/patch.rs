@@ -69,13 +69,9 @@ impl PatchOp {
 }
 
 /// Checks what can be checked without the node: a path of `^(/[\w-]+)+$`, a patchable root,
-/// a value where the op needs one.
+/// a value where the op needs one. An empty patch is valid and changes nothing, as in Ironic
+/// (`jsonpatch` applies it; `PATCH /v1/chassis/{id}` with `[]` answers the chassis).
 pub fn validate<R: Resource>(patch: &[PatchOp]) -> Result<(), Error> {
-    if patch.is_empty() {
-        return Err(Error::InvalidParameterValue(
-            "Patch must contain at least one operation.".to_owned(),
-        ));
-    }
     for op in patch {
         let well_formed = op.path.starts_with('/')
             && op.path[1..].split('/').all(|seg| {

@@ -24,9 +24,6 @@ use crate::{
     rpc::{RpcReply, RpcRequest},
 };
 
-/// The version allocations appeared in; below it they are not a resource (404).
-const ALLOCATIONS: u32 = 52;
-const PATCH: u32 = 57;
 const BACKFILL: u32 = 58;
 const OWNER: u32 = 60;
 
@@ -59,7 +56,6 @@ pub async fn list(
     route: Route,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(ALLOCATIONS)?;
     let shape = q.paging.shape::<Allocation>(version, route.detail)?;
     let sort = q.paging.sort(
         db::allocations::SortKey::parse,
@@ -131,7 +127,6 @@ async fn named(
     route: &Route,
     version: ApiVersion,
 ) -> Result<(Allocation, Option<Node>)> {
-    version.require_resource(ALLOCATIONS)?;
     let (collection, ident) = route.parent.clone().unwrap_or_default();
     if collection == "nodes" {
         let node = nodes::find(state, &ident, version).await?;
@@ -207,7 +202,6 @@ pub async fn create(
     BaseUrl(base): BaseUrl,
     ApiJson(mut body): ApiJson<JsonObject>,
 ) -> Result<Response> {
-    version.require_resource(ALLOCATIONS)?;
     let node_ident = match body.remove("node") {
         None | Some(Value::Null) => None,
         Some(_) if !version.at_least(BACKFILL) => {
@@ -268,12 +262,6 @@ pub async fn update(
     ApiPath(ident): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
-    version.require_resource(ALLOCATIONS)?;
-    if !version.at_least(PATCH) {
-        return Err(Error::MethodNotAllowed(
-            "The API version does not allow updating allocations".to_owned(),
-        ));
-    }
     listing::check_patch::<Allocation>(version, &ops)?;
     let found = db::allocations::get(&state.db, &ident).await?;
     let changes = patch::apply(&found, &ops)?;

@@ -20,8 +20,6 @@ use crate::{
     resource::{field_names, links, opt_timestamp, timestamp},
 };
 
-/// The version BIOS settings appeared in; below it the resource does not exist (404).
-const BIOS: u32 = 40;
 /// The version of the registry fields, `?detail` and `?fields` (Ironic's `allow_query_bios`).
 const REGISTRY: u32 = 74;
 
@@ -58,7 +56,6 @@ pub async fn list(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<BiosQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(BIOS)?;
     let fields = shown_fields(version, &q)?;
     let node = find(&state, &ident, version).await?;
     let settings = db::bios::list(&state.db, node.id).await?;
@@ -77,7 +74,6 @@ pub async fn show(
     BaseUrl(base): BaseUrl,
     ApiPath((ident, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>> {
-    version.require_resource(BIOS)?;
     let node = find(&state, &ident, version).await?;
     let Some(setting) = db::bios::get(&state.db, node.id, &name).await? else {
         return Err(Error::BiosSettingNotFound {

@@ -6,15 +6,13 @@ use serde_json::{Value, json};
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiPath, ApiQuery, ApiVersion, parse_bool},
+    extract::{ApiPath, ApiQuery, parse_bool},
 };
 use crate::{
     db::{self, models::Conductor},
     error::{Error, Result},
     node::fields::{links, timestamp},
 };
-
-const MIN_VERSION: u32 = 49;
 
 fn view(state: &ApiState, base: &str, c: &Conductor, detail: bool) -> Value {
     let heartbeat_timeout = chrono::Duration::from_std(state.router.heartbeat_timeout())
@@ -43,11 +41,9 @@ pub struct ListQuery {
 
 pub async fn list(
     State(state): State<ApiState>,
-    version: ApiVersion,
     BaseUrl(base): BaseUrl,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(MIN_VERSION)?;
     let limit = match q.limit {
         Some(l) if l <= 0 => {
             return Err(Error::InvalidParameterValue(format!(
@@ -81,11 +77,9 @@ pub async fn list(
 
 pub async fn show(
     State(state): State<ApiState>,
-    version: ApiVersion,
     BaseUrl(base): BaseUrl,
     ApiPath(host): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    version.require_resource(MIN_VERSION)?;
     let conductor = db::conductors::get(&state.db, &host).await?;
     Ok(Json(view(&state, &base, &conductor, true)))
 }

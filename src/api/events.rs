@@ -6,14 +6,12 @@
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::extract::{ApiJson, ApiVersion};
+use super::extract::ApiJson;
 use crate::{
     error::{Error, Result},
     node::normalize_uuid,
     ports::normalize_mac,
 };
-
-const SINCE: u32 = 54;
 
 /// The event types Ironic accepts.
 const EVENT_TYPES: &[&str] = &[
@@ -66,12 +64,7 @@ impl Event {
 }
 
 /// POST /v1/events: 204 when every event is well formed, 400 naming the first that is not.
-pub async fn post(
-    version: ApiVersion,
-    ApiJson(body): ApiJson<serde_json::Value>,
-) -> Result<StatusCode> {
-    // The version first: below 1.54 the resource does not exist, whatever the body.
-    version.require_resource(SINCE)?;
+pub async fn post(ApiJson(body): ApiJson<serde_json::Value>) -> Result<StatusCode> {
     let body: Events = serde_json::from_value(body)
         .map_err(|e| Error::InvalidParameterValue(format!("Invalid events: {e}")))?;
     if body.events.is_empty() {

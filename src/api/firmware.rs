@@ -19,9 +19,6 @@ use crate::{
     resource::{field_names, opt_timestamp, timestamp},
 };
 
-/// The version node firmware appeared in; below it the resource does not exist (404).
-const FIRMWARE: u32 = 86;
-
 /// What a component shows by default.
 const DEFAULT_FIELDS: &[&str] = &[
     "component",
@@ -47,7 +44,6 @@ pub async fn list(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<FirmwareQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(FIRMWARE)?;
     let detail = match &q.detail {
         Some(d) => parse_bool("detail", d)?,
         None => false,

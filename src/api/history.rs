@@ -21,9 +21,6 @@ use crate::{
     resource::timestamp,
 };
 
-/// The version node history appeared in; below it the resource does not exist (404).
-const HISTORY: u32 = 78;
-
 /// The versions that added `project`, and the state fields, to an entry's detail.
 const PROJECT: u32 = 113;
 const STATE_FIELDS: u32 = 115;
@@ -49,7 +46,6 @@ pub async fn list(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(HISTORY)?;
     // The parameters are checked before the node is looked up, as Ironic's decorators do.
     let detail = match &q.detail {
         Some(d) => parse_bool("detail", d)?,
@@ -115,7 +111,6 @@ pub async fn show(
     BaseUrl(base): BaseUrl,
     ApiPath((ident, event)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>> {
-    version.require_resource(HISTORY)?;
     if uuid::Uuid::try_parse(&event).is_err() && crate::node::validate_name(&event).is_err() {
         return Err(Error::InvalidParameterValue(format!(
             "Expected UUID or name for event: {event}"

@@ -4,12 +4,7 @@
 //! filter on `phase` (which Ironic carries into its `next` link but does not apply; Ferrum
 //! applies it). Below 1.96 a GET is 404 and any other method 405, as in Ironic.
 
-use axum::{
-    Json,
-    extract::State,
-    http::{Method, StatusCode},
-    response::Response,
-};
+use axum::{Json, extract::State, http::StatusCode, response::Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -21,23 +16,10 @@ use super::{
 use crate::{
     db::{self, inspection_rules::SortKey},
     error::{Error, Result},
-    inspection_rule::{self, InspectionRule, SINCE, SUMMARY},
+    inspection_rule::{self, InspectionRule, SUMMARY},
     node::JsonObject,
     patch::PatchOp,
 };
-
-/// Below 1.96 the resource does not exist: Ironic answers a GET 404 and any other method 405.
-fn require(version: ApiVersion, method: &Method) -> Result<()> {
-    if version.at_least(SINCE) {
-        return Ok(());
-    }
-    let msg = "The API version does not allow inspection rules".to_owned();
-    if method == Method::GET {
-        Err(Error::NotFound(msg))
-    } else {
-        Err(Error::MethodNotAllowed(msg))
-    }
-}
 
 /// The rule named in a path: a UUID (Ironic's parameter schema), or a 400.
 fn rule_uuid(ident: &str) -> Result<String> {
@@ -63,7 +45,6 @@ pub async fn list(
     route: Route,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    require(version, &Method::GET)?;
     let shape = q.paging.shape::<InspectionRule>(version, route.detail)?;
     let sort = q.paging.sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
     let items = db::inspection_rules::list(
@@ -99,7 +80,6 @@ pub async fn show(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    require(version, &Method::GET)?;
     let rule = db::inspection_rules::get(&state.db, &rule_uuid(&ident)?).await?;
     listing::show_one(&rule, q.fields.as_deref(), version, &base).map(Json)
 }
@@ -112,7 +92,6 @@ pub async fn create(
     BaseUrl(base): BaseUrl,
     ApiJson(body): ApiJson<JsonObject>,
 ) -> Result<Response> {
-    require(version, &Method::POST)?;
     let rule = inspection_rule::from_create(body)?;
     let stored = db::inspection_rules::insert(&state.db, &rule).await?;
     Ok(listing::created(&stored, version, &base))
@@ -127,7 +106,6 @@ pub async fn update(
     ApiPath(ident): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
-    require(version, &Method::PATCH)?;
     let uuid = rule_uuid(&ident)?;
     listing::check_patch::<InspectionRule>(version, &ops)?;
     let rule = db::inspection_rules::get(&state.db, &uuid).await?;
@@ -138,10 +116,8 @@ pub async fn update(
 
 pub async fn delete(
     State(state): State<ApiState>,
-    version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    require(version, &Method::DELETE)?;
     let uuid = rule_uuid(&ident)?;
     db::inspection_rules::delete(&state.db, &uuid).await?;
     Ok(StatusCode::NO_CONTENT)

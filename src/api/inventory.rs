@@ -14,16 +14,12 @@ use crate::{
     error::{Error, Result},
 };
 
-/// The version node inventory appeared in; below it the resource does not exist (404).
-const INVENTORY: u32 = 81;
-
 /// GET /v1/nodes/{id}/inventory.
 pub async fn show(
     State(state): State<ApiState>,
     version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    version.require_resource(INVENTORY)?;
     let node = nodes::find(&state, &ident, version).await?;
     match db::inventory::get(&state.db, node.id).await? {
         Some(record) => Ok(Json(json!({

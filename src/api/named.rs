@@ -3,12 +3,7 @@
 //! described by a [`Named`] implementation beside its routes. A listing pages and sorts as
 //! every listing does; `.json` below 1.91 is dropped from the name as for nodes.
 
-use axum::{
-    Json,
-    extract::State,
-    http::{Method, StatusCode},
-    response::Response,
-};
+use axum::{Json, extract::State, http::StatusCode, response::Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -19,7 +14,7 @@ use super::{
 };
 use crate::{
     db::named::{NamedQueries, SortKey},
-    error::{Error, Result},
+    error::Result,
     node::JsonObject,
     patch::{self, PatchOp},
     resource::Resource,
@@ -46,20 +41,6 @@ pub trait Named:
     }
 }
 
-/// Below its version the resource does not exist: Ironic answers a GET 404 and any other
-/// method 405.
-pub fn require<R: Named>(version: ApiVersion, method: &Method) -> Result<()> {
-    if version.at_least(R::SINCE) {
-        return Ok(());
-    }
-    let msg = format!("The API version does not allow {}", R::PLURAL);
-    if method == Method::GET {
-        Err(Error::NotFound(msg))
-    } else {
-        Err(Error::MethodNotAllowed(msg))
-    }
-}
-
 async fn find<R: Named>(state: &ApiState, suffix: JsonSuffix, ident: &str) -> Result<R> {
     suffix
         .find(ident, |i| {
@@ -83,7 +64,6 @@ pub async fn list<R: Named>(
     route: Route,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    require::<R>(version, &Method::GET)?;
     let shape = q.paging.shape::<R>(version, route.detail)?;
     let sort = q.paging.sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
     let items = <R as NamedQueries>::list(
@@ -115,7 +95,6 @@ pub async fn show<R: Named>(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    require::<R>(version, &Method::GET)?;
     let found: R = find(&state, suffix, &ident).await?;
     listing::show_one(&found, q.fields.as_deref(), version, &base).map(Json)
 }
@@ -126,7 +105,6 @@ pub async fn create<R: Named>(
     BaseUrl(base): BaseUrl,
     ApiJson(body): ApiJson<JsonObject>,
 ) -> Result<Response> {
-    require::<R>(version, &Method::POST)?;
     for name in body.keys() {
         listing::check_written_field::<R>(version, name, |w| w.create)?;
     }
@@ -145,7 +123,6 @@ pub async fn update<R: Named>(
     ApiPath(ident): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
-    require::<R>(version, &Method::PATCH)?;
     listing::check_patch::<R>(version, &ops)?;
     let found: R = find(&state, suffix, &ident).await?;
     let mut changes = patch::apply(&found, &ops)?;
@@ -156,11 +133,9 @@ pub async fn update<R: Named>(
 
 pub async fn delete<R: Named>(
     State(state): State<ApiState>,
-    version: ApiVersion,
     suffix: JsonSuffix,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    require::<R>(version, &Method::DELETE)?;
     let found: R = find(&state, suffix, &ident).await?;
     <R as NamedQueries>::delete(&state.db, found.uuid()).await?;
     Ok(StatusCode::NO_CONTENT)

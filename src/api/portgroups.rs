@@ -21,17 +21,6 @@ use crate::{
     rpc::PortsChange,
 };
 
-/// Portgroups are of API 1.23; below it, Ironic's answer is a 404 as for an unknown URL.
-fn require_portgroups(version: ApiVersion) -> Result<()> {
-    if version.at_least(23) {
-        Ok(())
-    } else {
-        Err(Error::NotFound(
-            "Portgroups are available from API version 1.23.".to_owned(),
-        ))
-    }
-}
-
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
     #[serde(flatten)]
@@ -50,10 +39,6 @@ pub async fn list(
     route: Route,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>> {
-    require_portgroups(version)?;
-    if route.parent.is_some() {
-        require_version(version, 24, "Listing a node's portgroups")?;
-    }
     let shape = q.paging.shape::<Portgroup>(version, route.detail)?;
     let sort = q.paging.sort(
         db::ports::SortKey::parse,
@@ -143,7 +128,6 @@ pub async fn show(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    require_portgroups(version)?;
     let pg = suffix
         .find(&ident, |i| {
             let db = &state.db;
@@ -160,7 +144,6 @@ pub async fn create(
     BaseUrl(base): BaseUrl,
     ApiJson(body): ApiJson<JsonObject>,
 ) -> Result<Response> {
-    require_portgroups(version)?;
     for name in body.keys() {
         listing::check_written_field::<Portgroup>(version, name, |w| w.create)?;
     }
@@ -180,7 +163,6 @@ pub async fn update(
     ApiPath(ident): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
-    require_portgroups(version)?;
     listing::check_patch::<Portgroup>(version, &ops)?;
     let pg = db::ports::get_portgroup(&state.db, &ident).await?;
     let node = db::nodes::get_by_uuid(&state.db, &pg.node_uuid).await?;
@@ -196,11 +178,9 @@ pub async fn update(
 
 pub async fn delete(
     State(state): State<ApiState>,
-    version: ApiVersion,
     request_id: RequestId,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    require_portgroups(version)?;
     let pg = db::ports::get_portgroup(&state.db, &ident).await?;
     let node = db::nodes::get_by_uuid(&state.db, &pg.node_uuid).await?;
     let change = PortsChange::DestroyPortgroup { uuid: pg.uuid };

@@ -101,7 +101,6 @@ pub async fn lookup(
     BaseUrl(base): BaseUrl,
     ApiQuery(query): ApiQuery<LookupQuery>,
 ) -> Result<Json<Value>> {
-    version.require_resource(SINCE)?;
     if let Some(uuid) = &query.node_uuid
         && uuid::Uuid::try_parse(uuid).is_err()
     {
@@ -217,6 +216,8 @@ fn agent_config(state: &ApiState, node: &Node, with_token: bool) -> Value {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatBody {
+    /// The node, when the path does not name it (`POST /v1/heartbeat`).
+    node_ident: Option<Value>,
     callback_url: Option<Value>,
     agent_version: Option<Value>,
     agent_token: Option<Value>,
@@ -276,8 +277,44 @@ pub async fn heartbeat(
     ApiPath(ident): ApiPath<String>,
     OptionalJson(body): OptionalJson<HeartbeatBody>,
 ) -> Result<StatusCode> {
-    version.require_resource(SINCE)?;
     let body = body.unwrap_or_default();
+    if body.node_ident.is_some() {
+        return Err(Error::InvalidParameterValue(
+            "Unexpected arguments: node_ident".to_owned(),
+        ));
+    }
+    process_heartbeat(&state, version, &request_id, suffix, &ident, body).await
+}
+
+/// POST /v1/heartbeat with the node in the body (`node_ident`): Ironic's heartbeat handler
+/// takes its arguments from the path and the body alike (pecan passes a JSON body's keys as
+/// arguments; `HeartbeatController.post`, `ironic/api/controllers/v1/ramdisk.py`), so the node
+/// may be named in either. Without it: 400, at any version.
+pub async fn heartbeat_named_in_body(
+    State(state): State<ApiState>,
+    version: ApiVersion,
+    request_id: RequestId,
+    suffix: JsonSuffix,
+    OptionalJson(body): OptionalJson<HeartbeatBody>,
+) -> Result<StatusCode> {
+    let mut body = body.unwrap_or_default();
+    let ident = string("node_ident", body.node_ident.take())?.ok_or_else(|| {
+        Error::MissingParameterValue("Missing mandatory parameter: node_ident".to_owned())
+    })?;
+    process_heartbeat(&state, version, &request_id, suffix, &ident, body).await
+}
+
+/// A heartbeat from the agent on node `ident`: its arguments checked as Ironic's handler checks
+/// them, then handed to the node's conductor.
+async fn process_heartbeat(
+    state: &ApiState,
+    version: ApiVersion,
+    request_id: &RequestId,
+    suffix: JsonSuffix,
+    ident: &str,
+    body: HeartbeatBody,
+) -> Result<StatusCode> {
+    version.require_resource(SINCE)?;
     let agent_version = string("agent_version", body.agent_version)?;
     if agent_version.is_some() && !version.at_least(AGENT_VERSION_SINCE) {
         return Err(Error::InvalidParameterValue(
@@ -306,10 +343,7 @@ pub async fn heartbeat(
     })?;
     let agent_token = string("agent_token", body.agent_token)?;
     let node = suffix
-        .find(&ident, |i| {
-            let state = &state;
-            async move { find(state, &i, version).await }
-        })
+        .find(ident, |i| async move { find(state, &i, version).await })
         .await?;
     let callback_url = check_callback_url(&callback_url)?;
     let recorded = node
@@ -350,8 +384,8 @@ pub async fn heartbeat(
         agent_status_message,
     };
     call(
-        &state,
-        &request_id,
+        state,
+        request_id,
         RpcRequest::Heartbeat {
             node: Box::new(node),
             heartbeat,

@@ -6,7 +6,7 @@
 use axum::{
     Json,
     extract::State,
-    http::{HeaderValue, Method, StatusCode, header},
+    http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiPath, ApiVersion, OptionalJson},
+    extract::{ApiPath, OptionalJson},
     named::Named,
 };
 use crate::{
@@ -39,26 +39,11 @@ impl Named for Runbook {
     }
 }
 
-/// Below 1.92 there are no runbooks (a GET is 404, anything else 405, as for `/v1/runbooks`);
-/// below 1.112 no runbook traits (404).
-fn require_traits(version: ApiVersion, method: &Method) -> Result<()> {
-    super::named::require::<Runbook>(version, method)?;
-    if version.at_least(runbook::SINCE_TRAITS) {
-        Ok(())
-    } else {
-        Err(Error::NotFound(
-            "The API version does not allow runbook traits".to_owned(),
-        ))
-    }
-}
-
 /// GET /v1/runbooks/{id}/traits.
 pub async fn list_traits(
     State(state): State<ApiState>,
-    version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    require_traits(version, &Method::GET)?;
     let found = db::runbooks::get(&state.db, &ident).await?;
     Ok(Json(json!({ "traits": found.traits.0 })))
 }
@@ -74,11 +59,9 @@ const PUT_USAGE: &str = "A single runbook trait may be added via PUT /v1/runbook
 /// PUT /v1/runbooks/{id}/traits `{"traits": [...]}`: replaces all of them. 204.
 pub async fn replace_traits(
     State(state): State<ApiState>,
-    version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
     OptionalJson(body): OptionalJson<TraitsBody>,
 ) -> Result<StatusCode> {
-    require_traits(version, &Method::PUT)?;
     let Some(body) = body else {
         return Err(Error::InvalidParameterValue(PUT_USAGE.to_owned()));
     };
@@ -91,12 +74,10 @@ pub async fn replace_traits(
 /// its Location.
 pub async fn add_trait(
     State(state): State<ApiState>,
-    version: ApiVersion,
     BaseUrl(base): BaseUrl,
     ApiPath((ident, name)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<Value>,
 ) -> Result<Response> {
-    require_traits(version, &Method::PUT)?;
     if body.is_some_and(|b| !b.is_null() && b != json!({})) {
         return Err(Error::InvalidParameterValue(
             "No body should be provided when adding a trait".to_owned(),
@@ -119,10 +100,8 @@ pub async fn add_trait(
 /// DELETE /v1/runbooks/{id}/traits: removes all of them. 204.
 pub async fn remove_all_traits(
     State(state): State<ApiState>,
-    version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    require_traits(version, &Method::DELETE)?;
     db::runbooks::set_traits(&state.db, &ident, Vec::new()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -131,10 +110,8 @@ pub async fn remove_all_traits(
 /// that as a no-op, unlike a node's).
 pub async fn remove_trait(
     State(state): State<ApiState>,
-    version: ApiVersion,
     ApiPath((ident, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
-    require_traits(version, &Method::DELETE)?;
     db::runbooks::edit_traits(&state.db, &ident, |traits| traits.retain(|t| *t != name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -4,13 +4,10 @@
 use axum::{Json, extract::State};
 use serde_json::{Value, json};
 
-use super::{ApiState, extract::ApiVersion};
+use super::ApiState;
 use crate::{db, error::Result};
 
-const MIN_VERSION: u32 = 82;
-
-pub async fn list(State(state): State<ApiState>, version: ApiVersion) -> Result<Json<Value>> {
-    version.require_resource(MIN_VERSION)?;
+pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>> {
     let shards: Vec<Value> = db::nodes::shard_counts(&state.db)
         .await?
         .into_iter()

@@ -21,14 +21,11 @@ use crate::{
     rpc::RpcRequest,
 };
 
-const MIN_VERSION: u32 = 37;
-
 pub async fn list(
     State(state): State<ApiState>,
     version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    version.require_resource(MIN_VERSION)?;
     let node = find(&state, &ident, version).await?;
     Ok(Json(json!({ "traits": node.traits })))
 }
@@ -49,7 +46,6 @@ pub async fn replace(
     ApiPath(ident): ApiPath<String>,
     OptionalJson(body): OptionalJson<TraitsBody>,
 ) -> Result<StatusCode> {
-    version.require_resource(MIN_VERSION)?;
     let Some(body) = body else {
         return Err(Error::InvalidParameterValue(PUT_USAGE.to_owned()));
     };
@@ -75,7 +71,6 @@ pub async fn add(
     ApiPath((ident, name)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<Value>,
 ) -> Result<Response> {
-    version.require_resource(MIN_VERSION)?;
     if body.is_some_and(|b| !b.is_null() && b != json!({})) {
         return Err(Error::InvalidParameterValue(
             "No body should be provided when adding a trait".to_owned(),
@@ -103,7 +98,6 @@ pub async fn remove_all(
     request_id: RequestId,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    version.require_resource(MIN_VERSION)?;
     let node = find(&state, &ident, version).await?;
     let request = RpcRequest::RemoveNodeTraits {
         node: Box::new(node),
@@ -120,7 +114,6 @@ pub async fn remove(
     request_id: RequestId,
     ApiPath((ident, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
-    version.require_resource(MIN_VERSION)?;
     let node = find(&state, &ident, version).await?;
     let request = RpcRequest::RemoveNodeTraits {
         node: Box::new(node),

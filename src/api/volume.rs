@@ -126,17 +126,6 @@ kind!(
     DestroyTarget
 );
 
-/// The volume resources are of API 1.32; below it, Ironic's answer is a 404 as for an unknown URL.
-fn require_volume(version: ApiVersion) -> Result<()> {
-    if version.at_least(32) {
-        Ok(())
-    } else {
-        Err(Error::NotFound(
-            "The volume resources are available from API version 1.32.".to_owned(),
-        ))
-    }
-}
-
 /// The volume root of `prefix` (`volume` or `nodes/<id>/volume`): its own links and its two
 /// collections'.
 fn root_document(base: &str, prefix: &str) -> Value {
@@ -147,8 +136,7 @@ fn root_document(base: &str, prefix: &str) -> Value {
     })
 }
 
-pub async fn root(version: ApiVersion, BaseUrl(base): BaseUrl) -> Result<Json<Value>> {
-    require_volume(version)?;
+pub async fn root(BaseUrl(base): BaseUrl) -> Result<Json<Value>> {
     Ok(Json(root_document(&base, "volume")))
 }
 
@@ -158,7 +146,6 @@ pub async fn node_root(
     BaseUrl(base): BaseUrl,
     ApiPath(node): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    require_volume(version)?;
     find(&state, &node, version).await?;
     Ok(Json(root_document(&base, &format!("nodes/{node}/volume"))))
 }
@@ -178,7 +165,6 @@ async fn list_page<K: Kind>(
     parent: Option<&str>,
     detail_path: bool,
 ) -> Result<Value> {
-    require_volume(version)?;
     let shape = q.paging.shape::<K>(version, detail_path)?;
     let sort = q.paging.sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
     let node = match parent.or(q.node.as_deref()) {
@@ -256,7 +242,6 @@ pub async fn show<K: Kind>(
     ApiPath(uuid): ApiPath<String>,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    require_volume(version)?;
     let item = K::get(&state.db, &normalize_uuid("uuid", &uuid)?).await?;
     listing::show_one(&item, q.fields.as_deref(), version, &base).map(Json)
 }
@@ -267,7 +252,6 @@ pub async fn create<K: Kind>(
     BaseUrl(base): BaseUrl,
     ApiJson(body): ApiJson<JsonObject>,
 ) -> Result<Response> {
-    require_volume(version)?;
     for name in body.keys() {
         listing::check_written_field::<K>(version, name, |w| w.create)?;
     }
@@ -308,7 +292,6 @@ pub async fn update<K: Kind>(
     ApiPath(uuid): ApiPath<String>,
     ApiJson(ops): ApiJson<Vec<PatchOp>>,
 ) -> Result<Json<Value>> {
-    require_volume(version)?;
     listing::check_patch::<K>(version, &ops)?;
     let item = K::get(&state.db, &normalize_uuid("uuid", &uuid)?).await?;
     let change = K::update(item.uuid().to_owned(), ops);
@@ -320,11 +303,9 @@ pub async fn update<K: Kind>(
 
 pub async fn delete<K: Kind>(
     State(state): State<ApiState>,
-    version: ApiVersion,
     request_id: RequestId,
     ApiPath(uuid): ApiPath<String>,
 ) -> Result<StatusCode> {
-    require_volume(version)?;
     let item = K::get(&state.db, &normalize_uuid("uuid", &uuid)?).await?;
     let change = K::destroy(item.uuid().to_owned());
     volume_call(&state, &request_id, &item, change).await?;

@@ -56,6 +56,7 @@ mod ramdisk;
 mod redfish;
 mod redfish_deploy;
 mod resilience;
+mod routes;
 mod runbook_traits;
 mod runbooks;
 mod servicing;

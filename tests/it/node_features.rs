@@ -168,8 +168,9 @@ async fn traits_are_added_replaced_and_removed(stack) {
     let r = api.request(Method::PUT, "/v1/nodes/t1/traits", Some(json!({"traits": too_many}))).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.fault().contains("maximum number of traits per node (51 vs. 50)"), "{}", r.fault());
+    // Below 1.37 Ironic's node controller takes the GET as its own with `fields=traits`: 406.
     let r = api.request_at("1.36", Method::GET, "/v1/nodes/t1/traits", None).await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE);
     assert_eq!(traits(&api.get("/v1/nodes/t1/traits").await.body), json!(["CUSTOM_A", "CUSTOM_B"]), "refusals changed nothing");
 
     let r = api.request(Method::DELETE, "/v1/nodes/t1/traits/CUSTOM_A", None).await;

@@ -184,9 +184,9 @@ async fn bad_volume_input_is_refused(stack) {
     let c = "/v1/volume/connectors";
     let t = "/v1/volume/targets";
     let rows: Vec<(&str, Method, String, Value, StatusCode, &str)> = vec![
-        ("1.31", Method::GET, "/v1/volume".into(), Value::Null, StatusCode::NOT_FOUND, "1.32"),
-        ("1.31", Method::GET, c.into(), Value::Null, StatusCode::NOT_FOUND, "1.32"),
-        ("1.31", Method::POST, t.into(), json!({"node_uuid": n, "volume_type": "iscsi", "boot_index": 0, "volume_id": "v"}), StatusCode::NOT_FOUND, "1.32"),
+        ("1.31", Method::GET, "/v1/volume".into(), Value::Null, StatusCode::NOT_FOUND, "The API is not supported for this version"),
+        ("1.31", Method::GET, c.into(), Value::Null, StatusCode::NOT_FOUND, "The resource could not be found."),
+        ("1.31", Method::POST, t.into(), json!({"node_uuid": n, "volume_type": "iscsi", "boot_index": 0, "volume_id": "v"}), StatusCode::NOT_FOUND, "The resource could not be found."),
         ("1.32", Method::POST, c.into(), json!({"node_uuid": n, "type": "iqn"}), StatusCode::BAD_REQUEST, "connector_id"),
         ("1.32", Method::POST, c.into(), json!({"type": "iqn", "connector_id": "x"}), StatusCode::BAD_REQUEST, "node_uuid"),
         ("1.32", Method::POST, c.into(), json!({"node_uuid": missing, "type": "iqn", "connector_id": "x"}), StatusCode::BAD_REQUEST, "could not be found"),

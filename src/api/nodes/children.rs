@@ -62,7 +62,6 @@ pub async fn list(
     BaseUrl(base): BaseUrl,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    version.require_resource(PARENT_NODE)?;
     let node = find(&state, &ident, version).await?;
     let children = db::nodes::children_of(&state.db, &node.uuid).await?;
     Ok(Json(json!({

@@ -1,5 +1,6 @@
-//! /v1/nodes/{id}/management/indicators (API 1.63; 404 before): the node's indicators (LEDs)
-//! by component, and one indicator's state, read and set by the node's conductor through the
+//! /v1/nodes/{id}/management/indicators (announced with API 1.63, but served at every version
+//! as Ironic's `IndicatorController`, which checks none): the node's indicators (LEDs) by
+//! component, and one indicator's state, read and set by the node's conductor through the
 //! management interface. An indicator is named `<indicator>@<component>` in the path.
 
 use axum::{Json, extract::State, http::StatusCode};
@@ -17,9 +18,6 @@ use crate::{
     resource::links,
     rpc::{RpcReply, RpcRequest},
 };
-
-/// The first version that has indicators.
-const INDICATORS_VERSION: u32 = 63;
 
 /// `led@system` as (`led`, `system`): the component is what follows the first `@`, as Ironic
 /// reads it.
@@ -45,7 +43,6 @@ pub async fn list(
     BaseUrl(base): BaseUrl,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    version.require_resource(INDICATORS_VERSION)?;
     let indicators = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetSupportedIndicators { node }
     })
@@ -82,7 +79,6 @@ pub async fn get_state(
     request_id: RequestId,
     ApiPath((ident, unique)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>> {
-    version.require_resource(INDICATORS_VERSION)?;
     let (indicator, component) = split_indicator(&unique)?;
     let got = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetIndicatorState {
@@ -113,7 +109,6 @@ pub async fn set_state(
     ApiPath((ident, unique)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<StateBody>,
 ) -> Result<StatusCode> {
-    version.require_resource(INDICATORS_VERSION)?;
     let (indicator, component) = split_indicator(&unique)?;
     let new_state = IndicatorState::parse(&body.state)?;
     call_on(&state, &request_id, version, &ident, |node| {

@@ -109,7 +109,6 @@ pub async fn inject_nmi(
     ApiPath(ident): ApiPath<String>,
     OptionalJson(_): OptionalJson<NoArguments>,
 ) -> Result<StatusCode> {
-    version.require_resource(29)?;
     call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::InjectNmi { node }
     })

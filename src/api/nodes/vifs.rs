@@ -23,7 +23,6 @@ pub async fn list(
     version: ApiVersion,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    require_version(version, 28, "VIFs")?;
     let node = find(&state, &ident, version).await?;
     let children = db::children::children(&state.db, &node.uuid).await?;
     let vifs: Vec<Value> = vif::list(&children.ports, &children.portgroups)
@@ -40,7 +39,6 @@ pub async fn attach(
     ApiPath(ident): ApiPath<String>,
     ApiJson(vif_info): ApiJson<JsonObject>,
 ) -> Result<StatusCode> {
-    require_version(version, 28, "VIFs")?;
     if vif_info.contains_key("port_uuid") || vif_info.contains_key("portgroup_uuid") {
         require_version(version, 67, "port_uuid and portgroup_uuid in vif_info")?;
         if vif_info.contains_key("port_uuid") && vif_info.contains_key("portgroup_uuid") {
@@ -66,7 +64,6 @@ pub async fn detach(
     request_id: RequestId,
     ApiPath((ident, vif_id)): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
-    require_version(version, 28, "VIFs")?;
     let node = find(&state, &ident, version).await?;
     ports_call(&state, &request_id, node, PortsChange::DetachVif { vif_id }).await?;
     Ok(StatusCode::NO_CONTENT)

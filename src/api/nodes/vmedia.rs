@@ -19,10 +19,6 @@ use crate::{
     rpc::{RpcReply, RpcRequest},
 };
 
-/// The versions that attach and detach, and that list, virtual media.
-const ATTACH_SINCE: u32 = 89;
-const GET_SINCE: u32 = 93;
-
 /// The URL schemes a BMC can be handed (Ironic's `VMEDIA_SUPPORTED_URL_SCHEMES`).
 const URL_SCHEMES: &[&str] = &["http", "https", "nfs", "cifs", "smb"];
 
@@ -94,7 +90,6 @@ pub async fn attach(
     ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<JsonObject>,
 ) -> Result<StatusCode> {
-    version.require_resource(ATTACH_SINCE)?;
     let (device_type, image_url, image_download_source) = read_attach(&body)?;
     call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::AttachVirtualMedia {
@@ -121,7 +116,6 @@ pub async fn detach(
     ApiPath(ident): ApiPath<String>,
     ApiQuery(q): ApiQuery<DetachQuery>,
 ) -> Result<StatusCode> {
-    version.require_resource(ATTACH_SINCE)?;
     let named: Vec<&str> = q
         .device_types
         .as_deref()
@@ -158,7 +152,6 @@ pub async fn get(
     request_id: RequestId,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
-    version.require_resource(GET_SINCE)?;
     let media = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetVirtualMedia { node }
     })
