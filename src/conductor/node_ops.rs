@@ -15,6 +15,7 @@ use crate::{
     node::{self, InterfaceKind, Json, JsonObject, Node, NodeChanges},
     patch::{self, PatchOp},
     rpc::{InterfaceValidation, NodeCreate},
+    states::ProvisionState,
 };
 
 pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
@@ -379,7 +380,11 @@ pub async fn destroy(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result
                 node: node.uuid.clone(),
             });
         }
-        if !node.maintenance && !node.provision_state.delete_allowed() {
+        // Ironic's `destroy_node`: the delete-allowed states, and `available` as its
+        // `[conductor]allow_deleting_available_nodes` (true by default) allows.
+        let allowed = node.provision_state.delete_allowed()
+            || node.provision_state == ProvisionState::Available;
+        if !node.maintenance && !allowed {
             return Err(Error::InvalidState(format!(
                 "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
                 node.uuid, node.provision_state
