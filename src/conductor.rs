@@ -162,6 +162,7 @@ pub async fn start(
         ctx.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(periodic::console_expiry_loop(ctx.clone(), shutdown.clone()));
     tokio::spawn(power_sync::sync_loop(ctx.clone(), shutdown.clone()));
     tokio::spawn(power_sync::recovery_loop(ctx.clone(), shutdown.clone()));
     Ok(Serving {

@@ -83,6 +83,9 @@ pub struct ApiConfig {
     pub key_file: Option<PathBuf>,
     /// The lowest TLS version served (Ironic's `[api]tls_minimum_version`): `1.2` or `1.3`.
     pub tls_minimum_version: TlsVersion,
+    /// The noVNC page a graphical console's `console_info` links to (Ironic's
+    /// `[vnc]public_url`; unset, the link starts with `None`, as Ironic's).
+    pub vnc_public_url: Option<String>,
 }
 
 /// Who may use the API ([`ApiConfig::auth_strategy`]).
@@ -474,6 +477,7 @@ impl Default for ApiConfig {
             cert_file: None,
             key_file: None,
             tls_minimum_version: TlsVersion::V1_3,
+            vnc_public_url: None,
         }
     }
 }

@@ -125,6 +125,17 @@ pub enum Error {
     )]
     DeadlineExceeded { node: String },
 
+    /// 500, as Ironic's (an `IronicException` without a code): a portgroup whose member ports
+    /// are on different physical networks, found when a port joins it. Ferrum's checks keep
+    /// this from arising; data written before them may still show it.
+    #[error(
+        "Port group {portgroup} has member ports with inconsistent physical networks ({physical_networks}). All ports in a port group must have the same physical network."
+    )]
+    PortgroupPhysnetInconsistent {
+        portgroup: String,
+        physical_networks: String,
+    },
+
     // 500: a fault of ours. The message is logged, never shown to the client.
     #[error("{0}")]
     Internal(String),
@@ -184,9 +195,9 @@ impl Error {
             | Error::DatabaseUnavailable(_)
             | Error::DatabaseCannotWrite(_)
             | Error::DeadlineExceeded { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Internal(_) | Error::DriverOperationError { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Error::Internal(_)
+            | Error::DriverOperationError { .. }
+            | Error::PortgroupPhysnetInconsistent { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

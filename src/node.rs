@@ -12,6 +12,7 @@
 //! know microversions (that is `api`), or decide transitions (that is `states` and `conductor`).
 
 pub mod bios;
+pub mod console;
 pub mod fields;
 pub mod firmware;
 pub mod history;

@@ -391,7 +391,7 @@ pub const STATES: &[StateFacts] = {
         row(S::Enroll,       "enroll",          Stable,   None,                None,               DELETE | INTERFACES | POWER),
         row(S::Verifying,    "verifying",       Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | POWER | SYNC),
         row(S::Manageable,   "manageable",      Stable,   None,                None,               DELETE | INTERFACES | POWER | SYNC),
-        row(S::Available,    "available",       Stable,   None,                None,               DELETE | INTERFACES | POWER | SYNC),
+        row(S::Available,    "available",       Stable,   None,                None,               INTERFACES | POWER | SYNC),
         row(S::Active,       "active",          Stable,   None,                None,               PROTECT | POWER | SYNC),
         row(S::DeployWait,   "wait call-back",  Unstable, Some(S::Active),     Some("deploy"),     POWER),
         row(S::Deploying,    "deploying",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
@@ -563,12 +563,13 @@ impl ProvisionState {
         self.allows(UPDATE)
     }
 
-    /// Whether the node may be deleted without maintenance mode (Ironic's
-    /// `DELETE_ALLOWED_STATES`).
+    /// Whether the state is one of Ironic's `DELETE_ALLOWED_STATES`: a node in it may be
+    /// deleted without maintenance mode, and its volume connectors and targets deleted while it
+    /// is powered on.
     ///
-    /// `available` is included because `[conductor]allow_deleting_available_nodes`
-    /// defaults to true; a caller honouring that option set to false must
-    /// refuse `available` itself, since this module reads no configuration.
+    /// `available` is not one: Ironic's `destroy_node` adds it when
+    /// `[conductor]allow_deleting_available_nodes` (true by default) says so, and the conductor
+    /// does the same (`node_ops::destroy`); the volume deletions do not.
     pub fn delete_allowed(self) -> bool {
         self.allows(DELETE)
     }
@@ -905,7 +906,7 @@ service failed --delete--> deleting
 enroll: stable, target -, abort stops -, allows delete interfaces power
 verifying: unstable, target manageable, abort stops -, allows update stuck-fails power power-sync
 manageable: stable, target -, abort stops -, allows delete interfaces power power-sync
-available: stable, target -, abort stops -, allows delete interfaces power power-sync
+available: stable, target -, abort stops -, allows interfaces power power-sync
 active: stable, target -, abort stops -, allows protect power power-sync
 wait call-back: unstable, target active, abort stops deploy, allows power
 deploying: unstable, target active, abort stops -, allows stuck-fails power power-sync
@@ -1198,7 +1199,7 @@ service hold: hold, target active, abort stops service, allows update power powe
     fn delete_allowed_states() {
         assert_eq!(
             members(ProvisionState::delete_allowed),
-            sorted(vec!["manageable", "enroll", "adopt failed", "available"])
+            sorted(vec!["manageable", "enroll", "adopt failed"])
         );
     }
 

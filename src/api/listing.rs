@@ -79,6 +79,24 @@ impl Paging {
     /// The shape asked for: `/detail` or `detail=true` (1.43) shows every field, `fields` (1.8)
     /// some; not both.
     pub fn shape<R: Resource>(&self, version: ApiVersion, detail_path: bool) -> Result<Shape> {
+        self.shape_as::<R>(
+            version,
+            detail_path,
+            43,
+            "Can not specify ?detail=True and fields in the same request.",
+        )
+    }
+
+    /// [`shape`](Self::shape) with `detail=true` read from API 1.`detail_since` and `both` the
+    /// refusal of `detail` with `fields`: Ironic's volume controllers read `detail` at every
+    /// version they serve (1.32) and refuse both in their own words.
+    pub fn shape_as<R: Resource>(
+        &self,
+        version: ApiVersion,
+        detail_path: bool,
+        detail_since: u32,
+        both: &str,
+    ) -> Result<Shape> {
         let detail_param = match &self.detail {
             Some(_) if detail_path => {
                 return Err(Error::InvalidParameterValue(
@@ -86,16 +104,14 @@ impl Paging {
                 ));
             }
             Some(d) => {
-                require_version(version, 43, "The detail parameter")?;
+                require_version(version, detail_since, "The detail parameter")?;
                 parse_bool("detail", d)?
             }
             None => false,
         };
         let detail = detail_path || detail_param;
         match &self.fields {
-            Some(_) if detail => Err(Error::InvalidParameterValue(
-                "Can not specify ?detail=True and fields in the same request.".to_owned(),
-            )),
+            Some(_) if detail => Err(Error::InvalidParameterValue(both.to_owned())),
             Some(f) => {
                 require_version(version, 8, "The fields parameter")?;
                 let names = resource::field_names(f);

@@ -165,7 +165,14 @@ async fn list_page<K: Kind>(
     parent: Option<&str>,
     detail_path: bool,
 ) -> Result<Value> {
-    let shape = q.paging.shape::<K>(version, detail_path)?;
+    // Ironic's `VolumeConnectorsController.get_all` and `VolumeTargetsController.get_all`
+    // take `detail` at 1.32 (no 1.43 gate), refusing it with `fields` in their own words.
+    let shape = q.paging.shape_as::<K>(
+        version,
+        detail_path,
+        32,
+        "Can't fetch a subset of fields with 'detail' set",
+    )?;
     let sort = q.paging.sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
     let node = match parent.or(q.node.as_deref()) {
         Some(n) => Some(find(state, n, version).await?.uuid),

@@ -15,6 +15,7 @@ use crate::{
     node::{self, InterfaceKind, Json, JsonObject, Node, NodeChanges},
     patch::{self, PatchOp},
     rpc::{InterfaceValidation, NodeCreate},
+    states::ProvisionState,
 };
 
 pub async fn create(ctx: &Ctx, n: NodeCreate) -> Result<Node> {
@@ -249,8 +250,10 @@ pub async fn remove_traits(
     .map(|_| ())
 }
 
-/// Turns the node's serial console on or off. The fake console has nothing to start; the
-/// `no-console` interface refuses, as Ironic's does.
+/// Turns the node's console on or off, as Ironic's `set_console_mode`: the `no-console`
+/// interface refuses; a console already as asked is left alone; otherwise `last_error` is
+/// cleared and the console interface's record (`node::console::record`: the fake graphical
+/// console's session) written with `console_enabled`.
 pub async fn set_console_mode(
     ctx: &Ctx,
     node: Node,
@@ -265,8 +268,34 @@ pub async fn set_console_mode(
                 node.driver, node.uuid
             )));
         }
+        if node.console_enabled == enabled {
+            return Ok(Decision::Nothing);
+        }
         let changes = NodeChanges {
             console_enabled: Some(enabled),
+            last_error: Some(None),
+            driver_internal_info: node::console::record(node, enabled).map(Json),
+            ..NodeChanges::default()
+        };
+        Ok(Decision::Write(changes, Hold::Release))
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Turns off the node's graphical console if its session has outlived its token
+/// (`node::console::expired`, decided on the node as it is when written), as Ironic's periodic
+/// `_expire_console_sessions` stops it.
+pub async fn expire_console(ctx: &Ctx, node: Node) -> Result<()> {
+    let uuid = node.uuid.clone();
+    change_node(ctx, &uuid, Some(node), None, |node| {
+        if !node::console::expired(node, node::now()) {
+            return Ok(Decision::Nothing);
+        }
+        tracing::info!(node.uuid = %node.uuid, "Graphical console session has expired for {}, closing.", node.uuid);
+        let changes = NodeChanges {
+            console_enabled: Some(false),
+            driver_internal_info: node::console::record(node, false).map(Json),
             ..NodeChanges::default()
         };
         Ok(Decision::Write(changes, Hold::Release))
@@ -351,7 +380,11 @@ pub async fn destroy(ctx: &Ctx, node: Node, deadline: Option<Instant>) -> Result
                 node: node.uuid.clone(),
             });
         }
-        if !node.maintenance && !node.provision_state.delete_allowed() {
+        // Ironic's `destroy_node`: the delete-allowed states, and `available` as its
+        // `[conductor]allow_deleting_available_nodes` (true by default) allows.
+        let allowed = node.provision_state.delete_allowed()
+            || node.provision_state == ProvisionState::Available;
+        if !node.maintenance && !allowed {
             return Err(Error::InvalidState(format!(
                 "Can not delete node \"{}\" while it is in provision state \"{}\". Valid provision states to start deletion are: available, enroll, manageable, adopt failed, or set maintenance mode first.",
                 node.uuid, node.provision_state

@@ -1,10 +1,13 @@
 //! The conductor's periodic work: every `heartbeat_interval`, taking over the nodes that dead
 //! conductors left locked; every `check_provision_state_interval`, failing the deploys that
-//! waited for their agent longer than `deploy_callback_timeout`.
+//! waited for their agent longer than `deploy_callback_timeout`; every two minutes, turning off
+//! the graphical consoles whose session expired.
 //!
 //! The lease's own renewal, which runs on the same beat, is the lease's (`lease::keep`): it
 //! fences the conductor when it cannot renew, and must outlive everything here. These loops end
 //! with the shutdown signal.
+
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -24,7 +27,20 @@ const TIMEOUTS_PER_CHECK: i64 = 100;
 /// recovered as that host's own restart would (Ironic's `_check_orphan_nodes`, for every
 /// transient state).
 pub(super) async fn takeover_loop(ctx: Ctx, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(ctx.config.heartbeat_interval);
+    let period = ctx.config.heartbeat_interval;
+    every(ctx, shutdown, period, "take-over check", take_over_orphans).await;
+}
+
+/// Runs `round` every `period` (the first at once) until `shutdown`; a failed round is logged
+/// as `what` and the next one runs all the same.
+async fn every(
+    ctx: Ctx,
+    shutdown: CancellationToken,
+    period: Duration,
+    what: &str,
+    round: impl AsyncFn(&Ctx) -> crate::error::Result<()>,
+) {
+    let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -32,8 +48,8 @@ pub(super) async fn takeover_loop(ctx: Ctx, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if let Err(e) = take_over_orphans(&ctx).await {
-            warn!(error = %e, "take-over check failed");
+        if let Err(e) = round(&ctx).await {
+            warn!(error = %e, "{what} failed");
         }
     }
 }
@@ -78,18 +94,63 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
 /// (Ironic's `_check_deploy_timeouts`): the agent never called back, or never finished a
 /// command. Locked nodes and nodes in maintenance are left, as Ironic leaves them.
 pub(super) async fn callback_timeout_loop(ctx: Ctx, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(ctx.config.check_provision_state_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
+    let period = ctx.config.check_provision_state_interval;
+    every(
+        ctx,
+        shutdown,
+        period,
+        "callback timeout check",
+        fail_timed_out_waits,
+    )
+    .await;
+}
+
+/// Turns off, every `node::console::EXPIRE_INTERVAL`, the graphical consoles of nodes this
+/// conductor owns on the hash ring whose session outlived its token (Ironic's
+/// `_expire_fake_console_sessions`, every `[vnc]expire_console_session_interval`).
+pub(super) async fn console_expiry_loop(ctx: Ctx, shutdown: CancellationToken) {
+    let period = crate::node::console::EXPIRE_INTERVAL;
+    every(
+        ctx,
+        shutdown,
+        period,
+        "console session expiry check",
+        expire_console_sessions,
+    )
+    .await;
+}
+
+/// One round of [`console_expiry_loop`]; locked nodes are left to the next.
+pub async fn expire_console_sessions(ctx: &Ctx) -> crate::error::Result<()> {
+    if !ctx.lease.is_serving() {
+        return Ok(());
+    }
+    let now = crate::node::now();
+    let nodes = db::nodes::unlocked_with_console_on(
+        &ctx.db,
+        crate::node::console::FAKE_GRAPHICAL,
+        TIMEOUTS_PER_CHECK,
+    )
+    .await?;
+    let expired: Vec<_> = nodes
+        .into_iter()
+        .filter(|n| crate::node::console::expired(n, now))
+        .collect();
+    if expired.is_empty() {
+        return Ok(());
+    }
+    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+    let rings = Rings::from_conductors(&alive);
+    for node in expired {
+        if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+            continue;
         }
-        if let Err(e) = fail_timed_out_waits(&ctx).await {
-            warn!(error = %e, "callback timeout check failed");
+        let uuid = node.uuid.clone();
+        if let Err(e) = super::node_ops::expire_console(ctx, node).await {
+            tracing::debug!(node.uuid = %uuid, error = %e, "The console of node {uuid} was not turned off: {e}");
         }
     }
+    Ok(())
 }
 
 async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {

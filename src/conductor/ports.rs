@@ -2,7 +2,10 @@
 //! `destroy_port`, the portgroup ones, `vif_attach`, `vif_detach` in
 //! `ironic/conductor/manager.py`). A create needs no exclusion (Ironic takes a shared lock);
 //! every other change is decided on the node's ports and portgroups as they are, under the
-//! node's exclusion (`task::change_children`).
+//! node's exclusion (`task::change_children`). A port joining a portgroup, at create too, is
+//! checked against the portgroup's members in the transaction that writes it.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 use tokio::time::Instant;
@@ -98,14 +101,17 @@ pub async fn change(
             .map(|_| RpcReply::Done)
         }
         PortsChange::AttachVif { vif_info } => {
-            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |_, c| {
-                attach_vif(&c.ports, &c.portgroups, &vif_info)
+            change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+                attach_vif(n, &c.ports, &c.portgroups, &vif_info)
             })
             .await
             .map(|_| RpcReply::Done)
         }
         PortsChange::DetachVif { vif_id } => {
             change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+                if !vif::recorded(n) {
+                    return Ok(Vec::new());
+                }
                 Ok(vec![match vif::find(&vif_id, &n.uuid, &c.ports, &c.portgroups)? {
                     Attachment::Port(p) => set_port_vif(p, None),
                     Attachment::Portgroup(pg) => set_portgroup_vif(pg, None),
@@ -121,14 +127,16 @@ async fn create_port(ctx: &Ctx, node: &Node, fields: JsonObject) -> Result<Port>
     let mut port = Port::template();
     patch::changes_for_create(&port, fields)?.set_into(&mut port);
     port.node_uuid = node.uuid.clone();
-    if let Some(pg_uuid) = &port.portgroup_uuid {
-        let pg = match db::ports::get_portgroup(&ctx.db, pg_uuid).await {
-            Err(Error::NotFound(why)) => return Err(Error::InvalidParameterValue(why)),
-            other => other?,
-        };
-        check_membership(&port, &pg)?;
+    match &port.portgroup_uuid {
+        Some(pg_uuid) => {
+            db::children::insert_member_port(&ctx.db, &port, pg_uuid, |pg, members| {
+                check_membership(&port, pg)?;
+                check_physnet(&port, pg, members)
+            })
+            .await
+        }
+        None => db::ports::insert_port(&ctx.db, &port).await,
     }
-    db::ports::insert_port(&ctx.db, &port).await
 }
 
 async fn create_portgroup(ctx: &Ctx, node: &Node, fields: JsonObject) -> Result<Portgroup> {
@@ -150,6 +158,42 @@ fn check_membership(port: &Port, pg: &Portgroup) -> Result<()> {
         return Err(Error::Conflict(format!(
             "Port group {} doesn't support standalone ports. This port cannot be a member of that portgroup as the port's 'pxe_enabled' field is True.",
             pg.uuid
+        )));
+    }
+    Ok(())
+}
+
+/// A port joining a portgroup, or changing its physical network in one, must be on the
+/// physical network of the portgroup's other members, or, when it has none, of the portgroup
+/// itself when that names one (Ironic's `validate_port_physnet`, `ironic/conductor/utils.py`;
+/// `ports` may include the port itself, which is left out).
+fn check_physnet(port: &Port, pg: &Portgroup, ports: &[Port]) -> Result<()> {
+    let others: BTreeSet<Option<&str>> = ports
+        .iter()
+        .filter(|p| p.portgroup_uuid.as_deref() == Some(pg.uuid.as_str()) && p.uuid != port.uuid)
+        .map(|p| p.physical_network.as_deref())
+        .collect();
+    // Python's `str(None)`, as Ironic's messages print a port without a physical network.
+    let shown = |physnet: Option<&str>| physnet.unwrap_or("None").to_owned();
+    let group_physnet = match others.len() {
+        0 => match pg.physical_network.as_deref() {
+            Some(physnet) => Some(physnet),
+            None => return Ok(()),
+        },
+        1 => others.first().copied().flatten(),
+        _ => {
+            return Err(Error::PortgroupPhysnetInconsistent {
+                portgroup: pg.uuid.clone(),
+                physical_networks: others.into_iter().map(shown).collect::<Vec<_>>().join(", "),
+            });
+        }
+    };
+    if port.physical_network.as_deref() != group_physnet {
+        return Err(Error::Conflict(format!(
+            "Port with physical network {} cannot become a member of port group {} which has ports in physical network {}.",
+            shown(port.physical_network.as_deref()),
+            pg.uuid,
+            shown(group_physnet)
         )));
     }
     Ok(())
@@ -204,8 +248,11 @@ fn update_port(
     }
     let mut updated = port.clone();
     changes.clone().set_into(&mut updated);
+    let joins = changes.portgroup_uuid.is_some();
+    let checks_membership = joins || changes.pxe_enabled.is_some();
+    let checks_physnet = joins || changes.physical_network.is_some();
     if let Some(pg_uuid) = &updated.portgroup_uuid
-        && (changes.portgroup_uuid.is_some() || changes.pxe_enabled.is_some())
+        && (checks_membership || checks_physnet)
     {
         let pg = portgroups
             .iter()
@@ -216,7 +263,12 @@ fn update_port(
                     node.uuid
                 ))
             })?;
-        check_membership(&updated, pg)?;
+        if checks_membership {
+            check_membership(&updated, pg)?;
+        }
+        if checks_physnet {
+            check_physnet(&updated, pg, ports)?;
+        }
     }
     Ok(vec![ChildWrite::UpdatePort(port.clone(), changes)])
 }
@@ -266,6 +318,7 @@ fn update_portgroup(
 }
 
 fn attach_vif(
+    node: &Node,
     ports: &[Port],
     portgroups: &[Portgroup],
     vif_info: &JsonObject,
@@ -280,6 +333,9 @@ fn attach_vif(
     let vif_id = text("id")?.ok_or_else(|| {
         Error::MissingParameterValue("Missing mandatory parameter: id".to_owned())
     })?;
+    if !vif::recorded(node) {
+        return Ok(Vec::new());
+    }
     let port_uuid = text("port_uuid")?
         .map(|u| normalize_uuid("port_uuid", &u))
         .transpose()?;

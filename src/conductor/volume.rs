@@ -1,8 +1,9 @@
 //! A node's volume connectors and targets, updated and deleted with Ironic's rules
 //! (`update_volume_connector`, `destroy_volume_connector` and the target ones in
 //! `ironic/conductor/manager.py`): under the node's exclusion (`task::change_children`), an
-//! update only while the node is powered off, a delete also when the node's provision state
-//! allows deleting it. (A create is the API's: Ironic's API writes it with no lock.)
+//! update only while the node is powered off, a delete also when the node is in one of
+//! Ironic's `DELETE_ALLOWED_STATES` (`available` is not one). (A create is the API's: Ironic's
+//! API writes it with no lock.)
 
 use tokio::time::Instant;
 
@@ -114,7 +115,8 @@ fn check_update(node: &Node, action: &str, moves: bool) -> Result<()> {
     Ok(())
 }
 
-/// A delete needs the node powered off, or in a provision state that allows deleting the node.
+/// A delete needs the node powered off, or in one of Ironic's `DELETE_ALLOWED_STATES`
+/// (manageable, enroll, adopt failed; not `available`, where the node itself may be deleted).
 fn check_delete(node: &Node, action: &str) -> Result<()> {
     if node.power_state != Some(PowerState::Off) && !node.provision_state.delete_allowed() {
         return Err(refused(node, action));

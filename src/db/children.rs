@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     Db, Failure, classify,
     deadline::{self, BeforeDeadline},
-    ports::{port_write_error, portgroup_write_error},
+    ports::{get_port, port_write_error, portgroup_not_found, portgroup_write_error},
     volume::{connector_write_error, target_write_error},
     with_conn, with_write_result,
 };
@@ -58,6 +58,77 @@ macro_rules! load_children {
 /// A node's children.
 pub async fn children(db: &Db, node_uuid: &str) -> Result<Children> {
     Ok(with_conn!(db, |conn| load_children!(conn, node_uuid)))
+}
+
+/// Inserts `port`, a member of a portgroup, once `decide` accepted it given that portgroup and
+/// its member ports as they are; a portgroup that does not exist is the caller's 400. One
+/// transaction that first takes the row of the port's node by a write that changes nothing
+/// (a row lock on MySQL, the write lock on SQLite) and then reads: so it is ordered with
+/// [`change_children`], whose bump of the node takes the same row first, and with other such
+/// inserts, and a member's check (Ironic's `validate_port_physnet`) sees the others as they
+/// are. The node's data and version stay as they are: creating a port takes no exclusion of
+/// its node (Ironic's shared lock), and a conductor holding the node writes on undisturbed.
+pub async fn insert_member_port(
+    db: &Db,
+    port: &Port,
+    portgroup_uuid: &str,
+    mut decide: impl FnMut(&Portgroup, &[Port]) -> Result<()> + Send,
+) -> Result<Port> {
+    // The error of `decide` or of the insert, carried out of the transaction that it rolled back.
+    let mut refused: Option<Error> = None;
+    let outcome = with_write_result!(db, |conn| {
+        let refused = &mut refused;
+        let decide = &mut decide;
+        conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+            diesel::update(nodes::table.filter(nodes::uuid.eq(&port.node_uuid)))
+                .set(nodes::version.eq(nodes::version))
+                .execute(conn)
+                .await?;
+            let found: Option<Portgroup> = portgroups::table
+                .filter(portgroups::uuid.eq(portgroup_uuid))
+                .select(Portgroup::as_select())
+                .first(conn)
+                .await
+                .optional()?;
+            let members: Vec<Port> = ports::table
+                .filter(ports::portgroup_uuid.eq(portgroup_uuid))
+                .order(ports::id.asc())
+                .select(Port::as_select())
+                .load(conn)
+                .await?;
+            let decided = match found {
+                Some(pg) => decide(&pg, &members),
+                None => Err(Error::InvalidParameterValue(
+                    portgroup_not_found(portgroup_uuid).to_string(),
+                )),
+            };
+            let inserted = match decided {
+                Ok(()) => diesel::insert_into(ports::table)
+                    .values(port)
+                    .execute(conn)
+                    .await
+                    .map_err(|e| {
+                        port_write_error(e, &port.uuid, &port.address, port.name.as_deref())
+                    }),
+                Err(e) => Err(e),
+            };
+            match inserted {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    *refused = Some(e);
+                    Err(diesel::result::Error::RollbackTransaction)
+                }
+            }
+        })
+        .await?
+    });
+    match (outcome, refused) {
+        (_, Some(refused)) => Err(refused),
+        (outcome, None) => {
+            outcome?;
+            get_port(db, &port.uuid).await
+        }
+    }
 }
 
 /// A change of one of a node's children that [`change_children`] writes.

@@ -760,6 +760,20 @@ pub async fn unlocked_in_state_since(
         .await?))
 }
 
+/// Up to `limit` unlocked nodes whose console is on and is the `interface` one (Ironic's
+/// periodic `_expire_fake_console_sessions` filters on `console_enabled` and the interface).
+pub async fn unlocked_with_console_on(db: &Db, interface: &str, limit: i64) -> Result<Vec<Node>> {
+    Ok(with_conn!(db, |conn| nodes::table
+        .filter(nodes::console_enabled.eq(true))
+        .filter(nodes::console_interface.eq(interface))
+        .filter(nodes::reservation.is_null())
+        .order(nodes::id.asc())
+        .limit(limit)
+        .select(Node::as_select())
+        .load(conn)
+        .await?))
+}
+
 /// Which nodes a power-state scan reads ([`power_scan_page`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PowerScan {

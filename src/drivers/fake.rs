@@ -33,17 +33,26 @@ use crate::node::{InterfaceKind, JsonObject, Node, PowerState, bios::BiosValue};
 
 /// `fake-hardware`; with a gate, every fake deploy waits at it (see [`DeployGate`]); each fake
 /// vendor method takes `vendor_delay`.
+///
+/// The order of each kind is Ironic's (`ironic/drivers/fake_hardware.py` over
+/// `generic.GenericHardware`): `fake` first, then the generic ones, so a node gets the first
+/// enabled one (`driver_factory.default_interface`). Storage is the exception: Ironic lists
+/// `fake` first too, but its `default_storage_interface` is `noop` unless configured, which the
+/// order here stands for.
 pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> HardwareType {
     HardwareType {
         name: "fake-hardware",
         passive: vec![
             (InterfaceKind::Boot, vec!["fake"]),
-            (InterfaceKind::Console, vec!["no-console", "fake"]),
-            (InterfaceKind::Inspect, vec!["no-inspect", "fake", "agent"]),
-            (InterfaceKind::Network, vec!["noop", "flat"]),
-            (InterfaceKind::Raid, vec!["no-raid", "fake"]),
+            (
+                InterfaceKind::Console,
+                vec!["fake", "no-console", "fake-graphical"],
+            ),
+            (InterfaceKind::Inspect, vec!["fake", "agent", "no-inspect"]),
+            (InterfaceKind::Network, vec!["flat", "noop"]),
+            (InterfaceKind::Raid, vec!["fake", "no-raid"]),
             (InterfaceKind::Storage, vec!["noop", "fake"]),
-            (InterfaceKind::Rescue, vec!["no-rescue", "fake"]),
+            (InterfaceKind::Rescue, vec!["fake", "no-rescue"]),
         ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
@@ -54,13 +63,13 @@ pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> Hard
             }),
         ],
         vendor: vec![
-            Arc::new(NoVendor),
             Arc::new(FakeVendor {
                 delay: config.fake_vendor_delay,
             }),
+            Arc::new(NoVendor),
         ],
-        bios: vec![Arc::new(NoSteps("no-bios")), Arc::new(FakeBios)],
-        firmware: vec![Arc::new(NoSteps("no-firmware")), Arc::new(FakeFirmware)],
+        bios: vec![Arc::new(FakeBios), Arc::new(NoSteps("no-bios"))],
+        firmware: vec![Arc::new(FakeFirmware), Arc::new(NoSteps("no-firmware"))],
     }
 }
 

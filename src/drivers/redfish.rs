@@ -58,9 +58,11 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
         name: "redfish",
         passive: vec![
             (InterfaceKind::Boot, BOOT_INTERFACES.to_vec()),
-            (InterfaceKind::Console, vec!["no-console"]),
+            // Ironic's generic consoles follow its Redfish and IPMI ones (not built here).
+            (InterfaceKind::Console, vec!["no-console", "fake-graphical"]),
             (InterfaceKind::Inspect, vec!["no-inspect", "agent"]),
-            (InterfaceKind::Network, vec!["noop", "flat"]),
+            // Ironic's generic order: `flat` first (`generic.GenericHardware`).
+            (InterfaceKind::Network, vec!["flat", "noop"]),
             (InterfaceKind::Raid, vec!["no-raid"]),
             (InterfaceKind::Storage, vec!["noop"]),
             (InterfaceKind::Rescue, vec!["no-rescue"]),

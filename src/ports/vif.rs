@@ -13,6 +13,14 @@ use serde_json::Value;
 use super::{Port, Portgroup, TENANT_VIF_KEY, attached_vif};
 use crate::error::{Error, Result};
 
+/// Whether the node's network interface records its VIFs. Ironic's `noop` network interface
+/// (`ironic/drivers/modules/network/noop.py`) attaches and detaches a VIF by doing nothing and
+/// lists none, with or without ports; `flat` and `neutron` record it on a port or portgroup
+/// (`VIFPortIDMixin`, in `network/common.py`), as this module chooses.
+pub fn recorded(node: &crate::node::Node) -> bool {
+    node.interfaces.network != "noop"
+}
+
 /// A port or a portgroup: what a VIF can be attached to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Attachment<'a> {

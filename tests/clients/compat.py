@@ -53,8 +53,10 @@ def expect(actual, wanted, what):
 
 
 def cli_suite():
+    # The no-* interfaces where fake-hardware's defaults are the fake ones, to see them refuse.
     n = cli("node", "create", "--driver", "fake-hardware", "--name", "cli-1",
-            "--property", "cpus=8", "-f", "json")
+            "--raid-interface", "no-raid", "--inspect-interface", "no-inspect",
+            "--rescue-interface", "no-rescue", "--property", "cpus=8", "-f", "json")
     expect(n["provision_state"], "enroll", "new node")
     uuid = n["uuid"]
 
@@ -139,13 +141,13 @@ def cli_suite():
     # The CLI shows a list as its items joined by ", ".
     expect((d["default_deploy_interface"], d["enabled_deploy_interfaces"]),
            ("fake", "fake, direct"), "driver show: deploy interfaces")
-    expect((d["default_raid_interface"], d["default_bios_interface"]), ("no-raid", "no-bios"),
+    expect((d["default_raid_interface"], d["default_bios_interface"]), ("fake", "fake"),
            "driver show: raid and bios interfaces")
     drivers = cli("driver", "list", "--long", "-f", "json")
     expect([(x["name"], x["type"], x["default_inspect_interface"]) for x in drivers],
-           [("fake-hardware", "dynamic", "no-inspect"), ("redfish", "dynamic", "no-inspect")],
+           [("fake-hardware", "dynamic", "fake"), ("redfish", "dynamic", "no-inspect")],
            "driver list --long")
-    expect(drivers[0]["enabled_rescue_interfaces"], "no-rescue, fake",
+    expect(drivers[0]["enabled_rescue_interfaces"], "fake, no-rescue",
            "driver list --long: rescue interfaces")
     d = cli("driver", "show", "redfish", "-f", "json")
     expect((d["default_power_interface"], d["default_management_interface"],

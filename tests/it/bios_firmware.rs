@@ -153,7 +153,7 @@ async fn no_bios_refuses_the_bios_steps(stack) {
         return;
     };
     let api = &cluster.api;
-    let node = api.create_node(json!({"driver": "fake-hardware", "name": "plain"})).await;
+    let node = api.create_node(json!({"driver": "fake-hardware", "name": "plain", "bios_interface": "no-bios"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     assert_eq!(node["bios_interface"], "no-bios");
     api.accepted(&uuid, "manage").await;
@@ -187,18 +187,22 @@ async fn the_firmware_interface(stack) {
     let at = |v: &'static str, method: Method, path: String, body: Option<Value>| async move {
         api.request_at(v, method, &path, body).await
     };
-    let r = at(FW, Method::POST, "/v1/nodes".into(), Some(json!({"driver": "fake-hardware", "name": "fw1", "firmware_interface": "fake"}))).await;
-    assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::CREATED, &json!("fake")), "{}", r.body);
+    let r = at(FW, Method::POST, "/v1/nodes".into(), Some(json!({"driver": "fake-hardware", "name": "fw1", "firmware_interface": "no-firmware"}))).await;
+    assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::CREATED, &json!("no-firmware")), "{}", r.body);
     let uuid = r.body["uuid"].as_str().unwrap().to_owned();
     let r = at(FW, Method::POST, "/v1/nodes".into(), Some(json!({"driver": "fake-hardware", "name": "fw2"}))).await;
+    assert_eq!(r.body["firmware_interface"], "fake", "the default: {}", r.body);
+    let r = at(FW, Method::PATCH, "/v1/nodes/fw2".into(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "no-firmware"}]))).await;
     assert_eq!(r.body["firmware_interface"], "no-firmware", "{}", r.body);
     let r = at("1.85", Method::GET, "/v1/nodes/fw1".into(), None).await;
     assert!(r.body.get("firmware_interface").is_none(), "{}", r.body);
     let r = at(FW, Method::GET, "/v1/nodes/fw1?fields=firmware_interface".into(), None).await;
-    assert_eq!(r.body["firmware_interface"], "fake", "{}", r.body);
+    assert_eq!(r.body["firmware_interface"], "no-firmware", "{}", r.body);
 
     let patch = |v: &'static str, ops: Value| at(v, Method::PATCH, "/v1/nodes/fw1".into(), Some(ops));
     let r = patch(FW, json!([{"op": "remove", "path": "/firmware_interface"}])).await;
+    assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::OK, &json!("fake")), "{}", r.body);
+    let r = patch(FW, json!([{"op": "replace", "path": "/firmware_interface", "value": "no-firmware"}])).await;
     assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::OK, &json!("no-firmware")), "{}", r.body);
     let r = patch(FW, json!([{"op": "replace", "path": "/firmware_interface", "value": "fake"}])).await;
     assert_eq!((r.status, &r.body["firmware_interface"]), (StatusCode::OK, &json!("fake")), "{}", r.body);
@@ -208,7 +212,7 @@ async fn the_firmware_interface(stack) {
         ("1.85", Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "no-firmware"}])), StatusCode::NOT_ACCEPTABLE, ""),
         ("1.85", Method::GET, "/v1/nodes/fw1?fields=firmware_interface".to_owned(), None, StatusCode::NOT_ACCEPTABLE, ""),
         (FW, Method::POST, "/v1/nodes".to_owned(), Some(json!({"driver": "fake-hardware", "firmware_interface": "redfish"})), StatusCode::BAD_REQUEST, "redfish"),
-        (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "redfish"}])), StatusCode::BAD_REQUEST, "Valid interfaces are ['no-firmware', 'fake']"),
+        (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": "redfish"}])), StatusCode::BAD_REQUEST, "Valid interfaces are ['fake', 'no-firmware']"),
         (FW, Method::PATCH, "/v1/nodes/fw1".to_owned(), Some(json!([{"op": "replace", "path": "/firmware_interface", "value": 7}])), StatusCode::BAD_REQUEST, "firmware_interface"),
         ("1.85", Method::GET, format!("/v1/nodes/{uuid}/firmware"), None, StatusCode::NOT_FOUND, ""),
         (FW, Method::GET, format!("/v1/nodes/{uuid}/firmware?fields=component,vendor"), None, StatusCode::BAD_REQUEST, "Fields vendor are not allowed in this API version"),
@@ -274,12 +278,12 @@ async fn the_firmware_interface(stack) {
     // Drivers show the firmware interfaces from 1.86.
     let r = at(FW, Method::GET, "/v1/drivers/fake-hardware".into(), None).await;
     assert_eq!((&r.body["default_firmware_interface"], &r.body["enabled_firmware_interfaces"]),
-               (&json!("no-firmware"), &json!(["no-firmware", "fake"])), "{}", r.body);
+               (&json!("fake"), &json!(["fake", "no-firmware"])), "{}", r.body);
     let r = at("1.85", Method::GET, "/v1/drivers/fake-hardware".into(), None).await;
     assert!(r.body.get("default_firmware_interface").is_none() && r.body.get("enabled_firmware_interfaces").is_none(), "{}", r.body);
-    assert_eq!(r.body["default_bios_interface"], "no-bios", "{}", r.body);
+    assert_eq!(r.body["default_bios_interface"], "fake", "{}", r.body);
     let r = at(FW, Method::GET, "/v1/drivers?detail=True".into(), None).await;
-    assert_eq!(r.body["drivers"][0]["enabled_firmware_interfaces"], json!(["no-firmware", "fake"]), "{}", r.body);
+    assert_eq!(r.body["drivers"][0]["enabled_firmware_interfaces"], json!(["fake", "no-firmware"]), "{}", r.body);
 
     // The fake firmware's update step: accepted and run (it changes nothing); settings required;
     // no-firmware offers it not.

@@ -169,9 +169,8 @@ async fn inspect_clean_and_adopt(stack) {
     api.accepted("ica", "manage").await;
     api.wait_for("ica", "manageable").await;
 
-    // The default inspect interface is `no-inspect`: Ironic's UnsupportedDriverExtension, the
-    // node untouched.
-    api.create_node(json!({"name": "noi", "driver": "fake-hardware"})).await;
+    // The `no-inspect` interface: Ironic's UnsupportedDriverExtension, the node untouched.
+    api.create_node(json!({"name": "noi", "driver": "fake-hardware", "inspect_interface": "no-inspect"})).await;
     api.accepted("noi", "manage").await;
     let before = api.wait_for("noi", "manageable").await;
     assert_eq!(before["inspect_interface"], "no-inspect");

@@ -91,15 +91,19 @@ async fn drivers_show_their_interfaces_by_version() {
     assert_eq!(d["hosts"], json!([app.host()]));
     assert_eq!(d["default_deploy_interface"], "fake");
     assert_eq!(d["enabled_deploy_interfaces"], json!(["fake", "direct"]));
-    assert_eq!(d["default_inspect_interface"], "no-inspect");
+    assert_eq!(d["default_inspect_interface"], "fake");
     assert_eq!(
         d["enabled_inspect_interfaces"],
-        json!(["no-inspect", "fake", "agent"])
+        json!(["fake", "agent", "no-inspect"])
     );
-    assert_eq!(d["default_raid_interface"], "no-raid");
-    assert_eq!(d["enabled_raid_interfaces"], json!(["no-raid", "fake"]));
+    assert_eq!(d["default_raid_interface"], "fake");
+    assert_eq!(d["enabled_raid_interfaces"], json!(["fake", "no-raid"]));
     assert_eq!(d["default_power_interface"], "fake");
-    assert_eq!(d["enabled_network_interfaces"], json!(["noop", "flat"]));
+    assert_eq!(d["enabled_network_interfaces"], json!(["flat", "noop"]));
+    assert_eq!(
+        d["enabled_console_interfaces"],
+        json!(["fake", "no-console", "fake-graphical"])
+    );
 
     // Before 1.30: no type, no interfaces, and `detail` / `type` are too new.
     let old = app
@@ -323,4 +327,179 @@ async fn a_bad_microversion_is_406_in_the_framework_envelope() {
         .await;
     assert_eq!(r.status, 406, "{}", r.body);
     assert!(r.fault().contains("1.8"), "{}", r.fault());
+}
+
+/// With every fake interface enabled (Ferrum's default), a fake-hardware node gets `fake` for
+/// each kind Ironic's `FakeHardware` lists it first in (console, inspect, raid, bios, firmware,
+/// rescue, vendor, besides boot, deploy, power and management), `flat` networking (Ironic's
+/// generic order) and `noop` storage (Ironic's `default_storage_interface`); a PATCH `remove`
+/// of an interface gives the default back. So the console, inspection and RAID work on a
+/// default node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_hardware_nodes_default_to_the_fake_interfaces() {
+    let app = TestApp::start().await;
+    let node = app
+        .request_at(
+            "1.86",
+            Method::POST,
+            "/v1/nodes",
+            Some(json!({"name": "defaults", "driver": "fake-hardware"})),
+        )
+        .await;
+    assert_eq!(node.status, 201, "{}", node.body);
+    for (field, value) in [
+        ("boot_interface", "fake"),
+        ("console_interface", "fake"),
+        ("deploy_interface", "fake"),
+        ("inspect_interface", "fake"),
+        ("management_interface", "fake"),
+        ("network_interface", "flat"),
+        ("power_interface", "fake"),
+        ("raid_interface", "fake"),
+        ("rescue_interface", "fake"),
+        ("storage_interface", "noop"),
+        ("vendor_interface", "fake"),
+        ("bios_interface", "fake"),
+        ("firmware_interface", "fake"),
+    ] {
+        assert_eq!(node.body[field], value, "{field}: {}", node.body);
+    }
+    let r = app
+        .patch(
+            "defaults",
+            json!([{"op": "replace", "path": "/console_interface", "value": "no-console"}]),
+        )
+        .await;
+    assert_eq!(r.body["console_interface"], "no-console", "{}", r.body);
+    let r = app
+        .patch(
+            "defaults",
+            json!([{"op": "remove", "path": "/console_interface"}]),
+        )
+        .await;
+    assert_eq!(r.body["console_interface"], "fake", "{}", r.body);
+
+    let r = app
+        .request(
+            Method::PUT,
+            "/v1/nodes/defaults/states/console",
+            Some(json!({"enabled": true})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = app.get("/v1/nodes/defaults/states/console").await;
+    // Ironic's `FakeConsole.get_console` gives `{}`.
+    assert_eq!(
+        r.body,
+        json!({"console_enabled": true, "console_info": {}}),
+        "{}",
+        r.body
+    );
+    let raid =
+        json!({"logical_disks": [{"size_gb": 10, "raid_level": "1", "is_root_volume": true}]});
+    let r = app
+        .request(Method::PUT, "/v1/nodes/defaults/states/raid", Some(raid))
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    app.accepted("defaults", "manage").await;
+    app.wait_for("defaults", "manageable").await;
+    app.accepted("defaults", "inspect").await;
+    app.wait_for("defaults", "manageable").await;
+}
+
+/// `fake-graphical` (Ironic's `FakeGraphicalConsole` with its fake container provider): turning
+/// it on keeps the fake container's VNC address and a noVNC token on the node and shows a `vnc`
+/// link carrying them (built on `[vnc]public_url`); turning it off forgets them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_graphical_console_shows_a_vnc_link() {
+    let app = TestApp::builder()
+        .configure(|c| c.api.vnc_public_url = Some("http://vnc.example:6090/vnc_auto.html".into()))
+        .start()
+        .await;
+    let node = app
+        .create_node(json!({"name": "gui", "driver": "fake-hardware", "console_interface": "fake-graphical"}))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let console = |enabled: bool| {
+        let app = &app;
+        async move {
+            let r = app
+                .request(
+                    Method::PUT,
+                    "/v1/nodes/gui/states/console",
+                    Some(json!({ "enabled": enabled })),
+                )
+                .await;
+            assert_eq!(r.status, 202, "{}", r.body);
+            app.get("/v1/nodes/gui/states/console").await.body
+        }
+    };
+    let on = console(true).await;
+    let info = &app.node("gui").await["driver_internal_info"];
+    assert_eq!(info["vnc_host"], "192.0.2.1", "{info}");
+    assert_eq!(info["vnc_port"], 5900, "{info}");
+    assert_eq!(info["novnc_secret_token"], "******", "shown masked: {info}");
+    assert!(info["novnc_secret_token_created"].is_string(), "{info}");
+    let stored = ferrum::db::nodes::get_by_uuid(app.db(), &uuid)
+        .await
+        .unwrap();
+    let token = stored.driver_internal_info["novnc_secret_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(token.len(), 43, "{token}");
+    assert_eq!(
+        on,
+        json!({"console_enabled": true, "console_info": {
+            "type": "vnc",
+            "url": format!("http://vnc.example:6090/vnc_auto.html?path=websockify%3Fnode%3D{uuid}%26token%3D{token}"),
+        }})
+    );
+    let off = console(false).await;
+    assert_eq!(off, json!({"console_enabled": false, "console_info": null}));
+    let gone = |info: &Value| {
+        for key in [
+            "vnc_host",
+            "vnc_port",
+            "novnc_secret_token",
+            "novnc_secret_token_created",
+        ] {
+            assert!(info.get(key).is_none(), "{key}: {info}");
+        }
+    };
+    gone(&app.node("gui").await["driver_internal_info"]);
+
+    // A session is closed once its token is older than Ironic's `[vnc]token_timeout` (600 s),
+    // by the conductor's periodic check; a fresh one is kept.
+    console(true).await;
+    let expire = || ferrum::conductor::periodic::expire_console_sessions(app.conductor());
+    expire().await.unwrap();
+    assert_eq!(app.node("gui").await["console_enabled"], true);
+    let node = ferrum::db::nodes::get_by_uuid(app.db(), &uuid)
+        .await
+        .unwrap();
+    let mut info = node.driver_internal_info.0.clone();
+    info.insert(
+        "novnc_secret_token_created".into(),
+        "2026-01-01T00:00:00.000000".into(),
+    );
+    let aged = ferrum::node::NodeChanges {
+        driver_internal_info: Some(ferrum::node::Json(info)),
+        ..Default::default()
+    };
+    let written = ferrum::db::nodes::update_unlocked(
+        app.db(),
+        node.id,
+        node.version,
+        ("t", node.provision_state),
+        aged,
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(written);
+    expire().await.unwrap();
+    let node = app.node("gui").await;
+    assert_eq!(node["console_enabled"], false, "{node}");
+    gone(&node["driver_internal_info"]);
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
 
-/// A node `v` with the fake vendor interface (fake-hardware's default is no-vendor).
+/// A node `v` with the fake vendor interface (fake-hardware's default, named all the same).
 fn fake_vendor_node() -> Value {
     json!({"name": "v", "driver": "fake-hardware", "vendor_interface": "fake"})
 }
@@ -180,8 +180,10 @@ async fn inject_nmi_from_1_29() {
 async fn vendor_methods_are_listed() {
     let app = TestApp::start().await;
     app.create_node(fake_vendor_node()).await;
-    app.create_node(json!({"name": "nv", "driver": "fake-hardware"}))
-        .await;
+    app.create_node(
+        json!({"name": "nv", "driver": "fake-hardware", "vendor_interface": "no-vendor"}),
+    )
+    .await;
     let r = app.get("/v1/nodes/v/vendor_passthru/methods").await;
     assert_eq!(r.status, 200, "{}", r.body);
     let method = |asynchronous: bool, exclusive: bool, description: &str| {
@@ -199,7 +201,7 @@ async fn vendor_methods_are_listed() {
     );
     let r = app.get("/v1/nodes/nv/vendor_passthru/methods").await;
     assert_eq!((r.status.as_u16(), r.body), (200, json!({})));
-    // fake-hardware's default vendor interface is no-vendor: no driver-level methods.
+    // fake-hardware's default vendor interface, the fake one, has no driver-level methods.
     let r = app
         .get("/v1/drivers/fake-hardware/vendor_passthru/methods")
         .await;
@@ -215,8 +217,10 @@ async fn vendor_methods_are_listed() {
 async fn vendor_passthru_calls_answer_as_ironic() {
     let app = TestApp::start().await;
     app.create_node(fake_vendor_node()).await;
-    app.create_node(json!({"name": "nv", "driver": "fake-hardware"}))
-        .await;
+    app.create_node(
+        json!({"name": "nv", "driver": "fake-hardware", "vendor_interface": "no-vendor"}),
+    )
+    .await;
     let call =
         |node: &str, method: &str| format!("/v1/nodes/{node}/vendor_passthru?method={method}");
 
@@ -332,7 +336,8 @@ async fn vendor_passthru_calls_answer_as_ironic() {
         .await;
     assert_eq!(r.status, 404, "{}", r.body);
 
-    // Driver-level passthru goes to the hardware type's default vendor interface (no-vendor).
+    // Driver-level passthru goes to the hardware type's default vendor interface (the fake
+    // one, which has no driver-level method).
     let r = app
         .request(
             Method::POST,

@@ -17,8 +17,8 @@ async fn fields_of_newer_versions_appear_from_their_version_on(stack) {
     let node = api.available_node(json!({"name": "n1"})).await;
     for (field, value) in [
         ("storage_interface", json!("noop")),
-        ("rescue_interface", json!("no-rescue")),
-        ("bios_interface", json!("no-bios")),
+        ("rescue_interface", json!("fake")),
+        ("bios_interface", json!("fake")),
         ("traits", json!([])),
         ("fault", Value::Null),
         ("deploy_step", json!({})),
@@ -100,12 +100,12 @@ async fn fields_of_newer_versions_appear_from_their_version_on(stack) {
     let r = api
         .request(Method::PATCH, "/v1/nodes/n2?reset_interfaces=true",
                  Some(json!([{"op": "replace", "path": "/driver", "value": "fake-hardware"},
-                             {"op": "replace", "path": "/rescue_interface", "value": "fake"}])))
+                             {"op": "replace", "path": "/rescue_interface", "value": "no-rescue"}])))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["deploy_interface"], "fake", "reset to the default");
-    assert_eq!(r.body["bios_interface"], "no-bios", "reset to the default");
-    assert_eq!(r.body["rescue_interface"], "fake", "kept: the patch set it");
+    assert_eq!(r.body["bios_interface"], "fake", "reset to the default");
+    assert_eq!(r.body["rescue_interface"], "no-rescue", "kept: the patch set it");
     let r = api
         .request_at("1.44", Method::PATCH, "/v1/nodes/n2?reset_interfaces=true",
                     Some(json!([{"op": "replace", "path": "/driver", "value": "fake-hardware"}])))
@@ -238,7 +238,7 @@ async fn rescue_and_unrescue(stack) {
     };
     let api = &cluster.api;
     api.available_node(json!({"name": "r1", "rescue_interface": "fake"})).await;
-    api.available_node(json!({"name": "r2"})).await;
+    api.available_node(json!({"name": "r2", "rescue_interface": "no-rescue"})).await;
     for n in ["r1", "r2"] {
         api.accepted(n, "active").await;
         api.wait_for(n, "active").await;

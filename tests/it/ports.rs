@@ -219,3 +219,310 @@ async fn bad_port_input_is_refused(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+/// A port's physical network agrees with its portgroup's other members (Ironic's
+/// `validate_port_physnet`): a create, a PATCH joining the portgroup and a PATCH of a member's
+/// `physical_network` that differ are 409s naming both networks (`None` for none); with no
+/// other member, a portgroup's own `physical_network` (1.102) is the one to match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_physical_networks_agree_in_a_portgroup() {
+    let app = crate::util::TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "physnets", "driver": "fake-hardware"}))
+        .await;
+    let n = node["uuid"].as_str().unwrap().to_owned();
+    let post = |path: &'static str, body: Value| {
+        let app = &app;
+        async move {
+            app.request_at("1.102", Method::POST, path, Some(body))
+                .await
+        }
+    };
+    let patch = |version: &'static str, port: String, ops: Value| {
+        let app = &app;
+        async move {
+            app.request_at(
+                version,
+                Method::PATCH,
+                &format!("/v1/ports/{port}"),
+                Some(ops),
+            )
+            .await
+        }
+    };
+    let r = post("/v1/portgroups", json!({"node_uuid": n, "name": "bond0"})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pg = r.body["uuid"].as_str().unwrap().to_owned();
+    let port = |mac: &str, physnet: Value, pg: Option<&str>| {
+        let mut body = json!({"node_uuid": n, "address": mac, "physical_network": physnet});
+        if let Some(pg) = pg {
+            body["portgroup_uuid"] = pg.into();
+        }
+        body
+    };
+    let r = post(
+        "/v1/ports",
+        port("52:54:00:00:01:01", json!("a"), Some(&pg)),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let first = r.body["uuid"].as_str().unwrap().to_owned();
+
+    let conflict = |physnet: &str| {
+        format!(
+            "Port with physical network {physnet} cannot become a member of port group {pg} which has ports in physical network a."
+        )
+    };
+    let r = post(
+        "/v1/ports",
+        port("52:54:00:00:01:02", json!("b"), Some(&pg)),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (StatusCode::CONFLICT, conflict("b")),
+        "{}",
+        r.body
+    );
+    let r = post(
+        "/v1/ports",
+        port("52:54:00:00:01:02", Value::Null, Some(&pg)),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (StatusCode::CONFLICT, conflict("None")),
+        "{}",
+        r.body
+    );
+    let r = post(
+        "/v1/ports",
+        port("52:54:00:00:01:02", json!("a"), Some(&pg)),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let second = r.body["uuid"].as_str().unwrap().to_owned();
+
+    // Joining by PATCH, and a member changing its network (below 1.102, where a member's own
+    // physical_network may still be patched).
+    let r = post("/v1/ports", port("52:54:00:00:01:03", json!("b"), None)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let outside = r.body["uuid"].as_str().unwrap().to_owned();
+    let join = json!([{"op": "replace", "path": "/portgroup_uuid", "value": pg}]);
+    let r = patch("1.101", outside.clone(), join.clone()).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (StatusCode::CONFLICT, conflict("b")),
+        "{}",
+        r.body
+    );
+    let r = patch(
+        "1.101",
+        second.clone(),
+        json!([{"op": "replace", "path": "/physical_network", "value": "b"}]),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (StatusCode::CONFLICT, conflict("b")),
+        "{}",
+        r.body
+    );
+    let r = patch(
+        "1.101",
+        outside.clone(),
+        json!([
+            {"op": "replace", "path": "/portgroup_uuid", "value": pg},
+            {"op": "replace", "path": "/physical_network", "value": "a"},
+        ]),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let members = app.get(&format!("/v1/portgroups/{pg}/ports/detail")).await;
+    let mut physnets: Vec<&str> = members.body["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["physical_network"].as_str().unwrap())
+        .collect();
+    physnets.sort();
+    assert_eq!(physnets, ["a", "a", "a"], "{}", members.body);
+    // The only member may change its network.
+    for p in [&second, &outside] {
+        let r = patch(
+            "1.101",
+            p.clone(),
+            json!([{"op": "remove", "path": "/portgroup_uuid"}]),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+    let r = patch(
+        "1.101",
+        first,
+        json!([{"op": "replace", "path": "/physical_network", "value": "c"}]),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+
+    // An empty portgroup with a physical network of its own.
+    let r = post(
+        "/v1/portgroups",
+        json!({"node_uuid": n, "name": "bond1", "physical_network": "p"}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let pg1 = r.body["uuid"].as_str().unwrap().to_owned();
+    let r = post(
+        "/v1/ports",
+        port("52:54:00:00:01:04", json!("q"), Some(&pg1)),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        format!(
+            "Port with physical network q cannot become a member of port group {pg1} which has ports in physical network p."
+        )
+    );
+    let r = post(
+        "/v1/ports",
+        port("52:54:00:00:01:04", json!("p"), Some(&pg1)),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+}
+
+on_both_stacks! {
+/// Ports on different physical networks joining one empty portgroup at once: the check and the
+/// write are one transaction that takes the node's row first, so however the creates
+/// interleave, the members that were created share one physical network, and the others were
+/// refused.
+async fn ports_joining_a_portgroup_at_once_share_one_physical_network(stack) {
+    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let node = api.create_node(json!({"name": "racing-physnets", "driver": "fake-hardware"})).await;
+    let n = node["uuid"].as_str().unwrap().to_owned();
+    for round in 0..4 {
+        let r = api.request(Method::POST, "/v1/portgroups", Some(json!({"node_uuid": n, "name": format!("bond{round}")}))).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        let pg = r.body["uuid"].as_str().unwrap().to_owned();
+        let creates = (0..8).map(|i| {
+            let body = json!({
+                "node_uuid": n,
+                "address": format!("52:54:00:00:{round:02x}:{i:02x}"),
+                "portgroup_uuid": pg,
+                "physical_network": if i % 2 == 0 { "a" } else { "b" },
+            });
+            api.request_at("1.34", Method::POST, "/v1/ports", Some(body))
+        });
+        for r in futures::future::join_all(creates).await {
+            assert!(matches!(r.status, StatusCode::CREATED | StatusCode::CONFLICT), "{}", r.body);
+        }
+        let members = api.get(&format!("/v1/portgroups/{pg}/ports/detail")).await;
+        let physnets: std::collections::BTreeSet<&str> = members.body["ports"].as_array().unwrap().iter()
+            .map(|p| p["physical_network"].as_str().unwrap()).collect();
+        assert_eq!(physnets.len(), 1, "round {round}: {}", members.body);
+    }
+    cluster.assert_no_locks().await;
+}
+}
+
+/// On the `noop` network interface a VIF attaches and detaches without ports and is never
+/// listed (Ironic's `NoopNetwork` records nothing); `flat`, fake-hardware's default as Ironic's
+/// generic hardware lists it, needs a free port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noop_network_records_no_vifs() {
+    let app = crate::util::TestApp::start().await;
+    let flat = app
+        .create_node(json!({"name": "flat-net", "driver": "fake-hardware"}))
+        .await;
+    assert_eq!(flat["network_interface"], "flat");
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/flat-net/vifs",
+            Some(json!({"id": "vif-1"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        "Unable to attach VIF vif-1, not enough free physical ports."
+    );
+
+    let noop = app
+        .create_node(
+            json!({"name": "noop-net", "driver": "fake-hardware", "network_interface": "noop"}),
+        )
+        .await;
+    let n = noop["uuid"].as_str().unwrap().to_owned();
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/noop-net/vifs",
+            Some(json!({"id": "vif-1"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/noop-net/vifs",
+            Some(json!({"id": "vif-1"})),
+        )
+        .await;
+    assert_eq!(
+        r.status,
+        StatusCode::NO_CONTENT,
+        "attaching again is no conflict: {}",
+        r.body
+    );
+    // With a port too, nothing is recorded on it.
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": n, "address": "52:54:00:00:02:01"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let port = r.body["uuid"].as_str().unwrap().to_owned();
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/noop-net/vifs",
+            Some(json!({"id": "vif-2"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    assert_eq!(
+        app.get(&format!("/v1/ports/{port}")).await.body["internal_info"],
+        json!({})
+    );
+    let r = app.get("/v1/nodes/noop-net/vifs").await;
+    assert_eq!((r.status, &r.body), (StatusCode::OK, &json!({"vifs": []})));
+    let r = app
+        .request(Method::DELETE, "/v1/nodes/noop-net/vifs/vif-1", None)
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = app
+        .request(
+            Method::DELETE,
+            "/v1/nodes/noop-net/vifs/never-attached",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/nodes/noop-net/vifs",
+            Some(json!({"name": "no id"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+}

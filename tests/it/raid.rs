@@ -65,8 +65,8 @@ async fn target_raid_config_is_checked_stored_and_shown(stack) {
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     assert_eq!(api.node("r1").await["target_raid_config"], json!({}));
 
-    // The default RAID interface is no-raid: it refuses a configuration, as Ironic (404).
-    let n2 = api.create_node(json!({"name": "r2", "driver": "fake-hardware"})).await;
+    // The no-raid interface refuses a configuration, as Ironic (404).
+    let n2 = api.create_node(json!({"name": "r2", "driver": "fake-hardware", "raid_interface": "no-raid"})).await;
     assert_eq!(n2["raid_interface"], "no-raid");
     let r = put("r2", config.clone()).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);

@@ -225,3 +225,116 @@ async fn bad_volume_input_is_refused(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+/// Ironic's `destroy_volume_connector` and `destroy_volume_target` refuse a node that is
+/// powered on outside its `DELETE_ALLOWED_STATES` (manageable, enroll, adopt failed): in
+/// `available` too, although the node itself may be deleted there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_deletes_of_an_available_node_need_it_powered_off() {
+    let app = crate::util::TestApp::start().await;
+    let node = app.available_node(json!({"name": "vol-available"})).await;
+    let n = node["uuid"].as_str().unwrap().to_owned();
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/volume/connectors",
+            Some(json!({"node_uuid": n, "type": "iqn", "connector_id": "iqn.2017-05.org:a"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let c = r.body["uuid"].as_str().unwrap().to_owned();
+    let r = app
+        .request(
+            Method::POST,
+            "/v1/volume/targets",
+            Some(
+                json!({"node_uuid": n, "volume_type": "iscsi", "boot_index": 0, "volume_id": "v0"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let t = r.body["uuid"].as_str().unwrap().to_owned();
+    let r = app.power(&n, "power on").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    app.settle().await;
+    assert_eq!(app.node(&n).await["power_state"], "power on");
+    for (path, what) in [
+        (
+            format!("/v1/volume/connectors/{c}"),
+            "volume connector deletion",
+        ),
+        (format!("/v1/volume/targets/{t}"), "volume target deletion"),
+    ] {
+        let r = app.request(Method::DELETE, &path, None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+        assert_eq!(
+            r.fault(),
+            format!(
+                "The requested action \"{what}\" can not be performed on node \"{n}\" while it is in state \"power on\"."
+            )
+        );
+    }
+    let r = app.power(&n, "power off").await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    app.settle().await;
+    for path in [
+        format!("/v1/volume/connectors/{c}"),
+        format!("/v1/volume/targets/{t}"),
+    ] {
+        let r = app.request(Method::DELETE, &path, None).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    }
+}
+
+/// `?detail=True` lists every field of connectors and targets from 1.32, the first version of
+/// the volume resources (Ironic's volume controllers read it without the 1.43 gate of the
+/// others), and not with `fields`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_lists_take_detail_from_1_32() {
+    let app = crate::util::TestApp::start().await;
+    let node = app
+        .create_node(json!({"name": "vol-detail", "driver": "fake-hardware"}))
+        .await;
+    let n = node["uuid"].as_str().unwrap().to_owned();
+    let r = app.request_at("1.32", Method::POST, "/v1/volume/connectors", Some(json!({"node_uuid": n, "type": "iqn", "connector_id": "iqn.2017-05.org:a", "extra": {"k": 1}}))).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = app
+        .request_at(
+            "1.32",
+            Method::POST,
+            "/v1/volume/targets",
+            Some(
+                json!({"node_uuid": n, "volume_type": "iscsi", "boot_index": 0, "volume_id": "v0"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    for (path, key) in [
+        ("/v1/volume/connectors", "connectors"),
+        ("/v1/volume/targets", "targets"),
+        ("/v1/nodes/vol-detail/volume/connectors", "connectors"),
+    ] {
+        let r = app
+            .request_at("1.32", Method::GET, &format!("{path}?detail=True"), None)
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.body);
+        assert!(r.body[key][0]["extra"].is_object(), "{path}: {}", r.body);
+        let r = app
+            .request_at("1.32", Method::GET, &format!("{path}?detail=False"), None)
+            .await;
+        assert!(r.body[key][0].get("extra").is_none(), "{path}: {}", r.body);
+        let r = app
+            .request_at(
+                "1.32",
+                Method::GET,
+                &format!("{path}?detail=True&fields=uuid"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.body);
+        assert_eq!(
+            r.fault(),
+            "Can't fetch a subset of fields with 'detail' set"
+        );
+    }
+}

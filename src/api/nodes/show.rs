@@ -12,6 +12,7 @@ use crate::{
         views,
     },
     error::Result,
+    node,
 };
 
 #[derive(Debug, Default, Deserialize)]
@@ -77,7 +78,7 @@ pub async fn console(
 ) -> Result<Json<Value>> {
     let node = find(&state, &ident, version).await?;
     let info = if node.console_enabled {
-        json!({"type": "fake", "url": format!("fake://{}", node.uuid)})
+        node::console::info(&node, state.config.vnc_public_url.as_deref())
     } else {
         Value::Null
     };

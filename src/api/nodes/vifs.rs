@@ -1,5 +1,6 @@
 //! /v1/nodes/{id}/vifs (1.28): list (from the database), attach and detach (through the node's
-//! conductor, which picks the port or portgroup: `ports/vif.rs`).
+//! conductor, which picks the port or portgroup: `ports/vif.rs`). A node on the `noop` network
+//! interface records no VIF: it lists none, and attaches and detaches any (`vif::recorded`).
 
 use axum::{Json, extract::State, http::StatusCode};
 use serde_json::{Value, json};
@@ -24,6 +25,9 @@ pub async fn list(
     ApiPath(ident): ApiPath<String>,
 ) -> Result<Json<Value>> {
     let node = find(&state, &ident, version).await?;
+    if !vif::recorded(&node) {
+        return Ok(Json(json!({ "vifs": [] })));
+    }
     let children = db::children::children(&state.db, &node.uuid).await?;
     let vifs: Vec<Value> = vif::list(&children.ports, &children.portgroups)
         .into_iter()
