@@ -35,6 +35,9 @@ resource::record_type! {
         owner: Option<String>,
         created_at: chrono::NaiveDateTime,
         updated_at: Option<chrono::NaiveDateTime>,
+        /// The host name of the conductor processing it while it is `allocating` (not shown).
+        #[serde(default)]
+        conductor_affinity: Option<String>,
     }
 }
 

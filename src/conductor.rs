@@ -7,7 +7,7 @@
 //! driver call: every write is one conditional statement.
 //!
 //! This file owns what every part shares ([`Context`]), start-up (the lease, recovery of what
-//! this host left locked, listening, going online) and graceful shutdown. Recovery, the periodic
+//! this host left locked, listening, going online, resuming its allocations) and graceful shutdown. Recovery, the periodic
 //! loops, the worker pool and the flows live in the submodules; none of them reaches back here
 //! for more than the [`Context`].
 
@@ -157,6 +157,7 @@ pub async fn start(
     }
     info!(conductor.host = %host, "Conductor {host} is serving");
     crate::metrics::get().set_worker_capacity(ctx.config.workers);
+    allocations::resume(&ctx);
     tokio::spawn(periodic::takeover_loop(ctx.clone(), shutdown.clone()));
     tokio::spawn(periodic::callback_timeout_loop(
         ctx.clone(),

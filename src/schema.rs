@@ -184,6 +184,7 @@ diesel::table! {
         owner -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Nullable<Timestamp>,
+        conductor_affinity -> Nullable<Text>,
     }
 }
 

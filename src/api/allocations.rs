@@ -1,8 +1,9 @@
 //! /v1/allocations and /v1/nodes/{node}/allocation (API 1.52; PATCH 1.57, backfill 1.58, owner
 //! 1.60). A create or delete is processed by a conductor (`conductor::allocations`): one with a
 //! node goes to that node's conductor, one without to any alive conductor (Ironic's
-//! `get_random_topic`). The API reads allocations itself and writes a PATCH (name, extra)
-//! itself, as Ironic's does.
+//! `get_random_topic`). A create answers 201 with the allocation `allocating` (a backfill's
+//! already processed), as Ironic's does; the client polls until it is `active` or `error`. The
+//! API reads allocations itself and writes a PATCH (name, extra) itself, as Ironic's does.
 
 use axum::{Json, extract::State, http::StatusCode, response::Response};
 use rand::seq::SliceRandom;
@@ -40,10 +41,17 @@ pub struct ListQuery {
 /// A node named in a request about allocations (a filter, a candidate, a backfill): an unknown
 /// one is a 400, as in Ironic.
 async fn named_node(state: &ApiState, ident: &str, version: ApiVersion) -> Result<Node> {
-    match nodes::find(state, ident, version).await {
-        Err(Error::NodeNotFound { node }) => Err(Error::InvalidParameterValue(format!(
-            "Node {node} could not be found."
-        ))),
+    nodes::find(state, ident, version)
+        .await
+        .map_err(unknown_node_is_bad_request)
+}
+
+/// Ironic answers NodeNotFound with a 400 where the node is a parameter of the request.
+fn unknown_node_is_bad_request(e: Error) -> Error {
+    match e {
+        Error::NodeNotFound { node } => {
+            Error::InvalidParameterValue(format!("Node {node} could not be found."))
+        }
         other => other,
     }
 }
@@ -131,9 +139,8 @@ async fn named(
     if collection == "nodes" {
         let node = nodes::find(state, &ident, version).await?;
         let found = db::allocations::of_node(&state.db, &node.uuid).await?;
-        let found = found.ok_or_else(|| {
-            Error::NotFound(format!("Allocation for node {ident} could not be found."))
-        })?;
+        let found = found
+            .ok_or_else(|| Error::NotFound(format!("Allocation for node {ident} was not found")))?;
         return Ok((found, Some(node)));
     }
     let found = db::allocations::get(&state.db, &ident).await?;
@@ -156,7 +163,11 @@ pub async fn show(
     route: Route,
     ApiQuery(q): ApiQuery<ShowQuery>,
 ) -> Result<Json<Value>> {
-    let (found, _) = named(&state, &route, version).await?;
+    // Ironic's GET of a node's allocation looks the node up as it looks up a `node` filter
+    // (`_get_allocations_collection`): an unknown node is a 400 there, a 404 for DELETE.
+    let (found, _) = named(&state, &route, version)
+        .await
+        .map_err(unknown_node_is_bad_request)?;
     listing::show_one(&found, q.fields.as_deref(), version, &base).map(Json)
 }
 

@@ -6,9 +6,14 @@
 //! `allocation_uuid` after checking it again on the row as read; a write that loses a race reads
 //! the node afresh and checks again, so two allocations never get one node.
 //!
-//! Ironic replies `allocating` and processes the allocation in a worker thread. Ferrum processes
-//! it before replying: it is a few conditional writes, no driver call and no transaction, and a
-//! client polling until the state is not `allocating` sees the same thing, one poll sooner.
+//! As in Ironic's `create_allocation`, the conductor stores the allocation `allocating` under its
+//! own host name (`conductor_affinity`), replies, and processes it on a worker; the client polls
+//! until it is `active` or `error`. A backfill (1.58) is processed before the reply. An
+//! allocation whose conductor stopped while it was `allocating` is resumed by that conductor's
+//! next start (Ironic's `_resume_allocations`) or taken over by another conductor once its lease
+//! has run out (Ironic's `_check_orphan_allocations`). The node is reserved before the
+//! allocation is marked active (two writes, not Ironic's one transaction), so whoever resumes an
+//! allocation first adopts a node already reserved for it.
 
 use rand::seq::SliceRandom;
 use tokio::time::Instant;
@@ -16,6 +21,7 @@ use tokio::time::Instant;
 use super::{
     Ctx,
     task::{Decision, Hold, change_node},
+    worker::Worker,
 };
 use crate::{
     allocation::{self, Allocation, AllocationChanges},
@@ -25,34 +31,122 @@ use crate::{
     states::ProvisionState,
 };
 
-/// Creates the allocation and processes it: a backfill for `node` (1.58), or an allocation.
+/// Creates the allocation, stored `allocating` on this conductor: a backfill for `node` (1.58)
+/// is processed before the reply; any other allocation by a worker after it. A worker is taken
+/// before anything is written, so that a busy conductor refuses (503) with nothing stored.
 pub async fn create(
     ctx: &Ctx,
     allocation: Allocation,
     node: Option<Node>,
     deadline: Option<Instant>,
 ) -> Result<Allocation> {
-    let stored = match db::allocations::insert(&ctx.db, &allocation).await {
-        Ok(stored) => stored,
-        // A retry of this very request (its first conductor went away, see `api::nodes::call`):
-        // the row it made is carried on from, or is the answer once processed.
+    let allocation = Allocation {
+        conductor_affinity: Some(ctx.host.clone()),
+        ..allocation
+    };
+    let Some(node) = node else {
+        let worker = Worker::take(ctx)?;
+        return match insert(ctx, &allocation).await? {
+            Inserted::New(stored) => {
+                let (c, a) = (ctx.clone(), stored.clone());
+                worker.run_detached(ctx, "allocation", async move {
+                    process(&c, a).await;
+                    Ok(())
+                });
+                Ok(stored)
+            }
+            // Processed by the conductor that made it, or by one taking over from it.
+            Inserted::Again(existing) => Ok(existing),
+        };
+    };
+    match insert(ctx, &allocation).await? {
+        Inserted::New(stored) => backfill(ctx, stored, node, deadline).await,
+        Inserted::Again(existing) if existing.state == allocation::ALLOCATING => {
+            backfill(ctx, existing, node, deadline).await
+        }
+        Inserted::Again(existing) => Ok(existing),
+    }
+}
+
+/// What storing a new allocation found.
+enum Inserted {
+    New(Allocation),
+    /// A retry of this very request (its first conductor went away before it answered, see
+    /// `api::allocations::call`): the row its first attempt made.
+    Again(Allocation),
+}
+
+async fn insert(ctx: &Ctx, allocation: &Allocation) -> Result<Inserted> {
+    match db::allocations::insert(&ctx.db, allocation).await {
+        Ok(stored) => Ok(Inserted::New(stored)),
         Err(e @ Error::Conflict(_)) => {
             match db::allocations::get(&ctx.db, &allocation.uuid).await {
-                Ok(existing) if same_request(&existing, &allocation) => {
-                    if existing.state != allocation::ALLOCATING {
-                        return Ok(existing);
-                    }
-                    existing
+                Ok(existing) if same_request(&existing, allocation) => {
+                    Ok(Inserted::Again(existing))
                 }
-                _ => return Err(e),
+                _ => Err(e),
             }
         }
-        Err(e) => return Err(e),
-    };
-    match node {
-        Some(node) => backfill(ctx, stored, node, deadline).await,
-        None => allocate(ctx, stored, deadline).await,
+        Err(e) => Err(e),
     }
+}
+
+/// Processes an allocation stored `allocating` on this conductor (Ironic's `do_allocate`): it
+/// ends `active` with a node reserved, or `error` with why; an unexpected error is recorded as
+/// Ironic records it. Nothing is written once the allocation was deleted or taken over.
+async fn process(ctx: &Ctx, a: Allocation) {
+    if let Err(e) = allocate(ctx, &a).await {
+        tracing::warn!(error = %e, "Unexpected error while processing allocation {}", a.uuid);
+        let why = format!("Unexpected exception during allocation: {e}");
+        if let Err(e) = record_failure(ctx, &a, why).await {
+            tracing::warn!(error = %e, "Could not save the failed allocation {}", a.uuid);
+        }
+    }
+}
+
+/// Resumes, on a worker, the allocations this host was processing when it stopped (Ironic's
+/// `_resume_allocations`, spawned at the conductor's start).
+pub fn resume(ctx: &Ctx) {
+    let worker = match Worker::take(ctx) {
+        Ok(worker) => worker,
+        Err(e) => {
+            tracing::warn!(error = %e, "Failed to start a worker for resuming allocations");
+            return;
+        }
+    };
+    let c = ctx.clone();
+    worker.run_detached(ctx, "resuming allocations", async move {
+        let left = db::allocations::allocating_on(&c.db, &c.host)
+            .await
+            .map_err(|e| e.to_string())?;
+        for a in left {
+            tracing::info!("Resuming unfinished allocation {}", a.uuid);
+            process(&c, a).await;
+        }
+        Ok(())
+    });
+}
+
+/// Takes over and processes the allocations left `allocating` by conductors whose lease has run
+/// out (not among `leased`), or by none: each moved to this host by a write conditional on its
+/// conductor, so one conductor takes it (Ironic's `_check_orphan_allocations`).
+pub async fn take_over_orphans(ctx: &Ctx, leased: &[String]) -> Result<()> {
+    for a in db::allocations::orphaned(&ctx.db, leased).await? {
+        if !db::allocations::take_over(&ctx.db, &a, &ctx.host).await? {
+            continue;
+        }
+        tracing::info!(
+            "Taking over allocation {} from {}",
+            a.uuid,
+            a.conductor_affinity.as_deref().unwrap_or("no conductor")
+        );
+        let a = Allocation {
+            conductor_affinity: Some(ctx.host.clone()),
+            ..a
+        };
+        process(ctx, a).await;
+    }
+    Ok(())
 }
 
 /// Whether `stored` is the row `asked` made: the API stamps `created_at` once per request.
@@ -123,15 +217,9 @@ struct Scan {
 
 /// Tries to reserve `node` for `a`: true when it is taken; false when it was taken by another
 /// allocation, changed or gone meanwhile (or is locked, counted in `scan`).
-async fn try_reserve(
-    ctx: &Ctx,
-    a: &Allocation,
-    node: Node,
-    deadline: Option<Instant>,
-    scan: &mut Scan,
-) -> Result<bool> {
+async fn try_reserve(ctx: &Ctx, a: &Allocation, node: Node, scan: &mut Scan) -> Result<bool> {
     let uuid = node.uuid.clone();
-    let taken = change_node(ctx, &uuid, Some(node), deadline, |n| {
+    let taken = change_node(ctx, &uuid, Some(node), None, |n| {
         if unsuitable(n, a) {
             return Err(Error::InvalidState(format!(
                 "node {} is no longer suitable",
@@ -155,25 +243,29 @@ async fn try_reserve(
 }
 
 /// Finds and reserves a node for `a`; the allocation ends active, or in error with why. A node
-/// named as the allocation is tried first (as in Ironic); then pages of candidates by id, each
-/// shuffled, so that allocations running at once seldom race for the same node.
-async fn allocate(ctx: &Ctx, a: Allocation, deadline: Option<Instant>) -> Result<Allocation> {
-    let mut filter = candidate_filter(&a);
+/// already reserved for it (by a conductor that stopped before marking it active) is adopted.
+/// Otherwise a node named as the allocation is tried first (as in Ironic); then pages of
+/// candidates by id, each shuffled, so that allocations running at once seldom race for the
+/// same node.
+async fn allocate(ctx: &Ctx, a: &Allocation) -> Result<()> {
+    if let Some(node) = db::nodes::reserved_for(&ctx.db, &a.uuid).await? {
+        return reserved(ctx, a, &node.uuid).await;
+    }
+    let mut filter = candidate_filter(a);
     let mut scan = Scan::default();
-    let mut reserved = None;
     if let Some(name) = &a.name {
         match db::nodes::get(&ctx.db, db::nodes::NodeIdent::Name(name)).await {
-            Ok(node) if !unsuitable(&node, &a) => {
+            Ok(node) if !unsuitable(&node, a) => {
                 let uuid = node.uuid.clone();
-                if try_reserve(ctx, &a, node, deadline, &mut scan).await? {
-                    reserved = Some(uuid);
+                if try_reserve(ctx, a, node, &mut scan).await? {
+                    return reserved(ctx, a, &uuid).await;
                 }
             }
             Ok(_) | Err(Error::NodeNotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
-    while reserved.is_none() {
+    loop {
         let page = db::nodes::list_filtered(
             &ctx.db,
             &filter,
@@ -195,24 +287,13 @@ async fn allocate(ctx: &Ctx, a: Allocation, deadline: Option<Instant>) -> Result
         nodes.shuffle(&mut rand::rng());
         for node in nodes {
             let uuid = node.uuid.clone();
-            if try_reserve(ctx, &a, node, deadline, &mut scan).await? {
-                reserved = Some(uuid);
-                break;
+            if try_reserve(ctx, a, node, &mut scan).await? {
+                return reserved(ctx, a, &uuid).await;
             }
         }
         if last_page {
             break;
         }
-    }
-    if let Some(uuid) = reserved {
-        tracing::info!(node.uuid = %uuid, "Node {uuid} has been reserved for allocation {}", a.uuid);
-        let changes = AllocationChanges {
-            node_uuid: Some(Some(uuid)),
-            state: Some(allocation::ACTIVE.to_owned()),
-            last_error: Some(None),
-            ..AllocationChanges::default()
-        };
-        return db::allocations::update(&ctx.db, &a, changes).await;
     }
     let rc = a.resource_class.as_deref().unwrap_or_default();
     let why = if scan.of_class == 0 && a.candidate_nodes.0.is_empty() {
@@ -229,7 +310,49 @@ async fn allocate(ctx: &Ctx, a: Allocation, deadline: Option<Instant>) -> Result
     } else {
         "all nodes were filtered out during reservation".to_owned()
     };
-    failed(ctx, &a, &why).await
+    tracing::warn!("{}", failure(a, &why));
+    record_failure(ctx, a, failure(a, &why)).await
+}
+
+/// Marks `a` active on the node `node_uuid`, reserved for it. If `a` was deleted meanwhile (or
+/// ended otherwise by a conductor that took it over), the node is let go again; if another
+/// conductor took it over and is still at it, that one adopts the node.
+async fn reserved(ctx: &Ctx, a: &Allocation, node_uuid: &str) -> Result<()> {
+    let changes = AllocationChanges {
+        node_uuid: Some(Some(node_uuid.to_owned())),
+        state: Some(allocation::ACTIVE.to_owned()),
+        last_error: Some(None),
+        ..AllocationChanges::default()
+    };
+    if db::allocations::finish(&ctx.db, a, &ctx.host, changes)
+        .await?
+        .is_some()
+    {
+        tracing::info!(node.uuid = %node_uuid, "Node {node_uuid} has been reserved for allocation {}", a.uuid);
+        return Ok(());
+    }
+    match db::allocations::get(&ctx.db, &a.uuid).await {
+        Ok(now)
+            if now.state == allocation::ALLOCATING
+                || now.node_uuid.as_deref() == Some(node_uuid) =>
+        {
+            return Ok(());
+        }
+        Ok(_) | Err(Error::NotFound(_)) => {}
+        Err(e) => return Err(e),
+    }
+    tracing::info!(node.uuid = %node_uuid, "Allocation {} ended meanwhile; releasing node {node_uuid}", a.uuid);
+    let freed = change_node(ctx, node_uuid, None, None, |n| {
+        if n.allocation_uuid.as_deref() != Some(a.uuid.as_str()) {
+            return Ok(Decision::Nothing);
+        }
+        Ok(Decision::Write(free(), Hold::Release))
+    })
+    .await;
+    match freed {
+        Ok(_) | Err(Error::NodeNotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Ironic's AllocationFailed, recorded on the allocation.
@@ -237,15 +360,25 @@ fn failure(a: &Allocation, why: &str) -> String {
     format!("Failed to process allocation {}: {why}.", a.uuid)
 }
 
-async fn failed(ctx: &Ctx, a: &Allocation, why: &str) -> Result<Allocation> {
-    tracing::warn!("{}", failure(a, why));
+/// Ironic's `_allocation_failed`: `a` ends in error with `last_error`, unless it was deleted or
+/// taken over meanwhile.
+async fn record_failure(ctx: &Ctx, a: &Allocation, last_error: String) -> Result<()> {
     let changes = AllocationChanges {
         node_uuid: Some(None),
         state: Some(allocation::ERROR.to_owned()),
-        last_error: Some(Some(failure(a, why))),
+        last_error: Some(Some(last_error)),
         ..AllocationChanges::default()
     };
-    db::allocations::update(&ctx.db, a, changes).await
+    if db::allocations::finish(&ctx.db, a, &ctx.host, changes)
+        .await?
+        .is_none()
+    {
+        tracing::debug!(
+            "Not saving the failed allocation {}: it ended meanwhile",
+            a.uuid
+        );
+    }
+    Ok(())
 }
 
 /// An allocation for a node deployed without one (1.58): the node must be active, of the
@@ -319,7 +452,8 @@ async fn backfill(
             db::allocations::update(&ctx.db, &a, changes).await
         }
         Err(e) => {
-            failed(ctx, &a, &e.to_string()).await?;
+            tracing::warn!("{e}");
+            record_failure(ctx, &a, e.to_string()).await?;
             Err(e)
         }
     }

@@ -1,7 +1,8 @@
 //! The conductor's periodic work: every `heartbeat_interval`, taking over the nodes that dead
-//! conductors left locked; every `check_provision_state_interval`, failing the deploys that
-//! waited for their agent longer than `deploy_callback_timeout`; every two minutes, turning off
-//! the graphical consoles whose session expired.
+//! conductors left locked and the allocations they left `allocating`; every
+//! `check_provision_state_interval`, failing the deploys that waited for their agent longer than
+//! `deploy_callback_timeout`; every two minutes, turning off the graphical consoles whose session
+//! expired.
 //!
 //! The lease's own renewal, which runs on the same beat, is the lease's (`lease::keep`): it
 //! fences the conductor when it cannot renew, and must outlive everything here. These loops end
@@ -60,6 +61,9 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
         return Ok(());
     }
     let leased = db::conductors::leased_hosts(&ctx.db, ctx.config.heartbeat_timeout).await?;
+    if let Err(e) = super::allocations::take_over_orphans(ctx, &leased).await {
+        warn!(error = %e, "allocation take-over check failed");
+    }
     let orphans = db::nodes::locked_by_others(&ctx.db, &leased).await?;
     if orphans.is_empty() {
         return Ok(());

@@ -217,6 +217,81 @@ pub async fn update(
     get(db, &allocation.uuid).await
 }
 
+/// The allocations `host` was processing when it stopped (still `allocating`), oldest first.
+pub async fn allocating_on(db: &Db, host: &str) -> Result<Vec<Allocation>> {
+    Ok(with_conn!(db, |conn| table::table
+        .filter(table::state.eq(allocation::ALLOCATING))
+        .filter(table::conductor_affinity.eq(host))
+        .order(table::id.asc())
+        .select(Allocation::as_select())
+        .load(conn)
+        .await?))
+}
+
+/// The allocations still `allocating` on a conductor whose lease has run out (not among
+/// `leased`), or on none, oldest first (Ironic's `_check_orphan_allocations` filter).
+pub async fn orphaned(db: &Db, leased: &[String]) -> Result<Vec<Allocation>> {
+    Ok(with_conn!(db, |conn| table::table
+        .filter(table::state.eq(allocation::ALLOCATING))
+        .filter(
+            table::conductor_affinity
+                .is_null()
+                .or(table::conductor_affinity.ne_all(leased))
+        )
+        .order(table::id.asc())
+        .select(Allocation::as_select())
+        .load(conn)
+        .await?))
+}
+
+/// Moves the allocation `a`, still `allocating` on the conductor it names, to `host`: true when
+/// this call moved it, false when another conductor took it first or it was finished meanwhile
+/// (Ironic's `take_over_allocation`).
+pub async fn take_over(db: &Db, a: &Allocation, host: &str) -> Result<bool> {
+    let moved = match &a.conductor_affinity {
+        Some(old) => with_write!(db, |conn| diesel::update(table::table)
+            .filter(table::id.eq(a.id))
+            .filter(table::state.eq(allocation::ALLOCATING))
+            .filter(table::conductor_affinity.eq(old))
+            .set(table::conductor_affinity.eq(host))
+            .execute(conn)
+            .await?),
+        None => with_write!(db, |conn| diesel::update(table::table)
+            .filter(table::id.eq(a.id))
+            .filter(table::state.eq(allocation::ALLOCATING))
+            .filter(table::conductor_affinity.is_null())
+            .set(table::conductor_affinity.eq(host))
+            .execute(conn)
+            .await?),
+    };
+    Ok(moved == 1)
+}
+
+/// Writes how the allocation `a` ended (`changes`), if it is still `allocating` on `host`, and
+/// reads it back; None when it was deleted, or taken over, meanwhile.
+pub async fn finish(
+    db: &Db,
+    a: &Allocation,
+    host: &str,
+    changes: AllocationChanges,
+) -> Result<Option<Allocation>> {
+    let changes = AllocationChanges {
+        updated_at: Some(Some(crate::node::now())),
+        ..changes
+    };
+    let written = with_write!(db, |conn| diesel::update(table::table)
+        .filter(table::id.eq(a.id))
+        .filter(table::state.eq(allocation::ALLOCATING))
+        .filter(table::conductor_affinity.eq(host))
+        .set(&changes)
+        .execute(conn)
+        .await?);
+    if written == 0 {
+        return Ok(None);
+    }
+    get(db, &a.uuid).await.map(Some)
+}
+
 /// Deletes the allocation `uuid`; false when it was gone already.
 pub async fn delete(db: &Db, uuid: &str) -> Result<bool> {
     let deleted = with_write!(db, |conn| diesel::delete(

@@ -739,6 +739,17 @@ pub async fn locked_by_others(db: &Db, alive: &[String]) -> Result<Vec<Node>> {
         .await?))
 }
 
+/// The node reserved for the allocation `allocation_uuid`, if one is: a conductor that reserved
+/// it and stopped before it marked the allocation active leaves it so.
+pub async fn reserved_for(db: &Db, allocation_uuid: &str) -> Result<Option<Node>> {
+    Ok(with_conn!(db, |conn| nodes::table
+        .filter(nodes::allocation_uuid.eq(allocation_uuid))
+        .select(Node::as_select())
+        .first(conn)
+        .await
+        .optional()?))
+}
+
 /// Up to `limit` unlocked nodes, not in maintenance, that have been in `state` since before
 /// `before` (Ironic's `_fail_if_in_state` filters for the callback timeouts). The state's index
 /// finds them; the waiting states hold few nodes.

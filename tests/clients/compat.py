@@ -468,6 +468,8 @@ def allocation_suite():
         auth_type="none", baremetal_endpoint_override=ENDPOINT + "/", baremetal_api_version="1")
     bm = conn.baremetal
     a = bm.create_allocation(resource_class="baremetal-gold", traits=["CUSTOM_CPU"])
+    # Answered before the conductor allocates, as Ironic's create_allocation is.
+    expect((a.state, a.node_id), ("allocating", None), "sdk allocation create")
     a = bm.wait_for_allocation(a, timeout=30)
     expect((a.state, a.node_id), ("active", show("alloc-2")["uuid"]), "sdk allocation")
     bm.delete_allocation(a)

@@ -10,9 +10,23 @@ use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
 
 const V: &str = "1.60";
 
+/// Creates an allocation as a client does: a 201 `allocating` (Ironic's `create_allocation`
+/// replies before its worker allocates), then polled until it is not; the reply carries the
+/// allocation as it ended. A backfill (with a `node`) is answered as processed.
 async fn allocate(api: &Api, body: Value) -> Reply {
-    api.request_at(V, Method::POST, "/v1/allocations", Some(body))
-        .await
+    let backfill = body.get("node").is_some();
+    let mut r = api
+        .request_at(V, Method::POST, "/v1/allocations", Some(body))
+        .await;
+    if r.status != StatusCode::CREATED || backfill {
+        return r;
+    }
+    assert_eq!(r.body["state"], "allocating", "{}", r.body);
+    assert_eq!(r.body["node_uuid"], Value::Null, "{}", r.body);
+    r.body = api
+        .wait_allocation(V, r.body["uuid"].as_str().unwrap())
+        .await;
+    r
 }
 
 async fn at(api: &Api, method: Method, path: &str, body: Option<Value>) -> Reply {
@@ -276,8 +290,17 @@ async fn patch_versions_and_errors(stack) {
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     let r = at(api, Method::DELETE, "/v1/allocations/q", None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "an allocation without a node: {}", r.body);
-    let r = at(api, Method::GET, "/v1/nodes/unknown/allocation", None).await;
+    // GET looks the node up as a parameter (400, Ironic's `_get_allocations_collection`),
+    // DELETE as the resource (404).
+    let r = api.request_at("1.52", Method::GET, "/v1/nodes/None/allocation", None).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.fault(), "Node None could not be found.");
+    let r = at(api, Method::DELETE, "/v1/nodes/unknown/allocation", None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    api.available_node(json!({"name": "bare", "resource_class": "none-here"})).await;
+    let r = at(api, Method::GET, "/v1/nodes/bare/allocation", None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    assert_eq!(r.fault(), "Allocation for node bare was not found");
 }
 }
 
@@ -286,7 +309,7 @@ async fn patch_versions_and_errors(stack) {
 /// UUID is a 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_create_is_the_same_allocation() {
-    use ferrum::{allocation, conductor::allocations, error::Error};
+    use ferrum::{allocation, conductor::allocations, db, error::Error};
 
     let app = crate::util::TestApp::start().await;
     let node = app.available_node(json!({"resource_class": "rc"})).await;
@@ -298,16 +321,129 @@ async fn a_retried_create_is_the_same_allocation() {
     let first = allocations::create(app.conductor(), asked.clone(), None, None)
         .await
         .unwrap();
-    assert_eq!(first.state, "active");
-    assert_eq!(first.node_uuid.as_deref(), node["uuid"].as_str());
+    assert_eq!(first.state, "allocating");
     let again = allocations::create(app.conductor(), asked.clone(), None, None)
         .await
         .unwrap();
-    assert_eq!(again, first);
+    assert_eq!(again.uuid, first.uuid);
+    app.settle().await;
+    let done = db::allocations::get(app.db(), &first.uuid).await.unwrap();
+    assert_eq!(done.state, "active");
+    assert_eq!(done.node_uuid.as_deref(), node["uuid"].as_str());
+    let again = allocations::create(app.conductor(), asked.clone(), None, None)
+        .await
+        .unwrap();
+    assert_eq!(again, done);
     let mut other = allocation::from_create(body).unwrap();
     other.uuid = asked.uuid.clone();
     let err = allocations::create(app.conductor(), other, None, None)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Conflict(_)), "{err:?}");
+}
+
+/// An allocation row written straight into the database as a conductor leaves it when it stops
+/// mid-way: `allocating` on `host`, for `resource_class`.
+async fn left_allocating(
+    db: &ferrum::db::Db,
+    host: &str,
+    body: Value,
+) -> ferrum::allocation::Allocation {
+    let mut a = ferrum::allocation::from_create(body.as_object().cloned().unwrap()).unwrap();
+    a.conductor_affinity = Some(host.to_owned());
+    ferrum::db::allocations::insert(db, &a).await.unwrap()
+}
+
+on_both_stacks! {
+/// No allocation stays `allocating` when its conductor stops: one left by a host whose lease ran
+/// out is taken over by a live conductor (Ironic's `_check_orphan_allocations`), adopting the
+/// node the dead one had already reserved for it; one left by a conductor that restarts is
+/// resumed at its start (Ironic's `_resume_allocations`).
+async fn allocations_left_allocating_are_taken_over_or_resumed(stack) {
+    use ferrum::{db, node::NodeChanges};
+
+    let Some(mut cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let free = api.available_node(json!({"name": "free", "resource_class": "rc"})).await;
+    let half = api.available_node(json!({"name": "half", "resource_class": "rc"})).await;
+    let db = &cluster.db.db;
+
+    // The dead host had reserved `half` for its allocation, and stopped before marking it active.
+    let adopted = left_allocating(db, "gone-host", json!({"resource_class": "rc"})).await;
+    let node = db::nodes::get_by_uuid(db, half["uuid"].as_str().unwrap()).await.unwrap();
+    let reserve = NodeChanges {
+        instance_uuid: Some(Some(adopted.uuid.clone())),
+        allocation_uuid: Some(Some(adopted.uuid.clone())),
+        ..NodeChanges::default()
+    };
+    assert!(db::nodes::update_unlocked(db, node.id, node.version, ("test", node.provision_state), reserve, None).await.unwrap());
+    // The dead host had not started on this one.
+    let fresh = left_allocating(db, "gone-host", json!({"resource_class": "rc", "candidate_nodes": [free["uuid"]]})).await;
+
+    let a = cluster.api.wait_allocation(V, &adopted.uuid).await;
+    assert_eq!((a["state"].as_str(), &a["node_uuid"]), (Some("active"), &half["uuid"]), "{a}");
+    let a = cluster.api.wait_allocation(V, &fresh.uuid).await;
+    assert_eq!((a["state"].as_str(), &a["node_uuid"]), (Some("active"), &free["uuid"]), "{a}");
+    let node = cluster.api.node("free").await;
+    assert_eq!(node["instance_uuid"], fresh.uuid.as_str(), "{node}");
+
+    // A conductor killed with an allocation of its own left `allocating`: its restart resumes it.
+    let third = cluster.api.available_node(json!({"name": "third", "resource_class": "rc"})).await;
+    let process = cluster.conductor_process(0);
+    cluster.kill(&process);
+    let host = cluster.conductor_hosts[0].clone();
+    let own = left_allocating(&cluster.db.db, &host, json!({"resource_class": "rc"})).await;
+    cluster.restart_conductor(0).await;
+    let a = cluster.api.wait_allocation(V, &own.uuid).await;
+    assert_eq!((a["state"].as_str(), &a["node_uuid"]), (Some("active"), &third["uuid"]), "{a}");
+    cluster.assert_no_locks().await;
+}
+}
+
+/// A create takes a worker before it stores anything: with the only worker held by a deploy it
+/// is 503 and no allocation is left behind (Ironic stores the row first and leaves it
+/// `allocating`); once the worker is free, the same request is answered `allocating` and the
+/// worker makes it active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_without_a_free_worker_is_503_and_stores_nothing() {
+    let app = crate::util::TestApp::builder()
+        .configure(|config| config.conductor.workers = 1)
+        .gate_deploys()
+        .start()
+        .await;
+    app.available_node(json!({"name": "busy"})).await;
+    let free = app
+        .available_node(json!({"name": "free", "resource_class": "rc"}))
+        .await;
+    app.accepted("busy", "active").await;
+    app.gate().reached().await;
+    let body = json!({"name": "a", "resource_class": "rc"});
+    let r = app
+        .request_at(V, Method::POST, "/v1/allocations", Some(body.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    let r = app
+        .request_at(V, Method::GET, "/v1/allocations", None)
+        .await;
+    assert_eq!(r.body["allocations"], json!([]), "{}", r.body);
+    app.gate().open();
+    app.wait_for("busy", "active").await;
+    let r = app
+        .request_at(V, Method::POST, "/v1/allocations", Some(body))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["state"], "allocating", "{}", r.body);
+    app.settle().await;
+    let r = app
+        .request_at(V, Method::GET, "/v1/allocations/a", None)
+        .await;
+    assert_eq!(
+        (r.body["state"].as_str(), &r.body["node_uuid"]),
+        (Some("active"), &free["uuid"]),
+        "{}",
+        r.body
+    );
 }

@@ -432,7 +432,7 @@ async fn an_allocation_prefers_the_node_of_its_name(stack) {
         let r = api.request_at("1.79", Method::POST, "/v1/allocations", Some(json!({"name": name, "resource_class": "compute"}))).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         let uuid = r.body["uuid"].as_str().unwrap().to_owned();
-        let a = api.request_at("1.79", Method::GET, &format!("/v1/allocations/{uuid}"), None).await.body;
+        let a = api.wait_allocation("1.79", &uuid).await;
         assert_eq!(a["state"], "active", "{a}");
         let node = api.node(a["node_uuid"].as_str().unwrap()).await;
         assert_eq!(node["name"], name, "{a}");

@@ -738,6 +738,26 @@ impl Api {
         }
     }
 
+    /// Polls the allocation `uuid` (at API `version`) until it is no longer `allocating`, as
+    /// clients wait for it (`baremetal allocation create --wait`), and returns it.
+    pub async fn wait_allocation(&self, version: &str, uuid: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let path = format!("/v1/allocations/{uuid}");
+        loop {
+            let r = self.request_at(version, Method::GET, &path, None).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            if r.body["state"] != "allocating" {
+                return r.body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "allocation {uuid} is still allocating: {}",
+                r.body
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// enroll → manage → provide → available, with the given extra fields on create.
     pub async fn available_node(&self, mut body: Value) -> Value {
         if body.get("driver").is_none() {
