@@ -24,7 +24,7 @@ async fn allocate(api: &Api, body: Value) -> Reply {
     assert_eq!(r.body["state"], "allocating", "{}", r.body);
     assert_eq!(r.body["node_uuid"], Value::Null, "{}", r.body);
     r.body = api
-        .wait_allocation(V, r.body["uuid"].as_str().unwrap())
+        .wait_allocation(V, r.body["uuid"].as_str().expect("uuid"))
         .await;
     r
 }
@@ -349,9 +349,12 @@ async fn left_allocating(
     host: &str,
     body: Value,
 ) -> ferrum::allocation::Allocation {
-    let mut a = ferrum::allocation::from_create(body.as_object().cloned().unwrap()).unwrap();
+    let mut a = ferrum::allocation::from_create(body.as_object().cloned().expect("object"))
+        .expect("allocation");
     a.conductor_affinity = Some(host.to_owned());
-    ferrum::db::allocations::insert(db, &a).await.unwrap()
+    ferrum::db::allocations::insert(db, &a)
+        .await
+        .expect("insert")
 }
 
 on_both_stacks! {
