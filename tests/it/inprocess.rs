@@ -618,8 +618,8 @@ async fn a_duplicate_name_is_named_in_the_conflict() {
 async fn removing_an_interface_resets_it_to_the_drivers_default() {
     let app = TestApp::start().await;
     app.create_node(
-        json!({"name": "i1", "driver": "fake-hardware", "console_interface": "fake",
-                           "rescue_interface": "fake"}),
+        json!({"name": "i1", "driver": "fake-hardware", "console_interface": "no-console",
+                           "rescue_interface": "no-rescue"}),
     )
     .await;
     let r = app
@@ -632,7 +632,7 @@ async fn removing_an_interface_resets_it_to_the_drivers_default() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
         (&r.body["console_interface"], &r.body["rescue_interface"]),
-        (&json!("no-console"), &json!("no-rescue"))
+        (&json!("fake"), &json!("fake"))
     );
     let r = app
         .patch("i1", json!([{"op": "remove", "path": "/deploy_interface"}]))
@@ -647,9 +647,9 @@ async fn removing_an_interface_resets_it_to_the_drivers_default() {
     // Not while deployed (outside maintenance), as for any interface change.
     let node = app
         .available_node(json!({"name": "i2", "driver": "fake-hardware",
-                                          "console_interface": "fake"}))
+                                          "console_interface": "no-console"}))
         .await;
-    assert_eq!(node["console_interface"], "fake");
+    assert_eq!(node["console_interface"], "no-console");
     app.accepted("i2", "active").await;
     app.wait_for("i2", "active").await;
     let r = app

@@ -311,7 +311,7 @@ async fn portgroup_fields_from_1_102_to_1_111(stack) {
     // A portgroup's physical network is its ports'.
     let pg = api.request_at("1.111", Method::GET, "/v1/portgroups/pg0", None).await.body["uuid"].as_str().unwrap().to_owned();
     let mut members = Vec::new();
-    for (mac, physnet) in [("52:54:00:02:00:01", Some("old")), ("52:54:00:02:00:02", None)] {
+    for (mac, physnet) in [("52:54:00:02:00:01", "old"), ("52:54:00:02:00:02", "old")] {
         let r = api.request_at("1.101", Method::POST, "/v1/ports", Some(json!({"node_uuid": n, "address": mac, "portgroup_uuid": pg, "physical_network": physnet}))).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         members.push(r.body["uuid"].as_str().unwrap().to_owned());
@@ -337,8 +337,11 @@ async fn portgroup_fields_from_1_102_to_1_111(stack) {
     assert_eq!(r.fault(), "physical_network cannot be changed while the port belongs to a portgroup.");
     let r = api.request_at("1.102", Method::PATCH, &format!("/v1/ports/{outsider}"), Some(own.clone())).await;
     assert_eq!((r.status, &r.body["physical_network"]), (StatusCode::OK, &json!("mine")), "{}", r.body);
+    // Before 1.102 a member's own may change, but only to its group's (Ironic's
+    // `validate_port_physnet`, from 1.34).
     let r = api.request_at("1.101", Method::PATCH, &format!("/v1/ports/{}", members[1]), Some(own)).await;
-    assert_eq!((r.status, &r.body["physical_network"]), (StatusCode::OK, &json!("mine")), "{}", r.body);
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert_eq!(r.fault(), format!("Port with physical network mine cannot become a member of port group {pg} which has ports in physical network fabric-a."));
     // Removing the group's physical network removes the members'.
     let r = api.request_at("1.102", Method::PATCH, &format!("/v1/portgroups/{pg}"), Some(json!([{"op": "remove", "path": "/physical_network"}]))).await;
     assert_eq!((r.status, &r.body["physical_network"]), (StatusCode::OK, &Value::Null), "{}", r.body);
