@@ -249,7 +249,8 @@ async fn waiting_node(api: &Api, name: &str, extra: Value) -> String {
         ("provide", "available"),
         ("active", "wait call-back"),
     ] {
-        api.accepted(name, verb).await;
+        // With a one-worker pool the previous step may still hold the slot for a moment.
+        api.accepted_when_a_worker_is_free(name, verb).await;
         api.wait_for(name, state).await;
     }
     let node = api.node(name).await;
@@ -308,7 +309,8 @@ async fn a_failed_deploy_is_recorded_when_no_worker_is_free() {
         .await;
     let uuid = waiting_node(api, "nw-wait", json!({})).await;
     // The only worker deploys for a minute.
-    api.accepted("nw-busy", "active").await;
+    api.accepted_when_a_worker_is_free("nw-busy", "active")
+        .await;
     let node = api.wait_for(&uuid, "deploy failed").await;
     assert_eq!(
         node["power_state"], "power on",
