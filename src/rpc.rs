@@ -37,9 +37,15 @@ pub struct Envelope {
     /// The API's request id (`req-<uuid>`), carried into the conductor's logs.
     pub request_id: String,
     /// How long the conductor may take, in milliseconds ([`conductor_budget`]: a little less than
-    /// the caller waits); 0 for no limit. Relative, so that clocks of different hosts never
-    /// meet; a request that waited too long in the queue expires there.
+    /// the caller waits); 0 for no limit. A request that waited too long in the broker's queue
+    /// expires there.
     pub timeout_ms: u64,
+    /// When the caller sent it: milliseconds since the Unix epoch by the caller's clock; 0 from a
+    /// sender that does not say. The conductor takes the time the request waited before it was
+    /// read (in its socket while the process was paused, say) off `timeout_ms`, so a request read
+    /// after its caller gave up is not applied (`conductor::task::deadline_after`).
+    #[serde(default)]
+    pub sent_at_ms: u64,
     pub request: RpcRequest,
 }
 
@@ -626,6 +632,12 @@ pub fn conductor_budget(timeout: Duration) -> Duration {
     timeout - (timeout / 20).min(Duration::from_millis(500))
 }
 
+/// Milliseconds since the Unix epoch (0 for a clock set before it).
+pub fn unix_ms(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// The API's side of RPC: encodes, sends to the chosen conductor, maps failures to [`Error`].
 #[derive(Clone)]
 pub struct RpcClient {
@@ -655,6 +667,7 @@ impl RpcClient {
             request_id: request_id.to_owned(),
             timeout_ms: u64::try_from(conductor_budget(self.timeout).as_millis())
                 .unwrap_or(u64::MAX),
+            sent_at_ms: unix_ms(std::time::SystemTime::now()),
             request,
         };
         let body = encode(&envelope)?;

@@ -3,12 +3,16 @@
 //! A panic anywhere in a handler becomes an internal error reply (the conductor keeps serving); a
 //! task held at that moment is released by its drop backstop.
 
-use std::panic::AssertUnwindSafe;
+use std::{panic::AssertUnwindSafe, time::Duration};
 
 use futures::FutureExt;
 use tracing::{Instrument, info_span, warn};
 
-use super::{Ctx, agent, management, node_ops, power, provision, task::deadline_after, vendor};
+use super::{
+    Ctx, agent, management, node_ops, power, provision,
+    task::{deadline_after, queue_wait},
+    vendor,
+};
 use crate::{
     error::{Error, panic_message},
     rpc::{
@@ -93,7 +97,22 @@ impl RequestHandler for Dispatcher {
 }
 
 async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
-    let deadline = deadline_after(envelope.timeout_ms);
+    // A request read after its caller gave up (it sat in this paused process's socket, or in a
+    // long queue) is not applied: the caller was told to retry.
+    let waited = queue_wait(envelope.sent_at_ms, std::time::SystemTime::now());
+    if envelope.timeout_ms != 0 && waited >= Duration::from_millis(envelope.timeout_ms) {
+        let method = envelope.request.method();
+        warn!(
+            waited_ms = waited.as_millis(),
+            "{method} was read {:.1} s after it was sent, past its caller's time limit; not applied (if requests are fresh, this host's clock is ahead of the API's)",
+            waited.as_secs_f64()
+        );
+        return Err(Error::TemporaryFailure(format!(
+            "The request waited {:.1} s for its conductor, past its time limit; nothing was changed. Please retry.",
+            waited.as_secs_f64()
+        )));
+    }
+    let deadline = deadline_after(envelope.timeout_ms, waited);
     match envelope.request {
         RpcRequest::CreateNode { node } => node_ops::create(&ctx, *node)
             .await

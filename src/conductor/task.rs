@@ -724,11 +724,54 @@ impl Drop for Task {
     }
 }
 
-/// When the caller stops waiting: `timeout_ms` from now (the caller has already taken off the
-/// reply's trip back, `rpc::conductor_budget`); None for no limit.
-pub fn deadline_after(timeout_ms: u64) -> Option<Instant> {
+/// When the caller stops waiting: `timeout_ms` after it sent the request, of which `waited` has
+/// passed (the caller has already taken off the reply's trip back, `rpc::conductor_budget`);
+/// None for no limit.
+pub fn deadline_after(timeout_ms: u64, waited: Duration) -> Option<Instant> {
     if timeout_ms == 0 {
         return None;
     }
-    Instant::now().checked_add(Duration::from_millis(timeout_ms))
+    let left = Duration::from_millis(timeout_ms).saturating_sub(waited);
+    Instant::now().checked_add(left)
+}
+
+/// How long a request sent at `sent_at_ms` (Unix milliseconds by its sender's clock; 0 for a
+/// sender that does not say) waited before it was read `now`. This compares two hosts' clocks,
+/// which a cluster keeps in step (NTP, as Ironic's heartbeats need too); a clock behind the
+/// sender's reads as no wait, never as more time left than the caller gave.
+pub fn queue_wait(sent_at_ms: u64, now: std::time::SystemTime) -> Duration {
+    if sent_at_ms == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_millis(crate::rpc::unix_ms(now).saturating_sub(sent_at_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use super::{deadline_after, queue_wait};
+
+    #[test]
+    fn the_time_a_request_waited_comes_off_its_callers_limit() {
+        let sent = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let sent_ms = crate::rpc::unix_ms(sent);
+        assert_eq!(
+            queue_wait(sent_ms, sent + Duration::from_millis(1_500)),
+            Duration::from_millis(1_500)
+        );
+        // A clock behind the sender's, and a sender that does not say, count as no wait.
+        assert_eq!(
+            queue_wait(sent_ms, sent - Duration::from_secs(3)),
+            Duration::ZERO
+        );
+        assert_eq!(queue_wait(0, SystemTime::now()), Duration::ZERO);
+
+        let before = tokio::time::Instant::now();
+        let deadline = deadline_after(2_000, Duration::from_millis(1_500)).expect("a limit");
+        let after = tokio::time::Instant::now();
+        let left = Duration::from_millis(500);
+        assert!(before + left <= deadline && deadline <= after + left);
+        assert_eq!(deadline_after(0, Duration::from_secs(5)), None);
+    }
 }

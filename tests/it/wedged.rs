@@ -278,6 +278,66 @@ async fn a_paused_conductor_leaves_the_ring_within_seconds_and_applies_nothing_w
     exits_having_changed_nothing(&mut cluster, &process, &node, &before).await;
 }
 
+/// Multi-host: a conductor paused briefly (well within its lease and its broker heartbeats) is
+/// sent a PATCH whose caller gives up meanwhile and is told to retry. Woken, the conductor reads
+/// the PATCH, which waited in its socket past the caller's time limit, and does not apply it: a
+/// 503 for a timed-out call means "not applied", also when the time went by in a queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_read_after_its_caller_gave_up_is_not_applied() {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        rpc_timeout: 1.0,
+        heartbeat_timeout: 15.0,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    let node = api.create_node(json!({"driver": "fake-hardware"})).await;
+    let node = node["uuid"].as_str().unwrap().to_owned();
+    let paused = cluster.owner_of(&node);
+    let process = format!("conductor{}", cluster.conductor_index(&paused));
+
+    let paused_at = Instant::now();
+    cluster.signal(&process, "STOP");
+    let (answered, r) = patch_in_background(&api, &node, "step", "while paused", paused_at)
+        .await
+        .unwrap();
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(r.fault().contains("please retry"), "{}", r.body);
+    // Woken while still alive on the ring and connected, a while after the caller gave up.
+    let woken_after = Duration::from_millis(2_500);
+    tokio::time::sleep(woken_after.saturating_sub(answered)).await;
+    cluster.signal(&process, "CONT");
+
+    let refused = "past its caller's time limit; not applied";
+    let woken_at = Instant::now();
+    while !cluster.log_of(&process).contains(refused) {
+        assert!(
+            woken_at.elapsed() < PATIENCE,
+            "the woken conductor did not say it refused the stale PATCH:\n{}",
+            cluster.log_of(&process)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = api.node(&node).await;
+    assert!(after["extra"].get("step").is_none(), "{after}");
+    assert!(
+        is_alive(&api, &paused).await,
+        "it kept its lease and serves"
+    );
+    let r = api
+        .patch(
+            &node,
+            json!([{"op": "add", "path": "/extra/next", "value": "x"}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(cluster.owner_of(&node), paused);
+    cluster.assert_no_locks().await;
+}
+
 /// Multi-host: a conductor paused for longer than its lease, but not long enough for RabbitMQ to
 /// drop it (heartbeats of 5 s here, as an operator may set them in the transport URL), wakes with
 /// a PATCH sent to it meanwhile waiting in its socket and its connection still up. It refuses the
