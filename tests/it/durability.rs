@@ -517,8 +517,7 @@ async fn a_full_disk_refuses_writes_with_the_cause_and_serves_reads() {
 /// MariaDB made read-only (`read_only`, which binds every user without the admin privilege)
 /// under a multi-host deployment, for less than a lease: writes get 503 in Ironic's envelope
 /// naming the cause, reads are served, no node stays locked, and writes work again within a
-/// second of the server being writable. (MariaDB on a full disk waits for space rather than
-/// failing: there the caller's deadline answers, `deadlines.rs`.)
+/// second of the server being writable. (A full disk under MariaDB: the next test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_mariadb_refuses_writes_with_the_cause_and_serves_reads() {
     let Some(mariadb) = PrivateMariaDb::start().await else {
@@ -607,6 +606,81 @@ async fn a_read_only_mariadb_refuses_writes_with_the_cause_and_serves_reads() {
     let node = api.node("ro").await;
     assert_eq!(node["extra"]["after"], "writable", "{node}");
     assert!(node["extra"].get("k").is_none(), "{node}");
+    cluster.assert_no_locks().await;
+    drop(cluster);
+    drop(mariadb);
+}
+
+/// MariaDB on a full disk under a multi-host deployment: a write that needs more space is refused
+/// at once (InnoDB answers "The table is full") and gets 503 naming the cause, not an answer at
+/// the request's timeout; reads are served; nothing stays locked; once space is freed, writes
+/// work again within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_mariadb_disk_refuses_growing_writes_at_once_and_serves_reads() {
+    let Some(disk) = Tmpfs::create("200m") else {
+        return;
+    };
+    let Some(mariadb) = PrivateMariaDb::start_in(disk.mount.join("mariadb")).await else {
+        return;
+    };
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        rpc_timeout: 20.0,
+        mysql_url: Some(mariadb.url()),
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    api.create_node(json!({"name": "full", "driver": "fake-hardware"}))
+        .await;
+
+    let filler = disk.fill();
+    // Each PATCH stores 64 KiB more of the node: pages InnoDB must find room for.
+    let mut refused = None;
+    for i in 0..200 {
+        let started = Instant::now();
+        let reply = grow(&api, "full", i, 64 << 10).await;
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(2),
+            "answered after {took:?}: {}",
+            reply.body
+        );
+        match reply.status {
+            StatusCode::OK => continue,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                refused = Some(reply);
+                break;
+            }
+            status => panic!("{status}: {}", reply.body),
+        }
+    }
+    let refused = refused.expect("a write on the full disk is refused");
+    assert!(
+        refused.fault().contains("the database is out of space"),
+        "{}",
+        refused.fault()
+    );
+    for _ in 0..4 {
+        let reply = api.get("/v1/nodes/full").await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    std::fs::remove_file(&filler).expect("free the space");
+    let freed = Instant::now();
+    let reply = grow(&api, "full", 1000, 64 << 10).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert!(
+        freed.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        freed.elapsed()
+    );
+    api.accepted("full", "manage").await;
+    api.wait_for("full", "manageable").await;
     cluster.assert_no_locks().await;
     drop(cluster);
     drop(mariadb);

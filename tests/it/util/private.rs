@@ -224,6 +224,13 @@ impl PrivateMariaDb {
     /// Installs and starts a server and waits until it answers `SELECT 1`. None (announced)
     /// when the MariaDB binaries are missing; a panic then under `FERRUM_REQUIRE_SERVICES=1`.
     pub async fn start() -> Option<PrivateMariaDb> {
+        let dir = std::env::temp_dir().join(format!("ferrum-mariadb-{}", random_suffix()));
+        Self::start_in(dir).await
+    }
+
+    /// As [`start`](Self::start), with its files in `dir` (a small file system of the test's,
+    /// say).
+    pub async fn start_in(dir: PathBuf) -> Option<PrivateMariaDb> {
         static ANNOUNCED: OnceLock<()> = OnceLock::new();
         let started = Instant::now();
         let (Some(install), Some(mariadbd)) = (
@@ -237,7 +244,6 @@ impl PrivateMariaDb {
             );
             return None;
         };
-        let dir = std::env::temp_dir().join(format!("ferrum-mariadb-{}", random_suffix()));
         std::fs::create_dir_all(&dir).expect("private MariaDB dir");
         let mut db = PrivateMariaDb {
             port: free_port(),
