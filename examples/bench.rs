@@ -217,20 +217,32 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
         e.push(("FERRUM_CONDUCTOR_HOST".into(), h.to_owned()));
         e
     };
+    let base = format!("http://127.0.0.1:{port}");
+    // Where the conductors' metrics are read: their own listeners (multi-host), or the API's.
+    let mut conductor_metrics = vec![base.clone()];
     let (procs, conductors) = if o.multi_host {
         let db = Db::connect(db_url, 2)?;
         db.migrate().await?;
-        let procs = vec![
-            spawn(bin, "conductor-1", &["conductor"], &host_env("bench-c1"))?,
-            spawn(bin, "conductor-2", &["conductor"], &host_env("bench-c2"))?,
-            spawn(bin, "api", &["api"], &env)?,
-        ];
+        conductor_metrics.clear();
+        let mut procs = Vec::new();
+        for name in ["bench-c1", "bench-c2"] {
+            let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            conductor_metrics.push(format!("http://127.0.0.1:{metrics_port}"));
+            let mut e = host_env(name);
+            e.push((
+                "FERRUM_CONDUCTOR_METRICS_BIND".into(),
+                format!("127.0.0.1:{metrics_port}"),
+            ));
+            procs.push(spawn(bin, name, &["conductor"], &e)?);
+        }
+        procs.push(spawn(bin, "api", &["api"], &env)?);
         (procs, 2)
     } else {
         let all = spawn(bin, "all-in-one", &["all-in-one"], &host_env("bench-c1"))?;
         (vec![all], 1)
     };
-    let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()?;
@@ -330,6 +342,7 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
     }
 
     // PATCH latency, one at a time.
+    let before = PatchTimes::read(&http, &base, &conductor_metrics).await;
     let mut patch = Vec::new();
     for (i, uuid) in uuids.iter().cycle().take(300).enumerate() {
         let t = Instant::now();
@@ -351,6 +364,12 @@ async fn run(o: &Options, bin: &PathBuf, db_url: &str) -> anyhow::Result<()> {
         ms(percentile(&patch, 0.5)),
         ms(percentile(&patch, 0.99))
     );
+    if let (Some(before), Some(after)) = (
+        before,
+        PatchTimes::read(&http, &base, &conductor_metrics).await,
+    ) {
+        after.since(&before).print();
+    }
 
     // GET /v1/nodes/{id} throughput at 16 connections for 5 s.
     let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -507,4 +526,95 @@ async fn durable_counters(http: &reqwest::Client, base: &str) -> Option<(f64, f6
     let writes = value("ferrum_db_durable_writes_total")?;
     (writes > 0.0).then_some(())?;
     Some((writes, value("ferrum_db_wal_syncs_total")?))
+}
+
+/// Where a PATCH's time goes, as the processes' own histograms count it (sums in seconds): the
+/// API's whole answer, its RPC call to the conductor, and the conductor's handling of that call.
+#[derive(Debug, Clone, Copy)]
+struct PatchTimes {
+    count: f64,
+    http: f64,
+    rpc_call: f64,
+    handled: f64,
+}
+
+impl PatchTimes {
+    /// None when a process does not report one of the histograms.
+    async fn read(http: &reqwest::Client, api: &str, conductors: &[String]) -> Option<Self> {
+        let metrics = |base: String| async move {
+            http.get(format!("{base}/metrics"))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()
+        };
+        let api_text = metrics(api.to_owned()).await?;
+        let mut handled = 0.0;
+        for base in conductors {
+            let text = metrics(base.clone()).await?;
+            handled += sum_of(
+                &text,
+                "ferrum_rpc_handle_duration_seconds_sum",
+                "method=\"update_node\"",
+            );
+        }
+        Some(PatchTimes {
+            count: sum_of(
+                &api_text,
+                "ferrum_rpc_call_duration_seconds_count",
+                "method=\"update_node\"",
+            ),
+            http: sum_of(
+                &api_text,
+                "ferrum_http_request_duration_seconds_sum",
+                "method=\"PATCH\"",
+            ),
+            rpc_call: sum_of(
+                &api_text,
+                "ferrum_rpc_call_duration_seconds_sum",
+                "method=\"update_node\"",
+            ),
+            handled,
+        })
+    }
+
+    fn since(&self, before: &Self) -> Self {
+        PatchTimes {
+            count: self.count - before.count,
+            http: self.http - before.http,
+            rpc_call: self.rpc_call - before.rpc_call,
+            handled: self.handled - before.handled,
+        }
+    }
+
+    fn print(&self) {
+        if self.count < 1.0 {
+            return;
+        }
+        let mean = |seconds: f64| seconds / self.count * 1000.0;
+        println!(
+            "  PATCH mean {:.2} ms in the API: {:.2} ms its own (read, check, answer), {:.2} ms \
+             transport (RPC there and back), {:.2} ms the conductor's handling",
+            mean(self.http),
+            mean(self.http - self.rpc_call),
+            mean(self.rpc_call - self.handled),
+            mean(self.handled)
+        );
+    }
+}
+
+/// The sum of the values of the metric lines `name{...labels...} value` whose labels contain
+/// `label`.
+fn sum_of(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (labels, value) = rest.rsplit_once(' ')?;
+            labels
+                .contains(label)
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum()
 }
