@@ -73,7 +73,7 @@ pub struct ApiState {
     /// The users of `auth_strategy = http_basic`; None for `noauth`.
     pub auth: Option<Arc<auth::BasicAuth>>,
     /// The node events `GET /ferrum/v1/watch` streams (None: the watch is off).
-    pub watch: Option<crate::watch::Hub>,
+    pub watch: Option<crate::notifications::watch::Hub>,
 }
 
 pub fn router(state: ApiState) -> Router {

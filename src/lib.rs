@@ -27,4 +27,3 @@ pub mod service;
 pub mod states;
 pub mod telemetry;
 pub mod volume;
-pub mod watch;

@@ -18,11 +18,10 @@ pub mod firmware;
 pub mod history;
 mod interfaces;
 pub mod inventory;
-mod json;
+pub mod management;
 pub mod mask;
 pub mod network_data;
 mod power;
-mod validate;
 mod verb;
 
 use chrono::NaiveDateTime;
@@ -31,13 +30,15 @@ use serde::{Deserialize, Serialize};
 
 pub use self::{
     interfaces::{InterfaceChanges, InterfaceKind, Interfaces},
-    json::{Json, JsonObject},
     power::{PowerState, PowerTarget},
-    validate::{
-        normalize_conductor_group, normalize_uuid, validate_length, validate_name,
-        validate_resource_class, validate_trait,
-    },
     verb::Verb,
+};
+// What every resource shares (JSON documents, value checks), by the names the node's code has
+// always used.
+pub use crate::resource::json::{Json, JsonObject};
+pub use crate::resource::validate::{
+    normalize_conductor_group, normalize_uuid, validate_length, validate_name,
+    validate_resource_class, validate_trait,
 };
 use crate::states::ProvisionState;
 
@@ -237,11 +238,15 @@ impl NodeChanges {
     }
 }
 
+/// Where a node's `driver_internal_info` keeps its agent's token (masked wherever a node is
+/// shown: the key names a secret).
+pub const AGENT_TOKEN_KEY: &str = "agent_secret_token";
+
 /// What a node's `driver_internal_info` says about the agent of its last ramdisk boot: its
 /// token, URL and certificate. A new boot of the ramdisk (a deploy) and a tear-down forget them,
 /// as Ironic's `wipe_token_and_url` does when it powers a node off or reboots it.
 pub const AGENT_BOOT_KEYS: &[&str] = &[
-    "agent_secret_token",
+    AGENT_TOKEN_KEY,
     "agent_secret_token_pregenerated",
     "agent_url",
     "agent_verify_ca",

@@ -18,6 +18,7 @@
 
 pub mod amqp;
 pub mod node;
+pub mod watch;
 
 use std::{
     fmt,
@@ -366,7 +367,7 @@ struct Emitter {
     publisher_id: Arc<str>,
     /// The lowest level sent, and where; None: no notifications (the watch may still be on).
     notify: Option<(Level, Arc<Sink>)>,
-    watch: Option<crate::watch::Feed>,
+    watch: Option<watch::Feed>,
 }
 
 impl Notifier {
@@ -386,7 +387,7 @@ impl Notifier {
         service: Service,
         host: &str,
         notify: Option<(Level, Arc<Sink>)>,
-        watch: Option<crate::watch::Feed>,
+        watch: Option<watch::Feed>,
     ) -> Notifier {
         if notify.is_none() && watch.is_none() {
             return Notifier::off();
@@ -402,7 +403,7 @@ impl Notifier {
     pub fn enabled(&self, level: Level) -> bool {
         self.0.as_ref().is_some_and(|e| {
             e.notify.as_ref().is_some_and(|(min, _)| level >= *min)
-                || e.watch.as_ref().is_some_and(crate::watch::Feed::wanted)
+                || e.watch.as_ref().is_some_and(watch::Feed::wanted)
         })
     }
 
@@ -443,7 +444,7 @@ impl Notifier {
         let payload = payload();
         let timestamp = Utc::now().naive_utc();
         if let Some(feed) = watch {
-            feed.send(crate::watch::WatchEvent::new(
+            feed.send(watch::WatchEvent::new(
                 &event_type,
                 level,
                 &payload,
@@ -596,7 +597,7 @@ mod tests {
 
     #[test]
     fn node_events_reach_the_watch_whatever_the_level() {
-        let hub = crate::watch::Hub::new(
+        let hub = watch::Hub::new(
             8,
             std::time::Duration::from_secs(1),
             tokio_util::sync::CancellationToken::new(),
@@ -605,7 +606,7 @@ mod tests {
             Service::Conductor,
             "h",
             None,
-            Some(crate::watch::Feed::Local(hub.clone())),
+            Some(watch::Feed::Local(hub.clone())),
         );
         let mut built = 0;
         notifier.emit("node", "power_set", Status::End, || {
@@ -617,7 +618,7 @@ mod tests {
         notifier.emit("node", "power_set", Status::End, || sample().payload);
         notifier.emit("port", "create", Status::End, || sample().payload);
         match rx.try_recv() {
-            Ok(crate::watch::Item::Event(e)) => {
+            Ok(watch::Item::Event(e)) => {
                 assert_eq!(e.event_type, "baremetal.node.power_set.end");
                 assert_eq!(e.node_uuid, "u");
             }

@@ -6,6 +6,9 @@
 //!
 //! Must not: know HTTP, the database or the conductor. Versions are API minor numbers (1.x).
 
+pub mod json;
+pub mod validate;
+
 use chrono::NaiveDateTime;
 use serde_json::{Map, Value, json};
 
@@ -357,7 +360,10 @@ macro_rules! uuid_field {
                 reset: $crate::resource::Reset::Mandatory,
                 get: |_, r| serde_json::json!(r.uuid),
                 set: |f, r, v, c| {
-                    let uuid = $crate::node::normalize_uuid(f, &$crate::resource::string(f, v)?)?;
+                    let uuid = $crate::resource::validate::normalize_uuid(
+                        f,
+                        &$crate::resource::string(f, v)?,
+                    )?;
                     $crate::resource::set_if(&mut c.uuid, uuid, &r.uuid);
                     Ok(())
                 },
@@ -381,7 +387,10 @@ macro_rules! node_uuid_field {
                 reset: $crate::resource::Reset::Mandatory,
                 get: |_, r| serde_json::json!(r.node_uuid),
                 set: |f, r, v, c| {
-                    let uuid = $crate::node::normalize_uuid(f, &$crate::resource::string(f, v)?)?;
+                    let uuid = $crate::resource::validate::normalize_uuid(
+                        f,
+                        &$crate::resource::string(f, v)?,
+                    )?;
                     $crate::resource::set_if(&mut c.node_uuid, uuid, &r.node_uuid);
                     Ok(())
                 },
@@ -406,7 +415,7 @@ macro_rules! trait_name_field {
                 get: |_, r| serde_json::json!(r.name),
                 set: |f, r, v, c| {
                     let name = $crate::resource::string(f, v)?;
-                    $crate::node::validate_trait(f, &name)?;
+                    $crate::resource::validate::validate_trait(f, &name)?;
                     $crate::resource::set_if(&mut c.name, name, &r.name);
                     Ok(())
                 },
@@ -430,7 +439,11 @@ macro_rules! document_field {
                 get: |_, r| serde_json::Value::Object(r.$field.0.clone()),
                 set: |f, r, v, c| {
                     let doc = $crate::resource::object_or_null(f, v)?;
-                    $crate::resource::set_if(&mut c.$field, $crate::node::Json(doc), &r.$field);
+                    $crate::resource::set_if(
+                        &mut c.$field,
+                        $crate::resource::json::Json(doc),
+                        &r.$field,
+                    );
                     Ok(())
                 },
             }),
@@ -455,7 +468,7 @@ macro_rules! bounded_text_field {
                 set: |f, r, v, c| {
                     let text = $crate::resource::opt_string(f, v)?;
                     if let Some(text) = &text {
-                        $crate::node::validate_length(f, text, $max)?;
+                        $crate::resource::validate::validate_length(f, text, $max)?;
                     }
                     $crate::resource::set_if(&mut c.$field, text, &r.$field);
                     Ok(())

@@ -14,9 +14,8 @@ use crate::{
     config::{AuthStrategy, Config},
     db::{self, Db, redact_url},
     drivers::Registry,
-    notifications::{self, Notifier, Service, Sink, amqp::Publisher},
+    notifications::{self, Notifier, Service, Sink, amqp::Publisher, watch},
     rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
-    watch,
 };
 
 async fn connect_db(config: &Config) -> anyhow::Result<Db> {

@@ -203,7 +203,7 @@ fn agent_config(state: &ApiState, node: &Node, with_token: bool) -> Value {
     if with_token {
         config["agent_token"] = node
             .driver_internal_info
-            .get(crate::conductor::agent::TOKEN_KEY)
+            .get(crate::node::AGENT_TOKEN_KEY)
             .cloned()
             .unwrap_or(Value::Null);
         config["agent_token_required"] = Value::Bool(true);

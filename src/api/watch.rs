@@ -32,7 +32,7 @@ use crate::{
     api::{ApiState, extract::ApiQuery},
     db::{self, nodes::NodeIdent},
     error::{Error, Result},
-    watch::{Item, WatchEvent},
+    notifications::watch::{Item, WatchEvent},
 };
 
 #[derive(Debug, Default, Deserialize)]

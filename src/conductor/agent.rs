@@ -16,6 +16,7 @@ use super::{
     Ctx,
     task::{Decision, Hold, change_node_now},
 };
+use crate::node::AGENT_TOKEN_KEY as TOKEN_KEY;
 use crate::{
     db,
     error::{Error, Result},
@@ -23,10 +24,6 @@ use crate::{
     rpc::Heartbeat,
     states::ProvisionState,
 };
-
-/// Where a node's agent token is kept (masked wherever a node is shown: its key names a secret;
-/// forgotten with the others of [`crate::node::AGENT_BOOT_KEYS`]).
-pub const TOKEN_KEY: &str = crate::node::AGENT_BOOT_KEYS[0];
 
 /// What [`get_node_with_token`] shows instead of a token handed out already, as Ironic does.
 pub const TOKEN_MASK: &str = "******";

@@ -22,15 +22,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::DriverError;
-use crate::node::Node;
+use crate::node::{AGENT_TOKEN_KEY as TOKEN_KEY, Node};
 
 /// How long one request to the agent may take (Ironic's `[agent]command_timeout`).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting to the agent may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where a node's agent token is kept in `driver_internal_info` (Ironic's key).
-const TOKEN_KEY: &str = "agent_secret_token";
 
 /// The state of a command the agent ran or runs (IPA's `AgentCommandStatus`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! process.
 
 use axum::http::Method as AxumMethod;
-use ferrum::{conductor::agent, db};
+use ferrum::{conductor::agent, db, node::AGENT_TOKEN_KEY};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -212,24 +212,21 @@ async fn the_agent_token_is_made_once_and_required_after() {
 
     let read = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
     let first = agent::get_node_with_token(ctx, read, None).await.unwrap();
-    let token = first.driver_internal_info[agent::TOKEN_KEY]
+    let token = first.driver_internal_info[AGENT_TOKEN_KEY]
         .as_str()
         .unwrap()
         .to_owned();
     assert_eq!(token.len(), 64);
     let stored = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
-    assert_eq!(
-        stored.driver_internal_info[agent::TOKEN_KEY],
-        token.as_str()
-    );
+    assert_eq!(stored.driver_internal_info[AGENT_TOKEN_KEY], token.as_str());
     let again = agent::get_node_with_token(ctx, stored, None).await.unwrap();
     assert_eq!(
-        again.driver_internal_info[agent::TOKEN_KEY],
+        again.driver_internal_info[AGENT_TOKEN_KEY],
         agent::TOKEN_MASK
     );
     let stored = db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap();
     assert_eq!(
-        stored.driver_internal_info[agent::TOKEN_KEY],
+        stored.driver_internal_info[AGENT_TOKEN_KEY],
         token.as_str(),
         "made once"
     );
@@ -237,14 +234,13 @@ async fn the_agent_token_is_made_once_and_required_after() {
     // Shown masked: the node, and lookup's node (whose config has no token below 1.62).
     let shown = app.node(&uuid).await;
     assert_eq!(
-        shown["driver_internal_info"][agent::TOKEN_KEY],
-        "******",
+        shown["driver_internal_info"][AGENT_TOKEN_KEY], "******",
         "{shown}"
     );
     let r = lookup_by_uuid(&app, &uuid).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
-        r.body["node"]["driver_internal_info"][agent::TOKEN_KEY],
+        r.body["node"]["driver_internal_info"][AGENT_TOKEN_KEY],
         "******"
     );
     assert!(!r.body.to_string().contains(&token), "{}", r.body);

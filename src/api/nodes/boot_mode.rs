@@ -13,8 +13,8 @@ use crate::{
         ApiState, BaseUrl,
         extract::{ApiJson, ApiPath, ApiVersion, RequestId},
     },
-    drivers::{BootMode, refuse_unstable},
     error::{Error, Result},
+    node::management::{BootMode, refuse_unstable},
     resource,
     rpc::RpcRequest,
 };

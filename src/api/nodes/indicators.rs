@@ -13,8 +13,8 @@ use crate::{
         ApiState, BaseUrl,
         extract::{ApiJson, ApiPath, ApiVersion, RequestId},
     },
-    drivers::IndicatorState,
     error::{Error, Result},
+    node::management::IndicatorState,
     resource::links,
     rpc::{RpcReply, RpcRequest},
 };

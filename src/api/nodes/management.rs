@@ -11,8 +11,8 @@ use crate::{
         ApiState,
         extract::{ApiJson, ApiPath, ApiVersion, OptionalJson, RequestId, parse_bool},
     },
-    drivers::BootDevice,
     error::{Error, Result},
+    node::management::BootDevice,
     rpc::{RpcReply, RpcRequest},
 };
 

@@ -13,9 +13,9 @@ use crate::{
         ApiState,
         extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
     },
-    drivers::{BootDevice, VMEDIA_DEVICES},
     error::{Error, Result},
     node::JsonObject,
+    node::management::{BootDevice, VMEDIA_DEVICES},
     rpc::{RpcReply, RpcRequest},
 };
 

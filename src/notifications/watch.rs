@@ -38,7 +38,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::notifications::{Level, Payload, Queue, oslo_timestamp};
+use super::{Level, Payload, Queue, oslo_timestamp};
 
 /// The exchange watch events travel by between processes (RabbitMQ's built-in topic exchange).
 pub const EXCHANGE: &str = "amq.topic";
