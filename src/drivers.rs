@@ -757,7 +757,7 @@ impl Registry {
     }
 
     /// Every hardware type of this build, enabled or not (what the API describes).
-    pub const BUILT: [&'static str; 2] = ["fake-hardware", "redfish"];
+    pub const BUILT: [&'static str; 2] = crate::config::HARDWARE_TYPES;
 
     /// The built-in hardware types, the fake deploy waiting at `gate` (for tests; see
     /// [`fake::DeployGate`]).
@@ -1023,4 +1023,51 @@ fn not_found(kind: InterfaceKind, wanted: &str, enabled: &[String]) -> Error {
 fn python_list(names: &[&str]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
     format!("[{}]", quoted.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interfaces_that_cannot_serve_stop_the_start() {
+        let check = |config: ConductorConfig| match Registry::check_config(&config) {
+            Ok(()) => String::new(),
+            Err((key, reason)) => format!("{key}: {reason}"),
+        };
+        let names = |n: &[&str]| Some(n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        let err = check(ConductorConfig {
+            enabled_boot_interfaces: names(&["bogus"]),
+            ..ConductorConfig::default()
+        });
+        assert!(err.contains("conductor.enabled_boot_interfaces: Could not find the following items in the 'ironic.hardware.interfaces.boot' entrypoint: bogus."), "{err}");
+        // fake-hardware has no ipxe boot.
+        let err = check(ConductorConfig {
+            default_boot_interface: Some("ipxe".into()),
+            ..ConductorConfig::default()
+        });
+        assert!(err.contains("For hardware type 'fake-hardware', no default value found for boot interface could be determined. Please ensure the interfaces are enabled."), "{err}");
+        let err = check(ConductorConfig {
+            enabled_power_interfaces: names(&["fake"]),
+            ..ConductorConfig::default()
+        });
+        assert!(
+            err.contains("For hardware type 'redfish', no default value found for power interface"),
+            "{err}"
+        );
+        let err = check(ConductorConfig {
+            enabled_deploy_interfaces: names(&["direct"]),
+            default_deploy_interface: Some("fake".into()),
+            ..ConductorConfig::default()
+        });
+        assert!(err.contains("conductor.default_deploy_interface: Could not find the following interface in the 'ironic.hardware.interfaces.deploy' entrypoint: fake. Valid interfaces are ['direct']."), "{err}");
+        // What a redfish-only conductor may default to.
+        let ok = check(ConductorConfig {
+            enabled_hardware_types: names(&["redfish"]).expect("names"),
+            default_boot_interface: Some("redfish-virtual-media".into()),
+            enabled_inspect_interfaces: names(&[" agent ", ""]),
+            ..ConductorConfig::default()
+        });
+        assert_eq!(ok, "");
+    }
 }

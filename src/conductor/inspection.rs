@@ -34,17 +34,9 @@ use crate::{
 /// The inspect interface that inspects through the ramdisk's agent.
 pub const AGENT_INSPECT: &str = "agent";
 
-/// The hooks Ferrum can run over inspection data, in the order Ironic's defaults name them
-/// (`[inspector]default_hooks`): `ramdisk-error` (the agent's own error fails the inspection),
-/// `validate-interfaces` (the inventory's usable NICs: a valid MAC, not loopback, the PXE one
-/// where the agent names it), `ports` (a port for each of them, kept if it exists; Ironic's
-/// `add_ports = pxe`, `keep_ports = all`) and `architecture` (`properties.cpu_arch`).
-pub const HOOKS: &[&str] = &[
-    "ramdisk-error",
-    "validate-interfaces",
-    "ports",
-    "architecture",
-];
+/// The hooks Ferrum can run over inspection data, in order (described with the setting that
+/// names them).
+pub use crate::config::INSPECTION_HOOKS as HOOKS;
 
 /// Boots the ramdisk for an agent inspection: the node is (re)started and the inspection waits
 /// for the agent's data. A node that may not be powered off is rebooted either way.
