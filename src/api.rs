@@ -30,7 +30,6 @@ pub mod ports;
 pub mod ramdisk;
 pub mod routing;
 pub mod runbooks;
-pub mod server;
 pub mod shards;
 pub mod traits;
 pub mod vendor;
@@ -385,7 +384,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
 ) -> Router {
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
-        .layer(DefaultBodyLimit::max(server::MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(crate::http_server::MAX_BODY_BYTES))
         .layer(middleware::from_fn(extract::refuse_oversized_body))
         .layer(middleware::from_fn(gates::refuse_too_old));
     let routes = match basic_auth {
@@ -488,7 +487,7 @@ async fn method_not_allowed() -> Error {
 }
 
 /// The URL clients reached us by, for links: `http://<Host>`, or `https://<Host>` on a TLS
-/// listener (`server::Https`).
+/// listener (`http_server::Https`).
 pub struct BaseUrl(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for BaseUrl {
@@ -500,7 +499,11 @@ impl<S: Send + Sync> FromRequestParts<S> for BaseUrl {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost:6385");
-        let scheme = if parts.extensions.get::<server::Https>().is_some() {
+        let scheme = if parts
+            .extensions
+            .get::<crate::http_server::Https>()
+            .is_some()
+        {
             "https"
         } else {
             "http"

@@ -13,6 +13,7 @@ pub mod db;
 pub mod deploy_template;
 pub mod drivers;
 pub mod error;
+pub mod http_server;
 pub mod inspection_rule;
 pub mod metrics;
 pub mod node;

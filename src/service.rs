@@ -261,7 +261,7 @@ async fn serve_api(
 ) -> anyhow::Result<()> {
     // Read before listening: a missing or bad certificate stops the start.
     let tls = if config.api.enable_ssl_api {
-        Some(api::server::tls_acceptor(&config.api)?)
+        Some(crate::http_server::tls_acceptor(&config.api)?)
     } else {
         None
     };
@@ -269,7 +269,7 @@ async fn serve_api(
         .await
         .with_context(|| format!("cannot listen on {}", config.api.bind))?;
     banner();
-    api::server::serve(
+    crate::http_server::serve(
         listener,
         tls,
         api::router(state),
@@ -324,7 +324,7 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
             .await
             .with_context(|| format!("cannot listen on {bind} (conductor.metrics_bind)"))?;
         info!("Conductor metrics at http://{bind}/metrics");
-        tokio::spawn(api::server::serve(
+        tokio::spawn(crate::http_server::serve(
             listener,
             None,
             api::ops::metrics_router(db.clone()),

@@ -10,8 +10,8 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 
-use super::server::MAX_BODY_BYTES;
 use crate::error::Error;
+use crate::http_server::MAX_BODY_BYTES;
 
 pub const MIN_VERSION: ApiVersion = ApiVersion(1);
 /// The highest microversion Ferrum announces. Every field and behaviour up to it must be real.

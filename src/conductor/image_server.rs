@@ -30,7 +30,7 @@ pub async fn start(
         .await
         .with_context(|| format!("cannot serve http_root on {bind}"))?;
     tracing::info!("Serving {} at http://{bind}/", root.display());
-    tokio::spawn(crate::api::server::serve(
+    tokio::spawn(crate::http_server::serve(
         listener,
         None,
         router(root),

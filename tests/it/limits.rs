@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ferrum::api::server::{MAX_BODY_BYTES, MAX_HEADER_BYTES};
+use ferrum::http_server::{MAX_BODY_BYTES, MAX_HEADER_BYTES};
 use serde_json::Value;
 use tokio::{
     io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _},
