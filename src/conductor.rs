@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod allocations;
 pub mod dispatch;
+pub mod flows;
 pub mod image_server;
 pub mod inspection;
 pub mod lease;

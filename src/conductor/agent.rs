@@ -4,7 +4,7 @@
 //!
 //! A heartbeat is recorded by [`heartbeat`], one conditional write of the node's
 //! `driver_internal_info`; acting on it (continuing a deploy waiting in `wait call-back`) is
-//! the deploy engine's (`provision::continue_deploy`), run after the reply. Nothing here calls
+//! the deploy engine's (`flows::deploy::continue_deploy`), run after the reply. Nothing here calls
 //! a driver.
 
 use rand::RngCore as _;
@@ -169,9 +169,9 @@ pub async fn heartbeat(
                 let ctx = ctx.clone();
                 ctx.tracker.clone().spawn(async move {
                     let acted = if node.provision_state == ProvisionState::DeployWait {
-                        super::provision::continue_deploy(&ctx, node).await
+                        super::flows::deploy::continue_deploy(&ctx, node).await
                     } else {
-                        super::provision::continue_cleaning(&ctx, node).await
+                        super::flows::clean::continue_cleaning(&ctx, node).await
                     };
                     if let Err(e) = acted {
                         warn!(error = %e, "Could not act on a heartbeat: {e}");

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{
     Ctx,
-    provision::begin,
+    flows::begin,
     task::Task,
     worker::{Failure, Flow, hw},
 };
@@ -125,7 +125,7 @@ pub async fn fail_timed_out_inspection(ctx: &Ctx, node: Node) -> Result<()> {
         node.uuid,
         ctx.config.inspect_wait_timeout.as_secs()
     );
-    super::provision::start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+    super::flows::start(ctx, node, None, "fail", Event::Fail, move |node, _| {
         if node.provision_state != ProvisionState::InspectWait
             || node.provision_updated_at != waited_since
         {
@@ -186,7 +186,7 @@ impl Flow for InspectionData {
             .map_err(|e| format!("Failed to store the inspection data: {e}"))?;
         // The ramdisk is done: the node is powered off (rebooted if it may not be), as Ironic's
         // `clean_up(always_power_off=True)`.
-        let power = super::provision::power_off_or_reboot(task, driver)
+        let power = super::flows::power_off_or_reboot(task, driver)
             .await
             .map_err(|e| format!("Failed to power off the node after inspection: {e}"))?;
         let mut changes = changes.power(Some(power), None);

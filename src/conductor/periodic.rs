@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{Ctx, provision::fail_timed_out_deploy, recovery::recover_node};
+use super::{Ctx, flows::deploy::fail_timed_out_deploy, recovery::recover_node};
 use crate::{
     db,
     rpc::{Route, topology::Rings},
@@ -191,7 +191,7 @@ async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
                     super::inspection::fail_timed_out_inspection(ctx, node).await
                 }
                 ProvisionState::CleanWait => {
-                    super::provision::fail_timed_out_cleaning(ctx, node).await
+                    super::flows::clean::fail_timed_out_cleaning(ctx, node).await
                 }
                 _ => fail_timed_out_deploy(ctx, node).await,
             };

@@ -8,7 +8,7 @@
 
 use tracing::warn;
 
-use super::{Ctx, provision, task};
+use super::{Ctx, flows::rescue::without_rescue_password, task};
 use crate::{
     db,
     node::{Json, Node, NodeChanges, history},
@@ -39,7 +39,7 @@ pub(super) async fn recover_node(ctx: &Ctx, node: &Node, holder: &str, reason: &
         changes.deploy_step = Some(Json::default());
     }
     if state == crate::states::ProvisionState::Rescuing {
-        changes.instance_info = Some(Json(provision::without_rescue_password(node)));
+        changes.instance_info = Some(Json(without_rescue_password(node)));
     }
     let mut moved = false;
     if state.stuck_fail_event_applies() {

@@ -9,7 +9,7 @@
 //! the lock released in the same statement.
 //!
 //! It must not know what any flow does: a flow is handed over as a value, and this module imports
-//! no flow's module (`provision`, `power`).
+//! no flow's module (`flows`, `power`, `vendor`).
 
 use std::panic::AssertUnwindSafe;
 
@@ -51,6 +51,30 @@ pub trait Flow: Send + Sync + 'static {
     }
 }
 
+/// A flow chosen at run time: the one the state a move leads to names (`flows::after`).
+#[async_trait::async_trait]
+impl Flow for Box<dyn Flow> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+        (**self).run(task, driver).await
+    }
+
+    fn failure(&self, node: &Node, message: &str) -> Failure {
+        (**self).failure(node, message)
+    }
+
+    fn failed(&self, ctx: &Ctx, node: &Node) {
+        (**self).failed(ctx, node);
+    }
+
+    fn announces_power(&self) -> bool {
+        (**self).announces_power()
+    }
+}
+
 /// How a failed flow is recorded.
 #[derive(Debug, Default)]
 pub struct Failure {
@@ -59,6 +83,16 @@ pub struct Failure {
     /// Whether the node moves along the table's `fail` edge (a power change never changes the
     /// provision state).
     pub fail_edge: bool,
+}
+
+impl Failure {
+    /// The node moves along its `fail` edge, and nothing is written but `last_error`.
+    pub fn fail_edge() -> Failure {
+        Failure {
+            extra: NodeChanges::default(),
+            fail_edge: true,
+        }
+    }
 }
 
 /// A free worker, taken before the event is applied and then handed the flow.
