@@ -180,6 +180,22 @@ fn deploy_failure(node: &Node) -> NodeChanges {
     }
 }
 
+/// The node at step `index` of its deploy: the step it shows, the index a resumed deploy goes on
+/// from, and the power state the steps so far left, if they changed it.
+fn at_step(node: &Node, step: &DeployStep, index: usize, power: Option<PowerState>) -> NodeChanges {
+    let mut info = node.driver_internal_info.0.clone();
+    info.insert(STEP_INDEX.to_owned(), Value::from(index));
+    let changes = NodeChanges {
+        deploy_step: Some(Json(step.to_object())),
+        driver_internal_info: Some(Json(info)),
+        ..NodeChanges::default()
+    };
+    match power {
+        Some(state) => changes.power(Some(state), None),
+        None => changes,
+    }
+}
+
 /// The deploy's steps, in the order decided when it was asked for, from the first (after
 /// `prepare`) or, when it resumes from `wait call-back`, from the one after the step it waited
 /// in. A step that waits (for the agent to boot, or for one of its commands) moves the node to
@@ -215,31 +231,12 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
         let name = format!("{}.{}", step.interface, step.step);
         // The step the node shows while it runs (the first one was written with the deploy).
         if index > 0 {
-            let mut info = task.node.driver_internal_info.0.clone();
-            info.insert(STEP_INDEX.to_owned(), Value::from(index));
-            let mut changes = NodeChanges {
-                deploy_step: Some(Json(step.to_object())),
-                driver_internal_info: Some(Json(info)),
-                ..NodeChanges::default()
-            };
-            if let Some(state) = power.take() {
-                changes = changes.power(Some(state), None);
-            }
-            task.write(changes)
+            task.write(at_step(&task.node, step, index, power.take()))
                 .await
                 .map_err(|e| format!("Failed to record deploy step {name}: {e}"))?;
         }
         if step.step == HOLD_STEP {
-            let mut info = task.node.driver_internal_info.0.clone();
-            info.insert(STEP_INDEX.to_owned(), Value::from(index));
-            let mut changes = NodeChanges {
-                deploy_step: Some(Json(step.to_object())),
-                driver_internal_info: Some(Json(info)),
-                ..NodeChanges::default()
-            };
-            if let Some(state) = power {
-                changes = changes.power(Some(state), None);
-            }
+            let changes = at_step(&task.node, step, index, power);
             tracing::info!(node.uuid = %task.node.uuid, "Deploy of node {} holds at step {index}", task.node.uuid);
             return task
                 .process_event(Event::Hold, false, changes.release())
@@ -263,16 +260,7 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
         task.node.driver_internal_info.extend(done.remember);
         power = done.power.or(power);
         if done.waits {
-            let mut info = task.node.driver_internal_info.0.clone();
-            info.insert(STEP_INDEX.to_owned(), Value::from(index));
-            let mut changes = NodeChanges {
-                deploy_step: Some(Json(step.to_object())),
-                driver_internal_info: Some(Json(info)),
-                ..NodeChanges::default()
-            };
-            if let Some(state) = power {
-                changes = changes.power(Some(state), None);
-            }
+            let changes = at_step(&task.node, step, index, power);
             task.process_event(Event::Wait, false, changes.release())
                 .await
                 .map_err(|e| format!("Failed to record that deploy step {name} waits: {e}"))?;
