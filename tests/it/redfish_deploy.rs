@@ -160,10 +160,12 @@ async fn a_redfish_virtual_media_node_deploys_with_the_real_agent(stack) {
 
     // The machine's story: two ramdisk boots from the CD, each ended by a power off, then the
     // instance's boot from the disk, with no agent.
-    let events = firmware.events();
-    assert_eq!(ramdisk_boots(&firmware), 2, "{events:?}");
+    let events = firmware
+        .events_ending_with(|e| e.contains("booting from Hdd") && e.contains("no ramdisk"), Duration::from_secs(10))
+        .await;
     let last = events.last().cloned().unwrap_or_default();
     assert!(last.contains("booting from Hdd") && last.contains("no ramdisk"), "{events:?}");
+    assert_eq!(ramdisk_boots(&firmware), 2, "{events:?}");
     let written = firmware.with_log(|log| {
         assert_eq!(log.agents.len(), 2, "{events:?}");
         assert!(!log.running, "{events:?}");

@@ -247,6 +247,7 @@ impl Drop for Emulator {
 /// power and boot settings matter.
 pub struct Firmware {
     seen: Arc<Mutex<FirmwareLog>>,
+    noted: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -264,6 +265,7 @@ impl Emulator {
     /// system boots from its CD holding `iso_url`.
     pub fn firmware(&self, i: usize, api_url: &str, mac: &str, iso_url: &str) -> Firmware {
         let seen = Arc::new(Mutex::new(FirmwareLog::default()));
+        let noted = Arc::new(tokio::sync::Notify::new());
         let watch = Watch {
             http: self.http.clone(),
             base: self.address(),
@@ -273,9 +275,11 @@ impl Emulator {
             mac: mac.to_owned(),
             iso_url: iso_url.to_owned(),
             seen: seen.clone(),
+            noted: noted.clone(),
         };
         Firmware {
             seen,
+            noted,
             task: tokio::spawn(watch.run()),
         }
     }
@@ -300,6 +304,27 @@ impl Firmware {
     /// What happened so far, one line per event.
     pub fn events(&self) -> Vec<String> {
         self.seen.lock().expect("firmware log").events.clone()
+    }
+
+    /// The events once the last one matches `last`, waiting up to `limit` for it: the firmware
+    /// polls the emulator, so it may note a power change a moment after the node shows it.
+    pub async fn events_ending_with(
+        &self,
+        last: impl Fn(&str) -> bool,
+        limit: Duration,
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before the check, so a note made in between still wakes us.
+            let noted = self.noted.notified();
+            let events = self.events();
+            if events.last().is_some_and(|e| last(e)) {
+                return events;
+            }
+            if tokio::time::timeout_at(deadline, noted).await.is_err() {
+                return events;
+            }
+        }
     }
 
     /// Runs `f` over the log (the agents, for their disks and logs).
@@ -334,6 +359,7 @@ struct Watch {
     mac: String,
     iso_url: String,
     seen: Arc<Mutex<FirmwareLog>>,
+    noted: Arc<tokio::sync::Notify>,
 }
 
 impl Watch {
@@ -352,6 +378,7 @@ impl Watch {
     fn note(&self, event: String) {
         eprintln!("firmware of {}: {event}", self.system);
         self.seen.lock().expect("firmware log").events.push(event);
+        self.noted.notify_waiters();
     }
 
     /// Every 100 ms: a system that is on and set to boot from a CD holding the deploy ISO
