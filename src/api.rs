@@ -73,6 +73,8 @@ pub struct ApiState {
     pub auth: Option<Arc<auth::BasicAuth>>,
     /// The node events `GET /ferrum/v1/watch` streams (None: the watch is off).
     pub watch: Option<crate::notifications::watch::Hub>,
+    /// The hardware types of this build, as data (`drivers::catalogue`).
+    pub hardware: &'static crate::node::hardware::Catalogue,
 }
 
 pub fn router(state: ApiState) -> Router {

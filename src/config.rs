@@ -104,7 +104,7 @@ impl Processes {
     }
 }
 
-/// The hooks Ferrum can run over inspection data (`conductor::inspection` runs them), in the
+/// The hooks Ferrum can run over inspection data (`conductor::flows::inspect` runs them), in the
 /// order Ironic's defaults name them (`[inspector]default_hooks`): `ramdisk-error` (the agent's
 /// own error fails the inspection), `validate-interfaces` (the inventory's usable NICs: a valid
 /// MAC, not loopback, the PXE one where the agent names it), `ports` (a port for each of them,

@@ -1,60 +1,21 @@
 //! A deploy template (API 1.55): a named list of deploy steps. A deploy adds the steps of the
 //! templates whose names are among the instance's traits (`instance_info.traits`) to its
-//! driver's (`conductor/steps.rs`). The API writes templates itself, as Ironic's does: no driver
+//! driver's ([`steps_for_deploy`]; the step types are `steps.rs`'). The API writes templates itself, as Ironic's does: no driver
 //! and no node lock is involved. The steps are checked here as Ironic's API schema checks them
 //! (`DEPLOY_STEP_SCHEMA`, `duplicate_steps` in `api/controllers/v1/utils.py`); whether a node's
 //! driver offers them is the conductor's check at deploy time.
 //!
 //! Must not: know HTTP, the database or the conductor.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use crate::steps::DeployStep;
 use crate::{
     error::{Error, Result},
     node::{Json, JsonObject},
     resource::{self, Field, Reset, Resource, Write, set_if},
+    steps::{DriverStep, StepSchema},
 };
-
-/// The interfaces whose steps a deploy runs, in Ironic's order for steps of equal priority
-/// (`DEPLOYING_INTERFACE_PRIORITY`, `conductor/steps.py`): the first runs first.
-pub const DEPLOYING_INTERFACES: &[&str] = &[
-    "vendor",
-    "power",
-    "management",
-    "firmware",
-    "deploy",
-    "bios",
-    "raid",
-];
-
-/// One deploy step, as a template, `driver_internal_info.deploy_steps` and `deploy_step` show it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeployStep {
-    pub interface: String,
-    pub step: String,
-    #[serde(default)]
-    pub args: JsonObject,
-    pub priority: u32,
-}
-
-impl DeployStep {
-    /// The step as JSON (what `deploy_step` holds while it runs).
-    pub fn to_object(&self) -> JsonObject {
-        match serde_json::to_value(self) {
-            Ok(Value::Object(m)) => m,
-            _ => JsonObject::new(),
-        }
-    }
-
-    /// The rank of its interface among equal priorities (lower runs first).
-    pub fn interface_rank(&self) -> usize {
-        DEPLOYING_INTERFACES
-            .iter()
-            .position(|i| *i == self.interface)
-            .unwrap_or(DEPLOYING_INTERFACES.len())
-    }
-}
 
 resource::record_type! {
     /// A deploy template as Ferrum stores and shows it.
@@ -116,18 +77,6 @@ static FIELDS: &[Field<DeployTemplate>] = &[
     resource::links_field!("deploy_templates", SINCE),
 ];
 
-/// How a resource's list of user steps is read (Ironic's `DEPLOY_STEP_SCHEMA` for a deploy
-/// template, `RUNBOOK_STEP_SCHEMA` for a runbook): which resource it is (for errors), what
-/// ranks a step (`priority`, `order`), and whether `args` must be given.
-#[derive(Debug, Clone, Copy)]
-pub struct StepSchema {
-    pub what: &'static str,
-    pub rank: &'static str,
-    pub args_required: bool,
-    /// Whether a step must give its rank (a clean or service request's need not: 0 then).
-    pub rank_required: bool,
-}
-
 /// A deploy template's steps.
 pub const TEMPLATE_STEPS: StepSchema = StepSchema {
     what: "deploy template",
@@ -135,114 +84,6 @@ pub const TEMPLATE_STEPS: StepSchema = StepSchema {
     args_required: true,
     rank_required: true,
 };
-
-/// One step as a client wrote it, its rank read from the schema's `rank` key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserStep {
-    pub interface: String,
-    pub step: String,
-    pub args: JsonObject,
-    pub rank: u32,
-}
-
-impl StepSchema {
-    pub fn invalid(&self, reason: String) -> Error {
-        Error::InvalidParameterValue(format!("Invalid {}: {reason}", self.what))
-    }
-
-    /// A list of at least one step, each an object of exactly `interface` (a deploying or
-    /// cleaning interface: the same list), `step` (a non-empty string), `args` (an object) and
-    /// the rank (an integer of at least 0, or a string of digits), no two with the same
-    /// interface and step (Ironic's `duplicate_steps`).
-    pub fn read(&self, v: Value) -> Result<Vec<UserStep>> {
-        let Value::Array(items) = v else {
-            return Err(self.invalid(format!("steps must be a list, got {v}")));
-        };
-        if items.is_empty() {
-            return Err(self.invalid("steps must hold at least one step".to_owned()));
-        }
-        let mut steps: Vec<UserStep> = Vec::with_capacity(items.len());
-        for item in items {
-            let step = self.read_step(item)?;
-            if steps
-                .iter()
-                .any(|s| s.interface == step.interface && s.step == step.step)
-            {
-                return Err(self.invalid(format!(
-                    "Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: interface: {}, step: {}",
-                    step.interface, step.step
-                )));
-            }
-            steps.push(step);
-        }
-        Ok(steps)
-    }
-
-    fn read_step(&self, item: Value) -> Result<UserStep> {
-        let Value::Object(mut m) = item else {
-            return Err(self.invalid(format!("a step must be an object, got {item}")));
-        };
-        let keys = ["interface", "step", "args", self.rank];
-        for key in keys {
-            let optional =
-                (key == "args" && !self.args_required) || (key == self.rank && !self.rank_required);
-            if !m.contains_key(key) && !optional {
-                return Err(self.invalid(format!("'{key}' is a required property of a step")));
-            }
-        }
-        if let Some(key) = m.keys().find(|k| !keys.contains(&k.as_str())) {
-            return Err(self.invalid(format!(
-                "Additional properties are not allowed in a step ('{key}' was unexpected)"
-            )));
-        }
-        let interface = match m.remove("interface") {
-            Some(Value::String(i)) if DEPLOYING_INTERFACES.contains(&i.as_str()) => i,
-            other => {
-                return Err(self.invalid(format!(
-                    "a step's interface must be one of {}, got {}",
-                    DEPLOYING_INTERFACES.join(", "),
-                    other.unwrap_or_default()
-                )));
-            }
-        };
-        let step = match m.remove("step") {
-            Some(Value::String(s)) if !s.is_empty() => s,
-            other => {
-                return Err(self.invalid(format!(
-                    "a step's name must be a non-empty string, got {}",
-                    other.unwrap_or_default()
-                )));
-            }
-        };
-        let args = match m.remove("args") {
-            Some(Value::Object(a)) => a,
-            None => JsonObject::new(),
-            Some(other) => {
-                return Err(self.invalid(format!("a step's args must be an object, got {other}")));
-            }
-        };
-        let rank = match m.remove(self.rank) {
-            None if !self.rank_required => Some(0),
-            Some(Value::Number(n)) => n.as_u64().and_then(|p| u32::try_from(p).ok()),
-            Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-                s.parse::<u32>().ok()
-            }
-            _ => None,
-        }
-        .ok_or_else(|| {
-            self.invalid(format!(
-                "a step's {} must be an integer of at least 0",
-                self.rank
-            ))
-        })?;
-        Ok(UserStep {
-            interface,
-            step,
-            args,
-            rank,
-        })
-    }
-}
 
 /// A template's `steps` as Ironic's schema takes them ([`StepSchema::read`], with `priority`).
 pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
@@ -256,65 +97,6 @@ pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
             priority: s.rank,
         })
         .collect())
-}
-
-/// A deploy request's `deploy_steps` (API 1.69).
-const REQUEST_STEPS: StepSchema = StepSchema {
-    what: "deploy_steps",
-    rank: "priority",
-    args_required: true,
-    rank_required: true,
-};
-
-/// The `deploy_steps` of a deploy request (API 1.69) as Ironic's schema takes them
-/// (`_DEPLOY_STEPS_SCHEMA`, `api/controllers/v1/node.py`): a list of steps, each read as a
-/// template's is. An empty list asks for nothing, as in Ironic. Whether the driver offers them,
-/// and whether one is named twice, is the conductor's check ([`steps_for_deploy`]).
-pub fn read_user_steps(v: Value) -> Result<Vec<DeployStep>> {
-    let Value::Array(items) = v else {
-        return Err(REQUEST_STEPS.invalid(format!("{v} is not of type 'array'")));
-    };
-    items
-        .into_iter()
-        .map(|item| {
-            let s = REQUEST_STEPS.read_step(item)?;
-            Ok(DeployStep {
-                interface: s.interface,
-                step: s.step,
-                args: s.args,
-                priority: s.rank,
-            })
-        })
-        .collect()
-}
-
-/// The `clean_steps` (API 1.15) or `service_steps` (1.87), named by `what`, of a provision
-/// request as Ironic's `_STEPS_SCHEMA` takes them (`api/controllers/v1/node.py`): a list of
-/// steps, each of `interface` and `step` with optional `args` and `order`, kept as given.
-/// Ironic's `execute_on_child_nodes` and `limit_child_node_execution` are refused by name:
-/// Ferrum does not run steps on child nodes.
-pub fn read_run_steps(what: &'static str, v: Value) -> Result<Vec<Value>> {
-    let schema = StepSchema {
-        what,
-        rank: "order",
-        args_required: false,
-        rank_required: false,
-    };
-    let Value::Array(items) = v else {
-        return Err(schema.invalid(format!("{v} is not of type 'array'")));
-    };
-    for item in &items {
-        let child = ["execute_on_child_nodes", "limit_child_node_execution"]
-            .into_iter()
-            .find(|key| item.get(key).is_some());
-        if let Some(key) = child {
-            return Err(schema.invalid(format!(
-                "'{key}' is not supported: Ferrum does not run steps on child nodes"
-            )));
-        }
-        schema.read_step(item.clone())?;
-    }
-    Ok(items)
 }
 
 /// A new template as a create request's `body` asks for it: `name` and `steps` are required.
@@ -359,7 +141,7 @@ pub fn steps_for_deploy(
     traits: &[String],
     templates: &[DeployTemplate],
     user: &[DeployStep],
-    offered: &[crate::drivers::DriverStep],
+    offered: &[DriverStep],
 ) -> Result<Vec<DeployStep>> {
     let errors = check_user_steps(
         user.iter(),
@@ -416,7 +198,7 @@ pub fn steps_for_deploy(
 /// `offered`; `twice` says why a step named twice is refused.
 fn check_user_steps<'a>(
     given: impl Iterator<Item = &'a DeployStep>,
-    offered: &[crate::drivers::DriverStep],
+    offered: &[DriverStep],
     twice: &str,
 ) -> Vec<String> {
     let mut errors = Vec::new();
@@ -489,6 +271,7 @@ fn check_user_steps<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::steps::read_user_steps;
 
     fn step(v: Value) -> Result<Vec<DeployStep>> {
         read_steps(json!([v]))
@@ -528,7 +311,6 @@ mod tests {
 
     #[test]
     fn templates_of_the_instance_traits_apply_over_the_driver_steps() {
-        use crate::drivers::DriverStep;
         const BIOS: DriverStep = DriverStep {
             interface: "bios",
             step: "apply_configuration",
@@ -604,7 +386,6 @@ mod tests {
 
     #[test]
     fn request_steps_override_templates_which_override_the_driver() {
-        use crate::drivers::DriverStep;
         const WRITE: DriverStep = DriverStep {
             interface: "deploy",
             step: "write_image",

@@ -26,5 +26,6 @@ pub mod runbook;
 pub mod schema;
 pub mod service;
 pub mod states;
+pub mod steps;
 pub mod telemetry;
 pub mod volume;

@@ -15,6 +15,7 @@ pub mod bios;
 pub mod console;
 pub mod fields;
 pub mod firmware;
+pub mod hardware;
 pub mod history;
 mod interfaces;
 pub mod inventory;
@@ -22,6 +23,7 @@ pub mod management;
 pub mod mask;
 pub mod network_data;
 mod power;
+pub mod raid;
 mod verb;
 
 use chrono::NaiveDateTime;

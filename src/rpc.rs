@@ -76,7 +76,7 @@ pub enum RpcRequest {
         configdrive: Option<Value>,
         /// The request's own deploy steps (API 1.69), checked against the schema by the API.
         #[serde(default)]
-        deploy_steps: Vec<crate::deploy_template::DeployStep>,
+        deploy_steps: Vec<crate::steps::DeployStep>,
     },
     DoNodeTearDown {
         node: Box<Node>,

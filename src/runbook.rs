@@ -7,30 +7,19 @@
 //! either version (Ironic gives it none and backfills only existing runbooks, in a data
 //! migration: a runbook made by an older client could then not be used by a newer one).
 //! The API writes runbooks itself, as Ironic's does; its steps are read as a deploy template's
-//! are ([`deploy_template::StepSchema`]), ranked by `order` and with `args` optional.
+//! are ([`crate::steps::StepSchema`]), ranked by `order` and with `args` optional.
 //!
 //! Must not: know HTTP, the database or the conductor.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::{
-    deploy_template::{StepSchema, UserStep},
     error::{Error, Result},
     node::{Json, JsonObject, validate_length, validate_trait},
     patch::{Op, PatchOp},
     resource::{self, Field, Reset, Resource, Write, boolean, opt_string, set_if},
+    steps::{RunbookStep, StepSchema, UserStep},
 };
-
-/// One step of a runbook, as a response shows it and a clean is given it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunbookStep {
-    pub interface: String,
-    pub step: String,
-    #[serde(default)]
-    pub args: JsonObject,
-    pub order: u32,
-}
 
 resource::record_type! {
     /// A runbook as Ferrum stores and shows it.

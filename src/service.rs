@@ -13,7 +13,7 @@ use crate::{
     conductor,
     config::{AuthStrategy, Config},
     db::{self, Db, redact_url},
-    drivers::Registry,
+    drivers::{self, Registry},
     notifications::{self, Notifier, Service, Sink, amqp::Publisher, watch},
     rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
 };
@@ -228,6 +228,7 @@ fn api_state(
         notifier,
         auth,
         watch,
+        hardware: drivers::catalogue(),
     })
 }
 

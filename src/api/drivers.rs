@@ -3,7 +3,7 @@
 //!
 //! Which hardware types exist, and which of their interfaces are enabled, is read from the alive
 //! conductors' rows (each registers what its configuration enables); their properties from the
-//! build's catalogue (`drivers::catalogue`).
+//! build's catalogue (`ApiState::hardware`).
 
 use std::collections::BTreeMap;
 
@@ -17,9 +17,13 @@ use super::{
 };
 use crate::{
     db::{self, models::Conductor},
-    drivers::{self, HardwareType},
     error::{Error, Result},
-    node::{InterfaceKind, fields::links},
+    node::{
+        InterfaceKind,
+        fields::links,
+        hardware::{Catalogue, HardwareTypeFacts},
+        raid::LOGICAL_DISK_PROPERTIES,
+    },
 };
 
 /// Driver name → the conductors alive now that offer it.
@@ -56,6 +60,7 @@ async fn offering(state: &ApiState, name: &str) -> Result<Vec<Conductor>> {
 /// enabled ones, and a default (assumed the same on every conductor). A conductor of a release
 /// that registered none is taken to enable every interface of the build's hardware type.
 fn enabled_interfaces(
+    hardware: &Catalogue,
     name: &str,
     kind: InterfaceKind,
     conductors: &[Conductor],
@@ -75,12 +80,12 @@ fn enabled_interfaces(
                     .unwrap_or_default(),
                 ),
                 None => {
-                    let names: Vec<String> = drivers::catalogue()
+                    let names: Vec<String> = hardware
                         .get(name)
                         .map(|hw| hw.interface_names(kind))
                         .unwrap_or_default()
-                        .into_iter()
-                        .map(str::to_owned)
+                        .iter()
+                        .map(|n| (*n).to_owned())
                         .collect();
                     (names.first().cloned(), names)
                 }
@@ -119,6 +124,7 @@ fn interfaces_shown_since(kind: InterfaceKind) -> u32 {
 const DYNAMIC_DRIVERS: u32 = 30;
 
 fn driver_view(
+    hardware: &Catalogue,
     base: &str,
     name: &str,
     conductors: &[Conductor],
@@ -142,7 +148,7 @@ fn driver_view(
             if !version.at_least(interfaces_shown_since(kind)) {
                 continue;
             }
-            let (default, enabled) = enabled_interfaces(name, kind, conductors);
+            let (default, enabled) = enabled_interfaces(hardware, name, kind, conductors);
             v[format!("default_{}_interface", kind.name())] = json!(default);
             v[format!("enabled_{}_interfaces", kind.name())] = json!(enabled);
         }
@@ -245,7 +251,7 @@ pub async fn list(
         .iter()
         .map(|(name, conductors)| {
             select_fields(
-                driver_view(&base, name, conductors, version, detail),
+                driver_view(state.hardware, &base, name, conductors, version, detail),
                 fields.as_deref(),
             )
         })
@@ -263,14 +269,14 @@ pub async fn show(
 ) -> Result<Json<Value>> {
     let fields = read_fields(version, q.fields.as_deref())?;
     let conductors = offering(&state, &name).await?;
-    let view = driver_view(&base, &name, &conductors, version, true);
+    let view = driver_view(state.hardware, &base, &name, &conductors, version, true);
     Ok(Json(select_fields(view, fields.as_deref())?))
 }
 
 /// The hardware type `name` as a conductor offers it (DriverNotFound otherwise).
-async fn offered(state: &ApiState, name: &str) -> Result<&'static HardwareType> {
+async fn offered(state: &ApiState, name: &str) -> Result<&'static HardwareTypeFacts> {
     offering(state, name).await?;
-    drivers::catalogue().get(name).ok_or_else(|| {
+    state.hardware.get(name).ok_or_else(|| {
         Error::internal(format!(
             "a conductor offers {name}, which this API's build does not know"
         ))
@@ -283,7 +289,7 @@ pub async fn properties(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Value>> {
     let hw = offered(&state, &name).await?;
-    Ok(Json(json!(hw.properties())))
+    Ok(Json(json!(hw.properties)))
 }
 
 /// GET /v1/drivers/{name}/raid/logical_disk_properties (1.12): what a target RAID
@@ -298,9 +304,6 @@ pub async fn raid_logical_disk_properties(
         return Err(Error::NotAcceptable("Request not acceptable.".to_owned()));
     }
     offered(&state, &name).await?;
-    let properties: BTreeMap<_, _> = drivers::raid::LOGICAL_DISK_PROPERTIES
-        .iter()
-        .copied()
-        .collect();
+    let properties: BTreeMap<_, _> = LOGICAL_DISK_PROPERTIES.iter().copied().collect();
     Ok(Json(json!(properties)))
 }

@@ -255,9 +255,15 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
             node,
             inventory,
             plugin_data,
-        } => super::inspection::continue_inspection(&ctx, *node, inventory, plugin_data, deadline)
-            .await
-            .map(|()| RpcReply::Accepted),
+        } => super::flows::inspect::continue_inspection(
+            &ctx,
+            *node,
+            inventory,
+            plugin_data,
+            deadline,
+        )
+        .await
+        .map(|()| RpcReply::Accepted),
         RpcRequest::GetNodeWithToken { node } => agent::get_node_with_token(&ctx, *node, deadline)
             .await
             .map(|n| RpcReply::Node(Box::new(n))),

@@ -318,7 +318,7 @@ pub async fn set_target_raid_config(
     change_node(ctx, &uuid, Some(node), deadline, |node| {
         if !target_raid_config.is_empty() {
             drivers::require_interface(node, InterfaceKind::Raid)?;
-            drivers::raid::validate(&target_raid_config)?;
+            crate::node::raid::validate(&target_raid_config)?;
         }
         let changes = NodeChanges {
             target_raid_config: Some(Json(target_raid_config.clone())),

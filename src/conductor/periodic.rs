@@ -188,7 +188,7 @@ async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
             let uuid = node.uuid.clone();
             let failed = match state {
                 ProvisionState::InspectWait => {
-                    super::inspection::fail_timed_out_inspection(ctx, node).await
+                    super::flows::inspect::fail_timed_out_inspection(ctx, node).await
                 }
                 ProvisionState::CleanWait => {
                     super::flows::clean::fail_timed_out_cleaning(ctx, node).await

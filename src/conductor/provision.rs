@@ -16,8 +16,8 @@ pub use super::flows::{
 use super::{
     Ctx,
     flows::{
-        deploy::without_deploy_steps, inspect::require_inspectable, start, step_id,
-        step_runner::StepRun,
+        clean::CleanSteps, deploy::without_deploy_steps, inspect::require_inspectable,
+        service::ServiceSteps, start, step_id, step_runner::StepRun,
     },
 };
 use crate::{
@@ -107,7 +107,7 @@ pub async fn do_provisioning_action(
                         "By request, the clean operation was aborted during or after the completion of step \"{step}\""
                     )));
                 }
-                extra.driver_internal_info = Some(Json(StepRun::Clean.without_info(node)));
+                extra.driver_internal_info = Some(Json(CleanSteps.without_info(node)));
                 extra.clean_step = Some(Json::default());
             }
             if what == "service" {
@@ -123,7 +123,7 @@ pub async fn do_provisioning_action(
                     )));
                 }
                 extra.service_step = Some(Json::default());
-                extra.driver_internal_info = Some(Json(StepRun::Service.without_info(node)));
+                extra.driver_internal_info = Some(Json(ServiceSteps.without_info(node)));
             }
         }
         Ok(extra)

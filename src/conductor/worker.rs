@@ -175,7 +175,7 @@ impl Worker {
     pub fn run(self, task: Task, flow: impl Flow) -> Result<()> {
         let mut driver = task.ctx().drivers.for_node(&task.node)?;
         if !flow.announces_power() {
-            driver = super::power::announcing(driver, &task.ctx().notifier);
+            driver = super::power_announce::announcing(driver, &task.ctx().notifier);
         }
         let ctx = task.ctx().clone();
         let span = info_span!("work", node.uuid = %task.node.uuid, work = flow.name());

@@ -28,6 +28,7 @@ const FLOORS: &[&[&str]] = &[
         "inspection_rule",
         "notifications",
     ],
+    &["steps"],
     &["deploy_template"],
     &["runbook"],
     &["db"],
@@ -44,18 +45,7 @@ const FLOORS: &[&[&str]] = &[
 const NEVER: &[(&str, &str)] = &[("api", "conductor"), ("api", "drivers")];
 
 /// Arrows against the plan that remain, and what removes each.
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "api",
-        "drivers",
-        "the hardware types' catalogue (interfaces, properties, RAID's logical disk properties) as data below api",
-    ),
-    (
-        "deploy_template",
-        "drivers",
-        "the step types of drivers, deploy templates and runbooks in one room below both",
-    ),
-];
+const KNOWN: &[(&str, &str, &str)] = &[];
 
 fn floor_of(module: &str) -> Option<usize> {
     FLOORS.iter().position(|floor| floor.contains(&module))
@@ -217,4 +207,227 @@ fn the_reader_sees_grouped_and_plain_paths_and_skips_comments_and_tests() {
     );
     let found: Vec<String> = imports_of(&code).into_iter().collect();
     assert_eq!(found, ["a", "b", "g"]);
+}
+
+/// A file's module path under `src/` (`src/conductor/flows/inspect.rs` → `conductor::flows::inspect`,
+/// `src/lib.rs` → the crate root).
+fn module_path_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).expect("a file under src/");
+    let mut path: Vec<String> = relative
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|last| last == "mod") || path == ["lib"] || path == ["main"] {
+        path.pop();
+    }
+    path
+}
+
+/// The paths of a `use` tree (or an inline path) starting at `text`: `a::b::{c, d::{self, e}}`
+/// gives `a::b::c`, `a::b::d`, `a::b::d::e`. Only the segments matter, not what they import.
+fn use_tree_paths(text: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix.to_vec();
+    let mut at = 0;
+    loop {
+        let rest = &text[at..];
+        let trimmed = rest.trim_start();
+        at += rest.len() - trimmed.len();
+        if let Some(group) = trimmed.strip_prefix('{') {
+            at += 1;
+            let mut consumed = 0;
+            loop {
+                let item = &group[consumed..];
+                let skipped = item.len() - item.trim_start().len();
+                consumed += skipped;
+                if group[consumed..].starts_with('}') {
+                    consumed += 1;
+                    break;
+                }
+                consumed += use_tree_paths(&group[consumed..], &path, out);
+                let after = &group[consumed..];
+                let skipped = after.len() - after.trim_start().len();
+                consumed += skipped;
+                if group[consumed..].starts_with(',') {
+                    consumed += 1;
+                } else if group[consumed..].starts_with('}') {
+                    consumed += 1;
+                    break;
+                } else {
+                    break;
+                }
+            }
+            return at + consumed;
+        }
+        let Some(name) = identifier_at(trimmed) else {
+            out.push(path);
+            return at;
+        };
+        at += name.len();
+        if name != "self" {
+            path.push(name.to_owned());
+        }
+        if text[at..].starts_with("::") {
+            at += 2;
+        } else {
+            out.push(path);
+            // Skip an `as alias`.
+            return at;
+        }
+    }
+}
+
+/// The file that defines module `path` (or the deepest module of it that has a file).
+fn file_of(src: &Path, path: &[String]) -> Option<PathBuf> {
+    (0..=path.len()).rev().find_map(|n| {
+        let prefix = &path[..n];
+        let candidates = if prefix.is_empty() {
+            vec![src.join("lib.rs")]
+        } else {
+            let joined = prefix.join("/");
+            vec![
+                src.join(format!("{joined}.rs")),
+                src.join(joined).join("mod.rs"),
+            ]
+        };
+        candidates.into_iter().find(|c| c.is_file())
+    })
+}
+
+/// Every arrow between files of `src/`: file A names a path into file B's module. A child's
+/// arrow to its own parent module (or the parent's parent) is not counted: a module's files
+/// share what their root file declares, as farm-studio reads a house.
+fn file_arrows() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut arrows: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    for file in &files {
+        let module = module_path_of(&src, file);
+        let code = code_of(&std::fs::read_to_string(file).expect("read a source file"));
+        let mut paths = Vec::new();
+        for start in ["crate::", "super::", "self::"] {
+            for (at, _) in code.match_indices(start) {
+                let before = code[..at].trim_end();
+                if before.ends_with("::")
+                    || before.ends_with('{')
+                    || before.ends_with(',')
+                    || before.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                        && !before.ends_with("use")
+                {
+                    continue;
+                }
+                let mut base = match start {
+                    "crate::" => Vec::new(),
+                    _ => module.clone(),
+                };
+                let mut rest = &code[at + start.len()..];
+                if start == "super::" {
+                    base.pop();
+                    while let Some(more) = rest.strip_prefix("super::") {
+                        base.pop();
+                        rest = more;
+                    }
+                }
+                use_tree_paths(rest, &base, &mut paths);
+            }
+        }
+        for path in paths {
+            let Some(target) = file_of(&src, &path) else {
+                continue;
+            };
+            let target_module = module_path_of(&src, &target);
+            let is_ancestor = module.starts_with(&target_module);
+            if target != *file && !is_ancestor {
+                arrows.entry(file.clone()).or_default().insert(target);
+            }
+        }
+    }
+    arrows
+}
+
+/// The files of `arrows` that lie on a circle, each with the arrows from it that close one.
+fn files_in_circles(arrows: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<(PathBuf, Vec<PathBuf>)> {
+    // Every file reachable from `from`.
+    let reaches = |from: &PathBuf| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(file) = todo.pop() {
+            for next in arrows.get(&file).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    arrows
+        .iter()
+        .filter(|(file, _)| reaches(file).contains(*file))
+        .map(|(file, targets)| {
+            let closing = targets
+                .iter()
+                .filter(|next| reaches(next).contains(file))
+                .cloned()
+                .collect();
+            (file.clone(), closing)
+        })
+        .collect()
+}
+
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let short = |file: &PathBuf| {
+        file.strip_prefix(&src)
+            .unwrap_or(file)
+            .display()
+            .to_string()
+    };
+    let circles: Vec<String> = files_in_circles(&file_arrows())
+        .iter()
+        .map(|(file, closing)| {
+            let to: Vec<String> = closing.iter().map(short).collect();
+            format!("{} -> {}", short(file), to.join(", "))
+        })
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "files in import circles (each with the arrows that close one):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_file_arrows_are_read_from_use_trees_and_paths() {
+    let mut paths = Vec::new();
+    use_tree_paths("a::{b, c::{self, d}}, e;", &["x".to_owned()], &mut paths);
+    let joined: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert_eq!(joined, ["x::a::b", "x::a::c", "x::a::c::d"]);
+    // A circle of three is found, and a file that only leads into it is not on it.
+    let graph: BTreeMap<PathBuf, BTreeSet<PathBuf>> =
+        [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")]
+            .into_iter()
+            .map(|(from, to)| (PathBuf::from(from), BTreeSet::from([PathBuf::from(to)])))
+            .collect();
+    let on_circle: Vec<PathBuf> = files_in_circles(&graph)
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(on_circle, ["a", "b", "c"].map(PathBuf::from));
+    // The circle this test would find: flows/inspect.rs's parent module imports it, and a
+    // sibling of that parent would import the parent back.
+    let arrows = file_arrows();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let flows = src.join("conductor/flows.rs");
+    assert!(
+        arrows[&flows].contains(&src.join("conductor/flows/deploy.rs")),
+        "the parent's arrow to its child is read: {:?}",
+        arrows[&flows]
+    );
+    assert!(
+        arrows[&src.join("conductor/dispatch.rs")]
+            .contains(&src.join("conductor/flows/inspect.rs")),
+        "an inline path (super::flows::inspect::continue_inspection) is read"
+    );
 }

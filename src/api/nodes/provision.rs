@@ -11,13 +11,13 @@ use crate::{
         ApiState, BaseUrl,
         extract::{ApiJson, ApiPath, ApiVersion, RequestId},
     },
-    deploy_template::{self, DeployStep},
     error::{Error, Result},
     node::Verb,
     resource,
     rpc::RpcRequest,
     runbook,
     states::ProvisionState,
+    steps::{self, DeployStep},
 };
 
 #[derive(Debug, Deserialize)]
@@ -200,7 +200,7 @@ fn read_run_steps(what: &'static str, given: Option<Value>) -> Result<Option<Vec
     match given {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) if items.is_empty() => Ok(None),
-        Some(v) => deploy_template::read_run_steps(what, v).map(Some),
+        Some(v) => steps::read_run_steps(what, v).map(Some),
     }
 }
 
@@ -230,7 +230,7 @@ fn read_deploy_steps(
                 .to_owned(),
         ));
     }
-    deploy_template::read_user_steps(steps.unwrap_or_default())
+    steps::read_user_steps(steps.unwrap_or_default())
 }
 
 /// The keys of a configdrive given as an object (1.56; `vendor_data` 1.59), from which the

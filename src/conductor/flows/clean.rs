@@ -14,7 +14,7 @@ use super::{
     HOLD_STEP,
     agent_wait::{self, AgentWait},
     ports_for_agent, power_off_or_reboot, start, step_id,
-    step_runner::{StepRun, run_steps, step_args},
+    step_runner::{StepRun, run_steps},
 };
 use crate::{
     conductor::{
@@ -22,9 +22,10 @@ use crate::{
         task::Task,
         worker::{Failure, Flow, hw},
     },
+    db,
     drivers::{Driver, StepContext, StepPoll},
     error::{Error, Result},
-    node::{self, Json, Node, NodeChanges, without_agent_boot},
+    node::{self, Json, JsonObject, Node, NodeChanges, without_agent_boot},
     states::{Event, ProvisionState},
 };
 
@@ -47,10 +48,10 @@ pub async fn do_node_clean(
         "clean",
         Event::Clean,
         |node, driver| {
-            StepRun::Clean.check(node, driver, &clean_steps)?;
-            let mut info = StepRun::Clean.with_steps(node, &clean_steps);
+            CleanSteps.check(node, driver, &clean_steps)?;
+            let mut info = CleanSteps.with_steps(node, &clean_steps);
             info.insert(
-                StepRun::Clean.disable_ramdisk_key().to_owned(),
+                CleanSteps.disable_ramdisk_key().to_owned(),
                 Value::Bool(disable_ramdisk),
             );
             Ok(NodeChanges {
@@ -149,7 +150,7 @@ async fn manual_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
     } else if boot_cleaning_ramdisk(task, driver).await? {
         return Ok(());
     }
-    run_steps(task, driver, StepRun::Clean, 0).await
+    run_steps(task, driver, CleanSteps, 0).await
 }
 
 /// Boots the deploy ramdisk for cleaning (the deploy interface's `prepare_cleaning`). An
@@ -173,7 +174,7 @@ async fn boot_cleaning_ramdisk(
     }
     // The ramdisk booted for this cleaning has a new agent, URL and token.
     let mut info = without_agent_boot(&task.node.driver_internal_info);
-    info.remove(StepRun::Clean.keys().1);
+    info.remove(CleanSteps.keys().1);
     let mut changes = NodeChanges {
         driver_internal_info: Some(Json(info)),
         ..NodeChanges::default()
@@ -195,7 +196,7 @@ async fn boot_cleaning_ramdisk(
 /// cleaning decides its steps from them: those of priority above 0, highest first. Then the
 /// steps run from the one after the step it waited in.
 async fn resume_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-    let reached = StepRun::Clean.reached(&task.node);
+    let reached = CleanSteps.reached(&task.node);
     if reached.is_none() {
         let uuid = task.node.uuid.clone();
         let ports = ports_for_agent(task)
@@ -221,7 +222,7 @@ async fn resume_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
                 .filter_map(|s| s.as_object().and_then(step_id))
                 .collect();
             tracing::info!(node.uuid = %uuid, "Automated cleaning of node {uuid} runs {names:?}");
-            info.insert(StepRun::Clean.keys().0.to_owned(), Value::Array(steps));
+            info.insert(CleanSteps.keys().0.to_owned(), Value::Array(steps));
         }
         task.write(NodeChanges {
             driver_internal_info: Some(Json(info)),
@@ -230,12 +231,12 @@ async fn resume_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
         .await
         .map_err(|e| format!("Failed to record the clean steps of node {uuid}: {e}"))?;
     }
-    run_steps(task, driver, StepRun::Clean, reached.map_or(0, |i| i + 1)).await
+    run_steps(task, driver, CleanSteps, reached.map_or(0, |i| i + 1)).await
 }
 
 /// The steps automated cleaning runs of those offered: priority above 0, highest first (ties
 /// in the order offered), as the step objects cleaning keeps.
-fn automated_clean_steps(mut offered: Vec<crate::drivers::CleanStep>) -> Vec<Value> {
+fn automated_clean_steps(mut offered: Vec<crate::steps::CleanStep>) -> Vec<Value> {
     offered.retain(|s| s.priority > 0);
     offered.sort_by_key(|s| std::cmp::Reverse(s.priority));
     offered
@@ -290,11 +291,129 @@ async fn abort_clean(task: &mut Task, driver: &Driver) -> std::result::Result<()
         .map_err(|e| failed(e.to_string()))
 }
 
+/// The steps of a cleaning, run by the step runner ([`run_steps`]): checked against the
+/// driver's clean steps, shown in `clean_step`, run on their interfaces and, in band, waited for
+/// in the agent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CleanSteps;
+
+#[async_trait::async_trait]
+impl StepRun for CleanSteps {
+    fn name(self) -> &'static str {
+        "clean"
+    }
+
+    fn keys(self) -> (&'static str, &'static str) {
+        ("clean_steps", "clean_step_index")
+    }
+
+    fn disable_ramdisk_key(self) -> &'static str {
+        DISABLE_RAMDISK
+    }
+
+    fn check_step(self, node: &Node, driver: &Driver, step: &Value) -> Result<()> {
+        check_clean_step(node, driver, step)
+    }
+
+    fn showing(self, mut changes: NodeChanges, step: JsonObject) -> NodeChanges {
+        changes.clean_step = Some(Json(step));
+        changes
+    }
+
+    /// Manual cleaning goes back to manageable, automated cleaning on to available (a retired
+    /// node to manageable: it is not handed out again).
+    fn end_event(self, node: &Node) -> Event {
+        if is_manual_clean(node) || node.retired {
+            Event::Manage
+        } else {
+            Event::Done
+        }
+    }
+
+    fn in_band(self, node: &Node, driver: &Driver) -> bool {
+        cleans_in_ramdisk(node, driver)
+    }
+
+    fn waits_before(self, _: &Node, _: &str, _: &str) -> bool {
+        false
+    }
+
+    /// A clean step that runs on in the agent leaves the cleaning in `clean wait`, the lock
+    /// released, with a poller asking the agent how the step does.
+    async fn execute(
+        self,
+        task: &mut Task,
+        driver: &Driver,
+        index: usize,
+        step: &Value,
+        ports: &[Value],
+    ) -> std::result::Result<bool, String> {
+        let interface = step
+            .get("interface")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let name = step.get("step").and_then(Value::as_str).unwrap_or_default();
+        if !execute_clean_step(task, driver, step, interface, name, ports).await? {
+            return Ok(false);
+        }
+        tracing::info!(node.uuid = %task.node.uuid,
+            "Clean step {interface}.{name} of node {} runs in its agent; the cleaning waits for it", task.node.uuid);
+        task.process_event(Event::Wait, false, NodeChanges::default().release())
+            .await
+            .map_err(|e| {
+                format!("Failed to record that clean step {interface}.{name} waits: {e}")
+            })?;
+        agent_wait::spawn_poller(task.ctx().clone(), task.node.clone(), CleanCallback, index);
+        Ok(true)
+    }
+}
+
+/// Runs one clean step on its interface; what a BIOS step did to the settings is stored under
+/// the lock the cleaning holds, as Ironic's BIOS interfaces store it. Whether the step runs on
+/// in the node's agent, for the cleaning to wait for.
+async fn execute_clean_step(
+    task: &Task,
+    driver: &Driver,
+    step: &Value,
+    interface: &str,
+    name: &str,
+    ports: &[Value],
+) -> std::result::Result<bool, String> {
+    let args = step_args(step);
+    let uuid = task.node.uuid.clone();
+    let failed = |e: &dyn std::fmt::Display| format!("Node {uuid} failed step {step}: {e}");
+    let context = StepContext {
+        driver,
+        ports,
+        config: &task.ctx().config,
+    };
+    let done = hw(
+        task,
+        driver.execute_clean_step(&task.node, interface, name, &args, &context),
+    )
+    .await?
+    .map_err(|e| failed(&e))?;
+    if let Some(settings) = done.bios_settings {
+        db::bios::sync(&task.ctx().db, task.node.id, &settings)
+            .await
+            .map_err(|e| failed(&e))?;
+    }
+    Ok(done.waits)
+}
+
+/// A step's `args` (an empty object when it has none).
+pub(super) fn step_args(step: &Value) -> serde_json::Map<String, Value> {
+    step.get("args")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Checks one step of a manual cleaning against the node's driver (Ironic's
 /// `_validate_user_clean_steps`): offered by an interface, no argument it does not take, every
 /// required one given, and the arguments as the interface wants them. The reserved `hold` step
 /// belongs to the conductor.
-pub(super) fn check_clean_step(node: &Node, driver: &Driver, step: &Value) -> Result<()> {
+fn check_clean_step(node: &Node, driver: &Driver, step: &Value) -> Result<()> {
     let interface = step.get("interface").and_then(Value::as_str);
     let name = step.get("step").and_then(Value::as_str);
     let (Some(interface), Some(name)) = (interface, name) else {
@@ -345,7 +464,7 @@ pub(super) fn check_clean_step(node: &Node, driver: &Driver, step: &Value) -> Re
 
 /// Whether the node's cleaning runs in its deploy ramdisk: the deploy interface cleans in band
 /// and the cleaning did not disable the ramdisk (API 1.70).
-pub(super) fn cleans_in_ramdisk(node: &Node, driver: &Driver) -> bool {
+fn cleans_in_ramdisk(node: &Node, driver: &Driver) -> bool {
     driver.deploy.cleans_in_band()
         && !node
             .driver_internal_info
@@ -355,13 +474,13 @@ pub(super) fn cleans_in_ramdisk(node: &Node, driver: &Driver) -> bool {
 }
 
 /// Whether the node's cleaning is a manual one (it returns to manageable).
-pub(super) fn is_manual_clean(node: &Node) -> bool {
+fn is_manual_clean(node: &Node) -> bool {
     node.target_provision_state == Some(ProvisionState::Manageable)
 }
 
 /// Where manual cleaning keeps whether it runs without booting the ramdisk (API 1.70, Ironic's
 /// `driver_internal_info.cleaning_disable_ramdisk`), removed when cleaning ends.
-pub(super) const DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
+const DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
 
 /// What a failed cleaning writes besides `last_error` (Ironic's `cleaning_error_handler`): the
 /// steps forgotten, so that the next cleaning reads them again; and when a clean step had begun,
@@ -370,11 +489,11 @@ pub(super) const DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
 /// clears the fault.
 fn clean_failure(node: &Node, message: &str) -> NodeChanges {
     let mut changes = NodeChanges {
-        driver_internal_info: Some(Json(StepRun::Clean.without_info(node))),
+        driver_internal_info: Some(Json(CleanSteps.without_info(node))),
         clean_step: Some(Json::default()),
         ..NodeChanges::default()
     };
-    if StepRun::Clean.reached(node).is_some() {
+    if CleanSteps.reached(node).is_some() {
         changes.maintenance = Some(true);
         changes.fault = Some(Some(CLEAN_FAILURE.to_owned()));
         if node.maintenance_reason.as_deref().is_none_or(str::is_empty) {
@@ -424,7 +543,7 @@ impl AgentWait for CleanCallback {
 fn clean_step_at(node: &Node, index: usize) -> Option<(String, String)> {
     let step = node
         .driver_internal_info
-        .get(StepRun::Clean.keys().0)?
+        .get(CleanSteps.keys().0)?
         .as_array()?
         .get(index)?;
     Some((
@@ -437,7 +556,7 @@ fn clean_step_at(node: &Node, index: usize) -> Option<(String, String)> {
 /// heartbeat (finished once the agent has called back), held then unheld (finished), or waiting
 /// for the agent's step (asked of the agent).
 async fn poll_cleaning(ctx: &Ctx, node: &Node) -> Result<StepPoll> {
-    let Some(index) = StepRun::Clean.reached(node) else {
+    let Some(index) = CleanSteps.reached(node) else {
         return Ok(if node.driver_internal_info.contains_key("agent_url") {
             StepPoll::Finished
         } else {
@@ -480,11 +599,11 @@ pub async fn continue_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
 /// Resumes (finished) or fails (failed) the cleaning of `node` waiting in `clean wait`,
 /// provided it still waits where it did (a heartbeat and the poller may both get here).
 async fn settle_cleaning(ctx: &Ctx, node: Node, poll: StepPoll) -> Result<()> {
-    let reached = StepRun::Clean.reached(&node);
+    let reached = CleanSteps.reached(&node);
     let waited_since = node.provision_updated_at;
     let still_waiting = move |node: &Node| {
         if node.provision_state == ProvisionState::CleanWait
-            && StepRun::Clean.reached(node) == reached
+            && CleanSteps.reached(node) == reached
             && node.provision_updated_at == waited_since
         {
             Ok(())
@@ -502,7 +621,7 @@ async fn settle_cleaning(ctx: &Ctx, node: Node, poll: StepPoll) -> Result<()> {
 /// (Ironic's `_check_cleanwait_timeouts`), saying which step waited for what. As for deploys,
 /// only unlocked nodes not in maintenance, of this conductor, are passed.
 pub async fn fail_timed_out_cleaning(ctx: &Ctx, node: Node) -> Result<()> {
-    let what = match StepRun::Clean
+    let what = match CleanSteps
         .reached(&node)
         .and_then(|i| clean_step_at(&node, i))
     {

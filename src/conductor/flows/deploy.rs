@@ -20,12 +20,12 @@ use crate::{
         task::Task,
         worker::{Failure, Flow, hw},
     },
-    configdrive, db,
-    deploy_template::{self, DeployStep},
-    drivers::{Driver, DriverStep, StepContext, StepPoll},
+    configdrive, db, deploy_template,
+    drivers::{Driver, StepContext, StepPoll},
     error::{Error, Result},
     node::{Json, Node, NodeChanges, PowerState, without_agent_boot},
     states::{Event, ProvisionState},
+    steps::{DeployStep, DriverStep},
 };
 
 pub async fn do_node_deploy(

@@ -1,17 +1,35 @@
-//! Inspection (`inspect`): the fake inspect interface's, which completes at once, or the start
-//! of the `agent` one's, which boots the ramdisk and waits for its data (`inspection.rs`)
-//! (`Inspect`).
+//! Inspection (`inspect`): the fake inspect interface's, which completes at once, or the
+//! `agent` one's (API 1.84; Ironic's `inspector/agent.py` and `conductor/inspection.py`):
+//! inspecting boots the ramdisk and waits in `inspect wait`; the agent posts what it found to
+//! `/v1/continue_inspection`, whose conductor takes the node (`inspect wait` -> `inspecting`),
+//! runs the inspection hooks over the data, then the inspection rules of the `main` phase (API
+//! 1.96, `inspection_rule::apply_rules`), stores the inventory (API 1.81) and finishes in
+//! `manageable`, powering the node off, with the rules' changes to the node in the same write. A
+//! hook or a rule that fails (a rule's `fail` action included), or the agent's own error, fails
+//! the inspection with the reason in `last_error`; an agent that never posts is failed by
+//! `inspect_wait_timeout` (`periodic.rs`).
 
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{begin, power_off_or_reboot, start};
 use crate::{
     conductor::{
-        inspection,
+        Ctx,
         task::Task,
-        worker::{Failure, Flow},
+        worker::{Failure, Flow, hw},
     },
+    db,
     drivers::{Driver, require_interface},
     error::{Error, Result},
-    node::{self, InterfaceKind, Node, NodeChanges},
-    states::Event,
+    inspection_rule,
+    node::{
+        self, InterfaceKind, JsonObject, Node, NodeChanges, PowerState, inventory::NodeInventory,
+    },
+    ports::{Port, normalize_mac},
+    states::{Event, ProvisionState},
 };
 
 /// Inspecting the node, run by a worker ([`inspect`]).
@@ -33,10 +51,10 @@ impl Flow for Inspect {
 }
 
 /// Inspection. The `agent` inspect interface boots the ramdisk and waits for its data
-/// (`inspection.rs`); the fake one has nothing to discover, so inspection completes at once.
+/// ([`start_agent_inspection`]); the fake one has nothing to discover, so inspection completes at once.
 async fn inspect(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-    if task.node.interfaces.get(InterfaceKind::Inspect) == inspection::AGENT_INSPECT {
-        return inspection::start_agent_inspection(task, driver).await;
+    if task.node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT {
+        return start_agent_inspection(task, driver).await;
     }
     let changes = NodeChanges {
         inspection_finished_at: Some(Some(node::now())),
@@ -55,4 +73,407 @@ pub(crate) fn require_inspectable(node: &Node, driver: &Driver) -> Result<()> {
         .validate(node)
         .map_err(|e| Error::InvalidParameterValue(e.to_string()))?;
     require_interface(node, InterfaceKind::Inspect)
+}
+
+/// The inspect interface that inspects through the ramdisk's agent.
+pub const AGENT_INSPECT: &str = "agent";
+
+/// The hooks Ferrum can run over inspection data, in order (described with the setting that
+/// names them).
+pub use crate::config::INSPECTION_HOOKS as HOOKS;
+
+/// Boots the ramdisk for an agent inspection: the node is (re)started and the inspection waits
+/// for the agent's data. A node that may not be powered off is rebooted either way.
+pub async fn start_agent_inspection(
+    task: &mut Task,
+    driver: &Driver,
+) -> std::result::Result<(), String> {
+    let timeout = Duration::from_secs(60);
+    let power = driver.power.get_power_state(&task.node).await;
+    let booted = if matches!(power, Ok(PowerState::On)) || task.node.disable_power_off {
+        hw(task, driver.power.reboot(&task.node, timeout)).await?
+    } else {
+        hw(
+            task,
+            driver
+                .power
+                .set_power_state(&task.node, PowerState::On, timeout),
+        )
+        .await?
+    };
+    booted.map_err(|e| {
+        format!("Failed to inspect hardware. Reason: unable to start inspection: {e}")
+    })?;
+    let changes = NodeChanges::default().power(Some(PowerState::On), None);
+    task.process_event(Event::Wait, false, changes.release())
+        .await
+        .map_err(|e| format!("Failed to wait for the inspection data: {e}"))
+}
+
+/// `continue_inspection` RPC: the node must still be in `inspect wait` with the agent inspect
+/// interface (Ironic answers NotFound otherwise, disclosing nothing); it moves to `inspecting`
+/// under its lock and a worker processes the data after the reply.
+pub async fn continue_inspection(
+    ctx: &Ctx,
+    node: Node,
+    inventory: JsonObject,
+    plugin_data: JsonObject,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let check = |node: &Node, _: &Driver| {
+        if node.provision_state != ProvisionState::InspectWait {
+            tracing::error!(node.uuid = %node.uuid, state = %node.provision_state,
+                "Refusing to process inspection data for node {} in invalid state {}",
+                node.uuid, node.provision_state);
+            return Err(Error::NotFound("Resource could not be found.".to_owned()));
+        }
+        if node.interfaces.get(InterfaceKind::Inspect) != AGENT_INSPECT {
+            return Err(Error::UnsupportedDriverExtension {
+                driver: node.driver.clone(),
+                extension: "inspect (processing inspection data)".to_owned(),
+            });
+        }
+        Ok(NodeChanges::default())
+    };
+    let Some((task, _, worker)) = begin(
+        ctx,
+        node,
+        deadline,
+        "continue inspection",
+        Event::Resume,
+        check,
+    )
+    .await?
+    else {
+        return Err(Error::internal(
+            "continuing an inspection reserved no worker",
+        ));
+    };
+    // The move into `inspecting` names the inspection's own work; this flow carries the data
+    // the agent sent, which that work does not have.
+    worker.run(
+        task,
+        InspectionData {
+            inventory,
+            plugin_data,
+        },
+    )
+}
+
+/// Fails an inspection whose wait in `inspect wait` has outlasted `inspect_wait_timeout`
+/// (Ironic's `_check_inspect_wait_timeouts`), provided it still waits as read.
+pub async fn fail_timed_out_inspection(ctx: &Ctx, node: Node) -> Result<()> {
+    let waited_since = node.provision_updated_at;
+    let message = format!(
+        "Timeout reached while inspecting the node: no inspection data from the agent of node {} in {} s.",
+        node.uuid,
+        ctx.config.inspect_wait_timeout.as_secs()
+    );
+    start(ctx, node, None, "fail", Event::Fail, move |node, _| {
+        if node.provision_state != ProvisionState::InspectWait
+            || node.provision_updated_at != waited_since
+        {
+            return Err(Error::Conflict(format!(
+                "The inspection of node {} has moved on already.",
+                node.uuid
+            )));
+        }
+        Ok(NodeChanges::default().last_error(Some(message.clone())))
+    })
+    .await
+}
+
+/// The worker half of `continue_inspection`.
+struct InspectionData {
+    inventory: JsonObject,
+    plugin_data: JsonObject,
+}
+
+#[async_trait::async_trait]
+impl Flow for InspectionData {
+    fn name(&self) -> &'static str {
+        "Inspection"
+    }
+
+    async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+        let hooks = &task.ctx().config.inspection_hooks;
+        let mut plugin_data = self.plugin_data.clone();
+        let found =
+            run_hooks(hooks, &task.node, &self.inventory, &mut plugin_data).map_err(|e| {
+                format!("Failed to inspect hardware. Reason: failed to run inspection hooks: {e}")
+            })?;
+        for mac in &found.new_ports {
+            add_port(task, mac, found.pxe_mac.as_deref()).await?;
+        }
+        // The inspection rules of the `main` phase run over the node as the hooks left it.
+        let mut inspected = task.node.clone();
+        if let Some(arch) = found.cpu_arch {
+            inspected
+                .properties
+                .0
+                .insert("cpu_arch".to_owned(), Value::String(arch));
+        }
+        let rules = db::inspection_rules::for_phase(&task.ctx().db, "main")
+            .await
+            .map_err(|e| format!("Failed to finish inspection: {e}"))?;
+        let mut changes =
+            inspection_rule::apply_rules(&rules, &inspected, &self.inventory, &mut plugin_data)
+                .map_err(|e| format!("Failed to finish inspection: {e}"))?;
+        if changes.properties.is_none() && inspected.properties != task.node.properties {
+            changes.properties = Some(inspected.properties.clone());
+        }
+        // Logs can be large and are not inventory; Ironic keeps them apart (or drops them).
+        plugin_data.remove("logs");
+        let record = NodeInventory::new(task.node.id, self.inventory.clone(), plugin_data);
+        db::inventory::store(&task.ctx().db, &record)
+            .await
+            .map_err(|e| format!("Failed to store the inspection data: {e}"))?;
+        // The ramdisk is done: the node is powered off (rebooted if it may not be), as Ironic's
+        // `clean_up(always_power_off=True)`.
+        let power = power_off_or_reboot(task, driver)
+            .await
+            .map_err(|e| format!("Failed to power off the node after inspection: {e}"))?;
+        let mut changes = changes.power(Some(power), None);
+        changes.inspection_finished_at = Some(Some(node::now()));
+        tracing::info!(node.uuid = %task.node.uuid, "Successfully finished inspection of node {}", task.node.uuid);
+        task.process_event(Event::Done, false, changes.release())
+            .await
+            .map_err(|e| format!("Failed to finish inspection: {e}"))
+    }
+
+    fn failure(&self, _: &Node, _: &str) -> Failure {
+        Failure {
+            extra: NodeChanges::default(),
+            fail_edge: true,
+        }
+    }
+}
+
+/// Adds a port of the node for `mac` (PXE-enabled if it is the interface the node booted
+/// from); one that exists already is kept, as Ironic's `ports` hook keeps it.
+async fn add_port(
+    task: &Task,
+    mac: &str,
+    pxe_mac: Option<&str>,
+) -> std::result::Result<(), String> {
+    let port = Port {
+        address: mac.to_owned(),
+        node_uuid: task.node.uuid.clone(),
+        pxe_enabled: pxe_mac.is_none_or(|pxe| pxe == mac),
+        ..Port::template()
+    };
+    match db::ports::insert_port(&task.ctx().db, &port).await {
+        Ok(_) => {
+            tracing::info!(node.uuid = %task.node.uuid, "Port created for MAC address {mac} for node {}", task.node.uuid);
+            Ok(())
+        }
+        Err(Error::Conflict(_)) => {
+            tracing::info!(node.uuid = %task.node.uuid, "Port already exists for MAC address {mac} for node {}", task.node.uuid);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "Failed to create a port for MAC address {mac}: {e}"
+        )),
+    }
+}
+
+/// What the hooks found that the node keeps.
+#[derive(Debug, Default, PartialEq)]
+struct Found {
+    /// The MACs to have ports for (the `ports` hook).
+    new_ports: Vec<String>,
+    /// The MAC the node booted the ramdisk from, when the agent names it.
+    pxe_mac: Option<String>,
+    /// `properties.cpu_arch` (the `architecture` hook).
+    cpu_arch: Option<String>,
+}
+
+/// Runs the named hooks in order over the data (Ironic's `run_inspection_hooks`); the hook
+/// names were checked when the configuration was read.
+fn run_hooks(
+    hooks: &[String],
+    node: &Node,
+    inventory: &JsonObject,
+    plugin_data: &mut JsonObject,
+) -> std::result::Result<Found, String> {
+    let mut found = Found::default();
+    let mut valid: Option<Vec<String>> = None;
+    for hook in hooks.iter().map(|h| h.trim()).filter(|h| !h.is_empty()) {
+        match hook {
+            "ramdisk-error" => {
+                if let Some(error) = plugin_data.get("error").filter(|e| is_set(e)) {
+                    let error = error
+                        .as_str()
+                        .map_or_else(|| error.to_string(), str::to_owned);
+                    return Err(format!("Ramdisk reported error: {error}"));
+                }
+            }
+            "validate-interfaces" => {
+                let (macs, pxe_mac) = valid_interfaces(node, inventory)?;
+                plugin_data.insert("macs".to_owned(), Value::from(macs.clone()));
+                found.pxe_mac = pxe_mac;
+                valid = Some(macs);
+            }
+            "ports" => {
+                let Some(macs) = &valid else {
+                    return Err(
+                        "the ports hook needs the validate-interfaces hook before it".to_owned(),
+                    );
+                };
+                found.new_ports = macs.clone();
+            }
+            "architecture" => {
+                let arch = inventory
+                    .get("cpu")
+                    .and_then(|cpu| cpu.get("architecture"))
+                    .and_then(Value::as_str)
+                    .filter(|a| !a.is_empty());
+                let Some(arch) = arch else {
+                    return Err(format!(
+                        "Inventory has malformed or missing CPU architecture information: {} for node {}.",
+                        inventory.get("cpu").unwrap_or(&Value::Null),
+                        node.uuid
+                    ));
+                };
+                found.cpu_arch = Some(arch.to_owned());
+            }
+            other => return Err(format!("unknown inspection hook {other}")),
+        }
+    }
+    Ok(found)
+}
+
+fn is_set(value: &Value) -> bool {
+    !(value.is_null() || value.as_str() == Some("") || value == &Value::Bool(false))
+}
+
+/// The inventory's interfaces a port may be made for, by MAC (Ironic's `validate_interfaces`
+/// with `add_ports = pxe`): a name and a valid MAC, not loopback (by name or address), and,
+/// when the agent names the interface it booted from, only that one; and that MAC.
+fn valid_interfaces(
+    node: &Node,
+    inventory: &JsonObject,
+) -> std::result::Result<(Vec<String>, Option<String>), String> {
+    let invalid = |reason: &str| format!("Inventory of node {} is invalid: {reason}", node.uuid);
+    let pxe_mac = inventory
+        .get("boot")
+        .and_then(|b| b.get("pxe_interface"))
+        .and_then(Value::as_str)
+        .map(pxelinux_mac)
+        .and_then(|mac| normalize_mac(&mac).ok());
+    let Some(interfaces) = inventory.get("interfaces").and_then(Value::as_array) else {
+        return Err(invalid("no interfaces present in inventory"));
+    };
+    let usable: Vec<(&str, String, Option<&str>)> = interfaces
+        .iter()
+        .filter_map(|iface| {
+            let name = iface
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())?;
+            let mac = normalize_mac(iface.get("mac_address")?.as_str()?).ok()?;
+            let ip = ["ipv4_address", "ipv6_address"].iter().find_map(|k| {
+                iface
+                    .get(*k)
+                    .and_then(Value::as_str)
+                    .filter(|ip| !ip.is_empty())
+            });
+            Some((name, mac, ip))
+        })
+        .collect();
+    if usable.is_empty() {
+        return Err(invalid("no valid network interfaces"));
+    }
+    let macs: Vec<String> = usable
+        .into_iter()
+        .filter(|(name, _, ip)| *name != "lo" && !ip.is_some_and(is_loopback))
+        .filter(|(_, mac, _)| pxe_mac.as_ref().is_none_or(|pxe| pxe == mac))
+        .map(|(_, mac, _)| mac)
+        .collect();
+    if macs.is_empty() {
+        return Err(invalid(
+            "no network interfaces match the configuration (add_ports set to \"pxe\")",
+        ));
+    }
+    Ok((macs, pxe_mac))
+}
+
+/// A MAC in pxelinux's form (`01-aa-bb-cc-dd-ee-ff`) as a MAC.
+fn pxelinux_mac(mac: &str) -> String {
+    match mac.split_once('-') {
+        Some((_, rest)) if mac.contains('-') => rest.replace('-', ":"),
+        _ => mac.to_owned(),
+    }
+}
+
+fn is_loopback(ip: &str) -> bool {
+    let ip = ip.split('%').next().unwrap_or(ip);
+    ip.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn hooks() -> Vec<String> {
+        HOOKS.iter().map(|h| (*h).to_owned()).collect()
+    }
+
+    fn inventory(value: Value) -> JsonObject {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_default_hooks_keep_the_pxe_interface_and_the_architecture() {
+        let node = node::tests_support::node();
+        let inv = inventory(json!({
+            "interfaces": [
+                {"name": "lo", "mac_address": "00:00:00:00:00:01", "ipv4_address": "127.0.0.1"},
+                {"name": "eth0", "mac_address": "52:54:00:AA:BB:01", "ipv4_address": "10.0.0.5"},
+                {"name": "eth1", "mac_address": "52:54:00:aa:bb:02", "ipv4_address": "10.0.1.5"},
+                {"name": "eth2", "mac_address": "nonsense"},
+            ],
+            "boot": {"pxe_interface": "01-52-54-00-aa-bb-01"},
+            "cpu": {"architecture": "x86_64"},
+        }));
+        let mut data = JsonObject::new();
+        let found = run_hooks(&hooks(), &node, &inv, &mut data).unwrap();
+        assert_eq!(found.new_ports, ["52:54:00:aa:bb:01"]);
+        assert_eq!(found.pxe_mac.as_deref(), Some("52:54:00:aa:bb:01"));
+        assert_eq!(found.cpu_arch.as_deref(), Some("x86_64"));
+        assert_eq!(data["macs"], json!(["52:54:00:aa:bb:01"]));
+    }
+
+    #[test]
+    fn the_hooks_fail_as_ironics_do() {
+        let node = node::tests_support::node();
+        let loopback_only = inventory(json!({
+            "interfaces": [{"name": "sandbox0", "mac_address": "52:54:00:aa:bb:01", "ipv4_address": "127.0.0.1"}],
+            "cpu": {"architecture": "x86_64"},
+        }));
+        let err = run_hooks(&hooks(), &node, &loopback_only, &mut JsonObject::new()).unwrap_err();
+        assert!(
+            err.contains("no network interfaces match the configuration"),
+            "{err}"
+        );
+        let mut error = inventory(json!({"error": "lshw failed"}));
+        let err = run_hooks(&hooks(), &node, &loopback_only, &mut error).unwrap_err();
+        assert_eq!(err, "Ramdisk reported error: lshw failed");
+        let no_arch =
+            inventory(json!({"interfaces": [{"name": "e", "mac_address": "52:54:00:aa:bb:01"}]}));
+        let err = run_hooks(&hooks(), &node, &no_arch, &mut JsonObject::new()).unwrap_err();
+        assert!(
+            err.starts_with("Inventory has malformed or missing CPU architecture"),
+            "{err}"
+        );
+        let only_arch = ["ramdisk-error".to_owned(), "architecture".to_owned()];
+        let found = run_hooks(&only_arch, &node, &loopback_only, &mut JsonObject::new()).unwrap();
+        assert_eq!(
+            (found.new_ports.len(), found.cpu_arch.as_deref()),
+            (0, Some("x86_64"))
+        );
+    }
 }

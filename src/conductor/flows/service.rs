@@ -17,7 +17,7 @@ use crate::{
     },
     drivers::Driver,
     error::{Error, Result},
-    node::{InterfaceKind, Json, Node, NodeChanges},
+    node::{InterfaceKind, Json, JsonObject, Node, NodeChanges},
     states::{Event, ProvisionState},
 };
 
@@ -49,10 +49,10 @@ pub async fn do_node_service(
                     node.uuid
                 ))
             })?;
-            StepRun::Service.check(node, driver, &service_steps)?;
-            let mut info = StepRun::Service.with_steps(node, &service_steps);
+            ServiceSteps.check(node, driver, &service_steps)?;
+            let mut info = ServiceSteps.with_steps(node, &service_steps);
             info.insert(
-                StepRun::Service.disable_ramdisk_key().to_owned(),
+                ServiceSteps.disable_ramdisk_key().to_owned(),
                 Value::Bool(disable_ramdisk),
             );
             Ok(NodeChanges {
@@ -85,7 +85,7 @@ impl Flow for Service {
         Failure {
             extra: NodeChanges {
                 service_step: Some(Json::default()),
-                driver_internal_info: Some(Json(StepRun::Service.without_info(node))),
+                driver_internal_info: Some(Json(ServiceSteps.without_info(node))),
                 ..NodeChanges::default()
             },
             fail_edge: true,
@@ -100,11 +100,65 @@ async fn service(task: &mut Task, driver: &Driver) -> std::result::Result<(), St
         task.process_event(Event::Resume, true, NodeChanges::default())
             .await
             .map_err(|e| format!("Failed to resume servicing: {e}"))?;
-        StepRun::Service.reached(&task.node).map_or(0, |i| i + 1)
+        ServiceSteps.reached(&task.node).map_or(0, |i| i + 1)
     } else {
         0
     };
-    run_steps(task, driver, StepRun::Service, first).await
+    run_steps(task, driver, ServiceSteps, first).await
+}
+
+/// The steps of a servicing, run by the step runner ([`run_steps`]): checked against the service
+/// steps the node's interfaces offer, shown in `service_step`; the fake vendor's
+/// `trigger_servicewait` leaves the node in `service wait`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServiceSteps;
+
+#[async_trait::async_trait]
+impl StepRun for ServiceSteps {
+    fn name(self) -> &'static str {
+        "service"
+    }
+
+    fn keys(self) -> (&'static str, &'static str) {
+        ("service_steps", "service_step_index")
+    }
+
+    fn disable_ramdisk_key(self) -> &'static str {
+        "service_disable_ramdisk"
+    }
+
+    fn check_step(self, node: &Node, _: &Driver, step: &Value) -> Result<()> {
+        check_service_step(node, step)
+    }
+
+    fn showing(self, mut changes: NodeChanges, step: JsonObject) -> NodeChanges {
+        changes.service_step = Some(Json(step));
+        changes
+    }
+
+    fn end_event(self, _: &Node) -> Event {
+        Event::Done
+    }
+
+    fn in_band(self, _: &Node, _: &Driver) -> bool {
+        false
+    }
+
+    fn waits_before(self, node: &Node, interface: &str, name: &str) -> bool {
+        service_step_waits(node, interface, name)
+    }
+
+    /// The fake hardware's service steps do nothing.
+    async fn execute(
+        self,
+        _: &mut Task,
+        _: &Driver,
+        _: usize,
+        _: &Value,
+        _: &[Value],
+    ) -> std::result::Result<bool, String> {
+        Ok(false)
+    }
 }
 
 /// A service step the fake hardware offers, on the interface implementation it needs, and
@@ -144,13 +198,13 @@ fn service_steps_offered(node: &Node) -> impl Iterator<Item = &'static ServiceSt
 }
 
 /// Whether `node`'s service step `interface.name` leaves the node waiting for its ramdisk.
-pub(super) fn service_step_waits(node: &Node, interface: &str, name: &str) -> bool {
+fn service_step_waits(node: &Node, interface: &str, name: &str) -> bool {
     service_steps_offered(node).any(|s| s.interface == interface && s.step == name && s.waits)
 }
 
 /// Checks one service step against the ones `node`'s interfaces offer; the reserved `hold`
 /// step belongs to the conductor (Ironic's `use_reserved_step_handler`), on any interface.
-pub(super) fn check_service_step(node: &Node, step: &Value) -> Result<()> {
+fn check_service_step(node: &Node, step: &Value) -> Result<()> {
     let interface = step.get("interface").and_then(Value::as_str);
     let name = step.get("step").and_then(Value::as_str);
     let (Some(interface), Some(name)) = (interface, name) else {

@@ -3,7 +3,9 @@
 
 use tokio::time::Instant;
 
-use super::{clean::clean, power_off_or_reboot, start, step_runner::StepRun};
+use super::{
+    clean::clean, power_off_or_reboot, service::ServiceSteps, start, step_runner::StepRun,
+};
 use crate::{
     conductor::{
         Ctx,
@@ -25,7 +27,7 @@ pub async fn do_node_tear_down(ctx: &Ctx, node: Node, deadline: Option<Instant>)
         }
         // A servicing torn down from `service wait` or `service failed` is forgotten.
         let mut info = without_agent_boot(&node.driver_internal_info);
-        let (steps, index) = StepRun::Service.keys();
+        let (steps, index) = ServiceSteps.keys();
         info.remove(steps);
         info.remove(index);
         Ok(NodeChanges {
