@@ -311,24 +311,28 @@ impl Kind {
 }
 
 /// May be PATCHed although it has a target ([`ProvisionState::update_allowed`]).
-const UPDATE: u8 = 1;
+const UPDATE: u16 = 1;
 /// May be deleted without maintenance ([`ProvisionState::delete_allowed`]).
-const DELETE: u8 = 1 << 1;
+const DELETE: u16 = 1 << 1;
 /// Failed along its `fail` edge when found stuck ([`ProvisionState::stuck_fail_event_applies`]).
-const STUCK_FAILS: u8 = 1 << 2;
+const STUCK_FAILS: u16 = 1 << 2;
 /// Driver and interfaces may change without maintenance
 /// ([`ProvisionState::interface_change_allowed`]).
-const INTERFACES: u8 = 1 << 3;
+const INTERFACES: u16 = 1 << 3;
 /// May be made protected ([`ProvisionState::protect_allowed`]).
-const PROTECT: u8 = 1 << 4;
+const PROTECT: u16 = 1 << 4;
 /// Takes a power change requested through the API ([`ProvisionState::power_change_allowed`]).
-const POWER: u8 = 1 << 5;
+const POWER: u16 = 1 << 5;
 /// Its power state is compared with the hardware's by the power-state sync
 /// ([`ProvisionState::power_synced`]).
-const SYNC: u8 = 1 << 6;
+const SYNC: u16 = 1 << 6;
+/// Its agent may look the node up when lookup is restricted ([`ProvisionState::lookup_allowed`]).
+const LOOKUP: u16 = 1 << 7;
+/// Its agent's heartbeats are recorded ([`ProvisionState::heartbeat_allowed`]).
+const HEARTBEAT: u16 = 1 << 8;
 
 /// The names [`render_states`] prints for the allowance bits, in bit order.
-const ALLOWANCES: [(u8, &str); 7] = [
+const ALLOWANCES: [(u16, &str); 9] = [
     (UPDATE, "update"),
     (DELETE, "delete"),
     (STUCK_FAILS, "stuck-fails"),
@@ -336,6 +340,8 @@ const ALLOWANCES: [(u8, &str); 7] = [
     (PROTECT, "protect"),
     (POWER, "power"),
     (SYNC, "power-sync"),
+    (LOOKUP, "lookup"),
+    (HEARTBEAT, "heartbeat"),
 ];
 
 /// The facts about one provision state: one row of [`STATES`].
@@ -353,7 +359,7 @@ pub struct StateFacts {
     pub aborts: Option<&'static str>,
     /// What a node in this state allows: a set of the allowance bits above, read through the
     /// accessors of [`ProvisionState`].
-    allows: u8,
+    allows: u16,
 }
 
 const fn row(
@@ -362,7 +368,7 @@ const fn row(
     kind: Kind,
     target: Option<ProvisionState>,
     aborts: Option<&'static str>,
-    allows: u8,
+    allows: u16,
 ) -> StateFacts {
     StateFacts {
         state,
@@ -381,7 +387,9 @@ const fn row(
 /// `abort` here stops; and what a node in it allows: `UPDATE` (PATCH despite a target),
 /// `DELETE` (without maintenance), `STUCK_FAILS` (failed on recovery), `INTERFACES` (driver
 /// and interface changes without maintenance), `PROTECT` (may be made protected), `POWER`
-/// (takes a power change), `SYNC` (its power state is synced with the hardware's).
+/// (takes a power change), `SYNC` (its power state is synced with the hardware's), `LOOKUP`
+/// (its agent may look it up under `restrict_lookup`), `HEARTBEAT` (its agent's heartbeats are
+/// recorded).
 /// [`render_states`] prints it for a snapshot test.
 #[rustfmt::skip]
 pub const STATES: &[StateFacts] = {
@@ -393,32 +401,32 @@ pub const STATES: &[StateFacts] = {
         row(S::Manageable,   "manageable",      Stable,   None,                None,               DELETE | INTERFACES | POWER | SYNC),
         row(S::Available,    "available",       Stable,   None,                None,               INTERFACES | POWER | SYNC),
         row(S::Active,       "active",          Stable,   None,                None,               PROTECT | POWER | SYNC),
-        row(S::DeployWait,   "wait call-back",  Unstable, Some(S::Active),     Some("deploy"),     POWER),
-        row(S::Deploying,    "deploying",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
+        row(S::DeployWait,   "wait call-back",  Unstable, Some(S::Active),     Some("deploy"),     POWER | LOOKUP | HEARTBEAT),
+        row(S::Deploying,    "deploying",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC | LOOKUP | HEARTBEAT),
         row(S::DeployFail,   "deploy failed",   Failure,  Some(S::Active),     None,               UPDATE | POWER | SYNC),
-        row(S::DeployHold,   "deploy hold",     Hold,     Some(S::Active),     Some("deploy"),     POWER | SYNC),
+        row(S::DeployHold,   "deploy hold",     Hold,     Some(S::Active),     Some("deploy"),     POWER | SYNC | HEARTBEAT),
         row(S::Deleting,     "deleting",        Unstable, Some(S::Available),  None,               STUCK_FAILS | POWER | SYNC),
         // Cleaning drives the power itself.
-        row(S::Cleaning,     "cleaning",        Unstable, Some(S::Available),  None,               STUCK_FAILS | SYNC),
-        row(S::CleanWait,    "clean wait",      Unstable, Some(S::Available),  Some("clean"),      0),
+        row(S::Cleaning,     "cleaning",        Unstable, Some(S::Available),  None,               STUCK_FAILS | SYNC | LOOKUP | HEARTBEAT),
+        row(S::CleanWait,    "clean wait",      Unstable, Some(S::Available),  Some("clean"),      LOOKUP | HEARTBEAT),
         row(S::CleanFail,    "clean failed",    Failure,  Some(S::Available),  None,               UPDATE | POWER | SYNC),
-        row(S::CleanHold,    "clean hold",      Hold,     Some(S::Available),  Some("clean"),      POWER | SYNC),
+        row(S::CleanHold,    "clean hold",      Hold,     Some(S::Available),  Some("clean"),      POWER | SYNC | HEARTBEAT),
         row(S::Error,        "error",           Stable,   None,                None,               UPDATE | POWER | SYNC),
-        row(S::Inspecting,   "inspecting",      Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | INTERFACES | POWER | SYNC),
+        row(S::Inspecting,   "inspecting",      Unstable, Some(S::Manageable), None,               UPDATE | STUCK_FAILS | INTERFACES | POWER | SYNC | LOOKUP),
         row(S::InspectFail,  "inspect failed",  Failure,  Some(S::Manageable), None,               UPDATE | POWER | SYNC),
-        row(S::InspectWait,  "inspect wait",    Unstable, Some(S::Manageable), Some("inspection"), UPDATE | INTERFACES | POWER | SYNC),
+        row(S::InspectWait,  "inspect wait",    Unstable, Some(S::Manageable), Some("inspection"), UPDATE | INTERFACES | POWER | SYNC | LOOKUP),
         row(S::Adopting,     "adopting",        Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
         row(S::AdoptFail,    "adopt failed",    Failure,  Some(S::Active),     None,               UPDATE | DELETE | POWER),
         row(S::Rescue,       "rescue",          Stable,   None,                None,               PROTECT | POWER | SYNC),
         row(S::RescueFail,   "rescue failed",   Failure,  Some(S::Rescue),     None,               UPDATE | POWER | SYNC),
-        row(S::RescueWait,   "rescue wait",     Unstable, Some(S::Rescue),     Some("rescue"),     POWER | SYNC),
-        row(S::Rescuing,     "rescuing",        Unstable, Some(S::Rescue),     None,               STUCK_FAILS | POWER | SYNC),
+        row(S::RescueWait,   "rescue wait",     Unstable, Some(S::Rescue),     Some("rescue"),     POWER | SYNC | LOOKUP | HEARTBEAT),
+        row(S::Rescuing,     "rescuing",        Unstable, Some(S::Rescue),     None,               STUCK_FAILS | POWER | SYNC | LOOKUP | HEARTBEAT),
         row(S::UnrescueFail, "unrescue failed", Failure,  Some(S::Active),     None,               UPDATE | POWER | SYNC),
         row(S::Unrescuing,   "unrescuing",      Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
-        row(S::Servicing,    "servicing",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC),
-        row(S::ServiceWait,  "service wait",    Unstable, Some(S::Active),     Some("service"),    POWER | SYNC),
+        row(S::Servicing,    "servicing",       Unstable, Some(S::Active),     None,               STUCK_FAILS | POWER | SYNC | HEARTBEAT),
+        row(S::ServiceWait,  "service wait",    Unstable, Some(S::Active),     Some("service"),    POWER | SYNC | LOOKUP | HEARTBEAT),
         row(S::ServiceFail,  "service failed",  Failure,  Some(S::Active),     Some("service"),    UPDATE | POWER | SYNC),
-        row(S::ServiceHold,  "service hold",    Hold,     Some(S::Active),     Some("service"),    UPDATE | POWER | SYNC),
+        row(S::ServiceHold,  "service hold",    Hold,     Some(S::Active),     Some("service"),    UPDATE | POWER | SYNC | HEARTBEAT),
     ]
 };
 
@@ -487,7 +495,7 @@ impl ProvisionState {
         &STATES[self.row()]
     }
 
-    fn allows(self, allowance: u8) -> bool {
+    fn allows(self, allowance: u16) -> bool {
         self.facts().allows & allowance != 0
     }
 
@@ -608,6 +616,19 @@ impl ProvisionState {
     /// verified yet) and `adopt failed`.
     pub fn power_synced(self) -> bool {
         self.allows(SYNC)
+    }
+
+    /// Whether the agent of a node in this state may look it up when `restrict_lookup` is on
+    /// (Ironic's `LOOKUP_ALLOWED_STATES`).
+    pub fn lookup_allowed(self) -> bool {
+        self.allows(LOOKUP)
+    }
+
+    /// Whether a heartbeat of the node's agent is recorded in this state (Ironic's
+    /// `agent_base.HEARTBEAT_ALLOWED`); in others it is logged and dropped. Ferrum has no fast
+    /// track, so Ironic's wider fast-track list is not used.
+    pub fn heartbeat_allowed(self) -> bool {
+        self.allows(HEARTBEAT)
     }
 
     /// The operation an `abort` in this state stops, as `last_error` names it ("By request, the
@@ -908,31 +929,31 @@ verifying: unstable, target manageable, abort stops -, allows update stuck-fails
 manageable: stable, target -, abort stops -, allows delete interfaces power power-sync
 available: stable, target -, abort stops -, allows interfaces power power-sync
 active: stable, target -, abort stops -, allows protect power power-sync
-wait call-back: unstable, target active, abort stops deploy, allows power
-deploying: unstable, target active, abort stops -, allows stuck-fails power power-sync
+wait call-back: unstable, target active, abort stops deploy, allows power lookup heartbeat
+deploying: unstable, target active, abort stops -, allows stuck-fails power power-sync lookup heartbeat
 deploy failed: failure, target active, abort stops -, allows update power power-sync
-deploy hold: hold, target active, abort stops deploy, allows power power-sync
+deploy hold: hold, target active, abort stops deploy, allows power power-sync heartbeat
 deleting: unstable, target available, abort stops -, allows stuck-fails power power-sync
-cleaning: unstable, target available, abort stops -, allows stuck-fails power-sync
-clean wait: unstable, target available, abort stops clean, allows nothing
+cleaning: unstable, target available, abort stops -, allows stuck-fails power-sync lookup heartbeat
+clean wait: unstable, target available, abort stops clean, allows lookup heartbeat
 clean failed: failure, target available, abort stops -, allows update power power-sync
-clean hold: hold, target available, abort stops clean, allows power power-sync
+clean hold: hold, target available, abort stops clean, allows power power-sync heartbeat
 error: stable, target -, abort stops -, allows update power power-sync
-inspecting: unstable, target manageable, abort stops -, allows update stuck-fails interfaces power power-sync
+inspecting: unstable, target manageable, abort stops -, allows update stuck-fails interfaces power power-sync lookup
 inspect failed: failure, target manageable, abort stops -, allows update power power-sync
-inspect wait: unstable, target manageable, abort stops inspection, allows update interfaces power power-sync
+inspect wait: unstable, target manageable, abort stops inspection, allows update interfaces power power-sync lookup
 adopting: unstable, target active, abort stops -, allows stuck-fails power power-sync
 adopt failed: failure, target active, abort stops -, allows update delete power
 rescue: stable, target -, abort stops -, allows protect power power-sync
 rescue failed: failure, target rescue, abort stops -, allows update power power-sync
-rescue wait: unstable, target rescue, abort stops rescue, allows power power-sync
-rescuing: unstable, target rescue, abort stops -, allows stuck-fails power power-sync
+rescue wait: unstable, target rescue, abort stops rescue, allows power power-sync lookup heartbeat
+rescuing: unstable, target rescue, abort stops -, allows stuck-fails power power-sync lookup heartbeat
 unrescue failed: failure, target active, abort stops -, allows update power power-sync
 unrescuing: unstable, target active, abort stops -, allows stuck-fails power power-sync
-servicing: unstable, target active, abort stops -, allows stuck-fails power power-sync
-service wait: unstable, target active, abort stops service, allows power power-sync
+servicing: unstable, target active, abort stops -, allows stuck-fails power power-sync heartbeat
+service wait: unstable, target active, abort stops service, allows power power-sync lookup heartbeat
 service failed: failure, target active, abort stops service, allows update power power-sync
-service hold: hold, target active, abort stops service, allows update power power-sync
+service hold: hold, target active, abort stops service, allows update power power-sync heartbeat
 ";
 
     /// The API names of the states for which `fact` holds, sorted.

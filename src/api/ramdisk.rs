@@ -3,7 +3,7 @@
 //! (Ironic's `v1/ramdisk.py`). Lookup reads the database; from 1.62 it asks the node's conductor
 //! for the node's agent token (made on the first lookup). A heartbeat is checked here and
 //! recorded by the conductor (`conductor::agent`). `POST /v1/continue_inspection` (1.84) takes
-//! what the agent found on an inspected node (`conductor::inspection`).
+//! what the agent found on an inspected node (`conductor::flows::inspect`).
 
 use axum::{Json, extract::State, http::StatusCode};
 use serde::Deserialize;
@@ -40,19 +40,6 @@ const AGENT_STATUSES: &[&str] = &["start", "end", "error"];
 /// takes it at the base version 1.1, where it answers as ironic-inspector did (`{"uuid"}`):
 /// what the agent sends, which names no version.
 const CONTINUE_INSPECTION_SINCE: u32 = 84;
-
-/// The states lookup finds a node in with `restrict_lookup` (Ironic's `LOOKUP_ALLOWED_STATES`).
-const LOOKUP_ALLOWED: &[ProvisionState] = &[
-    ProvisionState::Deploying,
-    ProvisionState::DeployWait,
-    ProvisionState::Cleaning,
-    ProvisionState::CleanWait,
-    ProvisionState::Inspecting,
-    ProvisionState::InspectWait,
-    ProvisionState::Rescuing,
-    ProvisionState::RescueWait,
-    ProvisionState::ServiceWait,
-];
 
 /// The node's fields lookup answers with (Ironic's `_LOOKUP_RETURN_FIELDS`, and the links).
 const LOOKUP_FIELDS: &[&str] = &[
@@ -138,7 +125,7 @@ pub async fn lookup(
         Err(Error::NodeNotFound { .. } | Error::NotFound(_)) => return Err(not_found()),
         Err(e) => return Err(e),
     };
-    if state.config.restrict_lookup && !LOOKUP_ALLOWED.contains(&node.provision_state) {
+    if state.config.restrict_lookup && !node.provision_state.lookup_allowed() {
         warn!(node.uuid = %node.uuid, state = %node.provision_state,
             "Lookup is not allowed for node {} in the provision state {}",
             node.uuid, node.provision_state);

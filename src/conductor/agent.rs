@@ -28,22 +28,6 @@ use crate::{
 /// What [`get_node_with_token`] shows instead of a token handed out already, as Ironic does.
 pub const TOKEN_MASK: &str = "******";
 
-/// The states a heartbeat is recorded in (Ironic's `agent_base.HEARTBEAT_ALLOWED`); in others it
-/// is logged and dropped. Ferrum has no fast track, so Ironic's wider fast-track list is not used.
-const HEARTBEAT_ALLOWED: &[ProvisionState] = &[
-    ProvisionState::DeployWait,
-    ProvisionState::CleanWait,
-    ProvisionState::RescueWait,
-    ProvisionState::Deploying,
-    ProvisionState::Cleaning,
-    ProvisionState::Rescuing,
-    ProvisionState::DeployHold,
-    ProvisionState::CleanHold,
-    ProvisionState::Servicing,
-    ProvisionState::ServiceWait,
-    ProvisionState::ServiceHold,
-];
-
 /// A new random token: 32 bytes from the OS-seeded generator, hex (Ironic uses
 /// `secrets.token_urlsafe()`, the same entropy; agents treat the token as opaque).
 fn new_token() -> String {
@@ -140,7 +124,7 @@ pub async fn heartbeat(
         ));
     }
     check_heartbeat(&node, &beat)?;
-    if !HEARTBEAT_ALLOWED.contains(&node.provision_state) {
+    if !node.provision_state.heartbeat_allowed() {
         warn!(node.uuid = %uuid, state = %node.provision_state,
             "Heartbeat from node {uuid} in unsupported provision state {}, not taking any action",
             node.provision_state);
@@ -148,7 +132,7 @@ pub async fn heartbeat(
     }
     let written = change_node_now(ctx, &uuid, Some(node), deadline, |node| {
         check_heartbeat(node, &beat)?;
-        if !HEARTBEAT_ALLOWED.contains(&node.provision_state) {
+        if !node.provision_state.heartbeat_allowed() {
             return Ok(Decision::Nothing);
         }
         Ok(Decision::Write(
