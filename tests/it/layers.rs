@@ -41,8 +41,14 @@ const FLOORS: &[&[&str]] = &[
 ];
 
 /// Arrows the floors allow that the plan still forbids: the API reaches conductors only by RPC
-/// and shows drivers only as data.
-const NEVER: &[(&str, &str)] = &[("api", "conductor"), ("api", "drivers")];
+/// and shows drivers only as data; drivers see a node and hardware, never the database or the
+/// state machine (the conductor does both around them).
+const NEVER: &[(&str, &str)] = &[
+    ("api", "conductor"),
+    ("api", "drivers"),
+    ("drivers", "db"),
+    ("drivers", "states"),
+];
 
 /// Arrows against the plan that remain, and what removes each.
 const KNOWN: &[(&str, &str, &str)] = &[];
