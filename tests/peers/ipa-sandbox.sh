@@ -129,11 +129,10 @@ above $CACHE, closed to it?)"
 
 # ---- one agent's directory ----------------------------------------------------------------------
 
+# 127.0.0.0/8 written as four numbers (not a name such as 127.example.com), localhost or ::1.
 is_loopback() {
-    case "$1" in
-        127.*|localhost|::1|"[::1]") return 0 ;;
-        *) return 1 ;;
-    esac
+    [[ "$1" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
+        || [ "$1" = localhost ] || [ "$1" = ::1 ] || [ "$1" = "[::1]" ]
 }
 
 # scheme://[user@]host[:port]/path -> host ("[::1]" for an IPv6 literal)
@@ -258,6 +257,8 @@ cmd_start() {
     mac="${mac,,}"
     [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] \
         || fail "not a port: $port"
+    ip="${ip#[}"
+    ip="${ip%]}"
     is_loopback "$ip" || fail "--ip $ip is not a loopback address"
     is_loopback "$(host_of "$api_url")" || fail "--api-url $api_url is not on loopback"
     local bytes
@@ -294,7 +295,11 @@ cmd_start() {
     echo "IPA_DISK=$dir/disk.img"
     echo "IPA_LOG=$dir/ipa.log"
     echo "IPA_SHIM_LOG=$dir/shims.log"
-    echo "IPA_URL=https://$ip:$port"
+    if [[ "$ip" == *:* ]]; then
+        echo "IPA_URL=https://[$ip]:$port"
+    else
+        echo "IPA_URL=https://$ip:$port"
+    fi
 }
 
 cmd_stop() {
