@@ -103,12 +103,12 @@ install_plugin() {
 
 setup() {
     require_root
-    install_missing_tools
     mkdir -p "$CACHE"
     chmod 755 "$CACHE"
     # One set-up at a time (tests start agents in parallel); the others wait, then find it done.
     exec 8>"$CACHE/ipa.lock"
     flock 8
+    install_missing_tools
     if [ ! -f "$VENV/READY" ]; then
         local t
         t="$(clock)"
