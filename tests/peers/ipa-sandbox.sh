@@ -197,9 +197,12 @@ use a --dir under /tmp"
 # Runs as root inside the new mount namespace (`start` and `selftest` call it through unshare):
 # records its PID (which the agent keeps: every step execs), hides the host's /run, /dev and
 # kernel command line, then becomes the given command as uid 65534 with a clean environment.
-enter() { # DIR MAC IP BYTES COMMAND...
-    local dir="$1" mac="$2" ip="$3" bytes="$4"
-    shift 4
+enter() { # OUTER-MOUNT-NAMESPACE DIR MAC IP BYTES COMMAND...
+    local outer="$1" dir="$2" mac="$3" ip="$4" bytes="$5"
+    shift 5
+    # The mounts below would cover the host's own /run and /dev: refuse unless unshare really
+    # made this a mount namespace of its own.
+    [ "$(readlink /proc/self/ns/mnt)" != "$outer" ] || fail "not in a mount namespace of its own"
     echo $$ >"$dir/pid"
     mount --make-rprivate /
     # /run: the host's sockets (D-Bus, systemd) are out of reach; the agent's TLS files stay
@@ -232,7 +235,8 @@ enter() { # DIR MAC IP BYTES COMMAND...
 
 # Runs COMMAND in a fresh sandbox on DIR, in the foreground, in a session of its own.
 sandboxed() { # DIR MAC IP BYTES COMMAND...
-    setsid unshare --mount --propagation private -- bash "$HERE/ipa-sandbox.sh" _enter "$@"
+    setsid unshare --mount --propagation private -- \
+        bash "$HERE/ipa-sandbox.sh" _enter "$(readlink /proc/self/ns/mnt)" "$@"
 }
 
 # ---- commands ---------------------------------------------------------------------------------
