@@ -1,7 +1,7 @@
-//! The real Ironic Python Agent as a test peer, through the shared sandbox script (see
-//! `shared/ipa-sandbox.md`): one unprivileged agent per [`Agent`], with a plain file as its
-//! only disk, looking its node up by one MAC; and a loopback HTTP server for the images it
-//! downloads.
+//! The real Ironic Python Agent as a test peer, through the repository's sandbox script
+//! (`tests/peers/ipa-sandbox.sh`, see `tests/peers/README.md`): one unprivileged agent per
+//! [`Agent`], with a plain file as its only disk, looking its node up by one MAC; and a loopback
+//! HTTP server for the images it downloads.
 
 use std::{
     collections::HashMap,

@@ -1,10 +1,10 @@
 //! A real Redfish BMC as a test peer: sushy-tools' emulator with its fake systems driver,
-//! through the shared script (`shared/redfish-emulator.md`). Every [`Emulator`] runs on a free
-//! port of its own with its own state directory; all of them share one prepared Python venv
-//! (`FERRUM_REDFISH_EMULATOR_VENV`, default /tmp/ferrum-redfish-emu/venv, which `.ci/run`
-//! prepares), linked into each directory as the `venv` the script expects, so no test installs
-//! anything. Where the venv or the script is missing the tests say so loudly and return, or
-//! fail under `FERRUM_REQUIRE_SERVICES=1`.
+//! through the repository's script (`tests/peers/redfish-emulator.sh`, see `tests/peers/README.md`).
+//! Every [`Emulator`] runs on a free port of its own with its own state directory; all of them
+//! share one Python venv, made by the script's `setup` on first use (or
+//! `FERRUM_REDFISH_EMULATOR_VENV`) and linked into each directory as its `venv`. Where the
+//! emulator cannot be had the tests say so loudly and return, or fail under
+//! `FERRUM_REQUIRE_SERVICES=1`.
 
 use std::{
     path::PathBuf,
@@ -15,47 +15,62 @@ use std::{
 
 use serde_json::Value;
 
-use super::{ipa::Agent, services::random_suffix};
+use super::{
+    ipa::Agent,
+    services::{not_run, peer_script, random_suffix},
+};
 
-fn required() -> bool {
-    std::env::var("FERRUM_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
-}
-
-/// The emulator script and the prepared venv, or None (announced) when either is missing.
+/// The emulator script (`tests/peers/redfish-emulator.sh`, or `FERRUM_REDFISH_EMULATOR_SCRIPT`)
+/// and the venv it runs (`FERRUM_REDFISH_EMULATOR_VENV`, or the one the script's `setup` makes,
+/// asked once per test process), or None (announced) when either cannot be had.
 fn prepared() -> Option<(PathBuf, PathBuf)> {
+    static PREPARED: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
     static ANNOUNCED: OnceLock<()> = OnceLock::new();
-    let scripts: Vec<PathBuf> = match std::env::var("FERRUM_REDFISH_EMULATOR_SCRIPT") {
-        Ok(path) => vec![path.into()],
-        Err(_) => vec![
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/scripts/start-redfish-emulator.sh"),
-            "/work/shared/scripts/start-redfish-emulator.sh".into(),
-        ],
-    };
-    let venv = PathBuf::from(
-        std::env::var("FERRUM_REDFISH_EMULATOR_VENV")
-            .unwrap_or_else(|_| "/tmp/ferrum-redfish-emu/venv".to_owned()),
-    );
-    let script = scripts.iter().find(|p| p.is_file()).cloned();
-    let problem = match (&script, venv.join("bin/sushy-emulator").is_file()) {
-        (Some(script), true) => return Some((script.clone(), venv)),
-        (None, _) => format!(
-            "no Redfish emulator script at {scripts:?} (set FERRUM_REDFISH_EMULATOR_SCRIPT)"
-        ),
-        (Some(_), false) => format!(
-            "no prepared Redfish emulator venv at {} (.ci/run prepares it; or set FERRUM_REDFISH_EMULATOR_VENV)",
-            venv.display()
-        ),
-    };
-    let message = format!("{problem}; the Redfish emulator suite was NOT run.");
-    if required() {
-        panic!("FERRUM_REQUIRE_SERVICES=1: {message}");
-    }
-    ANNOUNCED.get_or_init(|| {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "\n!!!!!!!! {message} !!!!!!!!\n");
+    let prepared = PREPARED.get_or_init(|| {
+        let script = std::env::var_os("FERRUM_REDFISH_EMULATOR_SCRIPT")
+            .map_or_else(|| peer_script("redfish-emulator.sh"), PathBuf::from);
+        if !script.is_file() {
+            return Err(format!(
+                "no Redfish emulator script at {} (FERRUM_REDFISH_EMULATOR_SCRIPT)",
+                script.display()
+            ));
+        }
+        let venv = match std::env::var_os("FERRUM_REDFISH_EMULATOR_VENV") {
+            Some(venv) => PathBuf::from(venv),
+            None => {
+                let out = Command::new("bash")
+                    .arg(&script)
+                    .arg("setup")
+                    .output()
+                    .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "`{} setup` failed: {}",
+                        script.display(),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            }
+        };
+        if !venv.join("bin/sushy-emulator").is_file() {
+            return Err(format!(
+                "no Redfish emulator venv at {} (FERRUM_REDFISH_EMULATOR_VENV)",
+                venv.display()
+            ));
+        }
+        Ok((script, venv))
     });
-    None
+    match prepared {
+        Ok(prepared) => Some(prepared.clone()),
+        Err(problem) => {
+            not_run(
+                &format!("{problem}; the Redfish emulator suite was NOT run."),
+                &ANNOUNCED,
+            );
+            None
+        }
+    }
 }
 
 /// How to start an emulator.

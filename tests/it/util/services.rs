@@ -82,6 +82,20 @@ pub fn amqp_url() -> Option<String> {
     check("RabbitMQ", "FERRUM_TEST_AMQP_URL", &url, 5672, &UP)
 }
 
+/// Says that a suite that needs something missing here was not run: a failure under
+/// `FERRUM_REQUIRE_SERVICES=1`, otherwise a loud line straight to the terminal, once per
+/// `announced` (the test harness would swallow `eprintln!` of a passing test, and a skipped suite
+/// must not go unnoticed).
+pub fn not_run(message: &str, announced: &OnceLock<()>) {
+    if required() {
+        panic!("FERRUM_REQUIRE_SERVICES=1: {message}");
+    }
+    announced.get_or_init(|| {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "\n!!!!!!!! {message} !!!!!!!!\n");
+    });
+}
+
 /// The Python venv holding python-ironicclient and openstacksdk (`FERRUM_CLIENTS_VENV`, default
 /// /tmp/ferrum-clients-venv, which `.ci/run` prepares), or None, announced, when it is missing.
 pub fn clients_venv() -> Option<std::path::PathBuf> {
@@ -93,53 +107,48 @@ pub fn clients_venv() -> Option<std::path::PathBuf> {
     if venv.join("bin/baremetal").exists() && venv.join("bin/python").exists() {
         return Some(venv);
     }
-    let message = format!(
-        "no client venv at {} (python-ironicclient + openstacksdk; .ci/run makes it, or set FERRUM_CLIENTS_VENV); the client-compatibility suite was NOT run.",
-        venv.display()
+    not_run(
+        &format!(
+            "no client venv at {} (python-ironicclient + openstacksdk; .ci/run makes it, or set FERRUM_CLIENTS_VENV); the client-compatibility suite was NOT run.",
+            venv.display()
+        ),
+        &ANNOUNCED,
     );
-    if required() {
-        panic!("FERRUM_REQUIRE_SERVICES=1: {message}");
-    }
-    ANNOUNCED.get_or_init(|| {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "\n!!!!!!!! {message} !!!!!!!!\n");
-    });
     None
 }
 
-/// The sandbox script that runs the real Ironic Python Agent unprivileged (`FERRUM_IPA_SANDBOX`,
-/// else the developers' shared copy beside the repository), or None (announced) when it is not
-/// there or this is not root (the script builds its sandbox as root; the agent never runs so).
+/// A set-up script of the repository's own test peers (`tests/peers/`, see its README).
+pub fn peer_script(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(name)
+}
+
+/// The sandbox script that runs the real Ironic Python Agent unprivileged
+/// (`tests/peers/ipa-sandbox.sh`, or `FERRUM_IPA_SANDBOX`), or None (announced) when this is not
+/// root: the script builds its sandbox as root; the agent never runs so.
 pub fn ipa_sandbox() -> Option<std::path::PathBuf> {
     static ANNOUNCED: OnceLock<()> = OnceLock::new();
-    let candidates: Vec<std::path::PathBuf> = match std::env::var("FERRUM_IPA_SANDBOX") {
-        Ok(path) => vec![path.into()],
-        Err(_) => vec![
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/scripts/ipa-sandbox.sh"),
-            "/work/shared/scripts/ipa-sandbox.sh".into(),
-        ],
-    };
-    let found = candidates.iter().find(|p| p.is_file()).cloned();
+    let script = std::env::var_os("FERRUM_IPA_SANDBOX")
+        .map_or_else(|| peer_script("ipa-sandbox.sh"), std::path::PathBuf::from);
     let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
             .find(|l| l.starts_with("Uid:"))
             .and_then(|l| l.split_whitespace().nth(2))
             == Some("0")
     });
-    let problem = match (&found, root) {
-        (Some(path), true) => return Some(path.clone()),
-        (None, _) => format!("no IPA sandbox script at {candidates:?} (set FERRUM_IPA_SANDBOX)"),
-        (Some(_), false) => "the IPA sandbox script must be run as root".to_owned(),
+    let problem = match (script.is_file(), root) {
+        (true, true) => return Some(script),
+        (false, _) => format!(
+            "no IPA sandbox script at {} (FERRUM_IPA_SANDBOX)",
+            script.display()
+        ),
+        (true, false) => "the IPA sandbox script must be run as root".to_owned(),
     };
-    let message = format!("{problem}; the real-agent deploy suite was NOT run.");
-    if required() {
-        panic!("FERRUM_REQUIRE_SERVICES=1: {message}");
-    }
-    ANNOUNCED.get_or_init(|| {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "\n!!!!!!!! {message} !!!!!!!!\n");
-    });
+    not_run(
+        &format!("{problem}; the real-agent deploy suite was NOT run."),
+        &ANNOUNCED,
+    );
     None
 }
 
