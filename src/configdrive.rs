@@ -213,11 +213,18 @@ mod tests {
         assert_eq!(&iso[16 * 2048 + 40..16 * 2048 + 48], b"config-2");
     }
 
-    /// The clients venv's python when it has pycdlib; `None` (after a loud message) when it
-    /// has not, unless `FERRUM_REQUIRE_SERVICES=1`, which makes that a failure.
+    /// The clients venv's python when it has pycdlib (`FERRUM_CLIENTS_VENV`, else the venv
+    /// `tests/peers/clients-venv.sh setup` makes once and keeps); `None` (after a loud message)
+    /// when it has not, unless `FERRUM_REQUIRE_SERVICES=1`, which makes that a failure.
     fn pycdlib_python() -> Option<String> {
-        let venv = std::env::var("FERRUM_CLIENTS_VENV")
-            .unwrap_or_else(|_| "/tmp/ferrum-clients-venv".to_owned());
+        let venv = std::env::var("FERRUM_CLIENTS_VENV").unwrap_or_else(|_| {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/clients-venv.sh");
+            std::process::Command::new("bash")
+                .args([script, "setup"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        });
         let python = format!("{venv}/bin/python");
         let have = std::process::Command::new(&python)
             .args(["-c", "import pycdlib"])
@@ -230,7 +237,9 @@ mod tests {
             std::env::var("FERRUM_REQUIRE_SERVICES").as_deref() != Ok("1"),
             "pycdlib is missing from {venv} and FERRUM_REQUIRE_SERVICES=1"
         );
-        eprintln!("!!!!! SKIPPED: pycdlib not found in {venv}; run .ci/run to prepare it !!!!!");
+        eprintln!(
+            "!!!!! SKIPPED: pycdlib not found in {venv:?} (tests/peers/clients-venv.sh setup makes it) !!!!!"
+        );
         None
     }
 

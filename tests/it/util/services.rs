@@ -96,22 +96,38 @@ pub fn not_run(message: &str, announced: &OnceLock<()>) {
     });
 }
 
-/// The Python venv holding python-ironicclient and openstacksdk (`FERRUM_CLIENTS_VENV`, default
-/// /tmp/ferrum-clients-venv, which `.ci/run` prepares), or None, announced, when it is missing.
+/// The Python venv holding the pinned OpenStack clients (`FERRUM_CLIENTS_VENV`, else the one
+/// `tests/peers/clients-venv.sh setup` makes once and keeps), or None, announced, when there is
+/// none.
 pub fn clients_venv() -> Option<std::path::PathBuf> {
     static ANNOUNCED: OnceLock<()> = OnceLock::new();
-    let venv = std::path::PathBuf::from(
-        std::env::var("FERRUM_CLIENTS_VENV")
-            .unwrap_or_else(|_| "/tmp/ferrum-clients-venv".to_owned()),
-    );
-    if venv.join("bin/baremetal").exists() && venv.join("bin/python").exists() {
-        return Some(venv);
-    }
+    static MADE: OnceLock<Result<std::path::PathBuf, String>> = OnceLock::new();
+    let venv = match std::env::var_os("FERRUM_CLIENTS_VENV") {
+        Some(venv) => Ok(std::path::PathBuf::from(venv)),
+        None => MADE
+            .get_or_init(|| {
+                let out = std::process::Command::new("bash")
+                    .arg(peer_script("clients-venv.sh"))
+                    .arg("setup")
+                    .stderr(std::process::Stdio::inherit())
+                    .output()
+                    .map_err(|e| format!("cannot run clients-venv.sh: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!("clients-venv.sh setup failed ({})", out.status));
+                }
+                Ok(String::from_utf8_lossy(&out.stdout).trim().into())
+            })
+            .clone(),
+    };
+    let problem = match venv {
+        Ok(venv) if venv.join("bin/baremetal").exists() && venv.join("bin/python").exists() => {
+            return Some(venv);
+        }
+        Ok(venv) => format!("no client venv at {}", venv.display()),
+        Err(e) => e,
+    };
     not_run(
-        &format!(
-            "no client venv at {} (python-ironicclient + openstacksdk; .ci/run makes it, or set FERRUM_CLIENTS_VENV); the client-compatibility suite was NOT run.",
-            venv.display()
-        ),
+        &format!("{problem}; the client-compatibility suite was NOT run."),
         &ANNOUNCED,
     );
     None
