@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::{
     error::{Error, Result},
     node::{Json, JsonObject, validate_length, validate_name, validate_resource_class},
-    resource::{self, Field, Reset, Resource, Write, opt_string, set_if},
+    resource::{self, Field, Reset, Write, opt_string, set_if},
 };
 
 /// The states of an allocation, as the API names them.
@@ -41,18 +41,7 @@ resource::record_type! {
     }
 }
 
-impl Resource for Allocation {
-    type Changes = AllocationChanges;
-    const COLLECTION: &'static str = "allocations";
-
-    fn fields() -> &'static [Field<Allocation>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(Allocation, AllocationChanges, "allocations", FIELDS);
 
 /// The fields of the short form of GET /v1/allocations (Ironic shows them all).
 pub const SUMMARY: &[&str] = &[

@@ -10,6 +10,7 @@ pub mod allocations;
 pub mod auth;
 pub mod bios;
 pub mod chassis;
+pub mod collection;
 pub mod conductors;
 pub mod deploy_templates;
 pub mod drivers;
@@ -49,12 +50,15 @@ use axum::{
 use serde_json::{Value, json};
 
 use self::{
+    collection::list,
     extract::{MIN_VERSION, ServedMax},
     routing::ConductorRouter,
 };
 use crate::{
+    allocation::Allocation,
     db::Db,
     error::Error,
+    ports::{Port, Portgroup},
     rpc::RpcClient,
     volume::{VolumeConnector, VolumeTarget},
 };
@@ -153,10 +157,10 @@ pub fn router(state: ApiState) -> Router {
             "/{ident}/vendor_passthru/{method}",
             passthru(vendor::node_passthru),
         )
-        .route("/{ident}/ports", get(ports::list))
-        .route("/{ident}/ports/detail", get(ports::list))
-        .route("/{ident}/portgroups", get(portgroups::list))
-        .route("/{ident}/portgroups/detail", get(portgroups::list))
+        .route("/{ident}/ports", get(list::<Port>))
+        .route("/{ident}/ports/detail", get(list::<Port>))
+        .route("/{ident}/portgroups", get(list::<Portgroup>))
+        .route("/{ident}/portgroups/detail", get(list::<Portgroup>))
         .route(
             "/{ident}/vifs",
             get(nodes::vifs::list).post(nodes::vifs::attach),
@@ -166,51 +170,39 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::delete(nodes::vifs::detach),
         )
         .route("/{ident}/volume", get(volume::node_root))
-        .route(
-            "/{ident}/volume/connectors",
-            get(volume::of_node::<VolumeConnector>),
-        )
-        .route(
-            "/{ident}/volume/targets",
-            get(volume::of_node::<VolumeTarget>),
-        );
-    let chassis = Router::new()
-        .route("/", get(chassis::list).post(chassis::create))
-        .route("/detail", get(chassis::list))
-        .route(
-            "/{uuid}",
-            get(chassis::show)
-                .patch(chassis::update)
-                .delete(chassis::delete),
-        )
+        .route("/{ident}/volume/connectors", get(list::<VolumeConnector>))
+        .route("/{ident}/volume/targets", get(list::<VolumeTarget>));
+    let chassis = stored_routes::<crate::chassis::Chassis>("/{uuid}", true)
         .route("/{uuid}/nodes", get(chassis::nodes))
         .route("/{uuid}/nodes/detail", get(chassis::nodes));
     let ports = Router::new()
-        .route("/", get(ports::list).post(ports::create))
-        .route("/detail", get(ports::list))
+        .route("/", get(list::<Port>).post(ports::create))
+        .route("/detail", get(list::<Port>))
         .route(
             "/{uuid}",
-            get(ports::show).patch(ports::update).delete(ports::delete),
+            get(collection::show::<Port>)
+                .patch(collection::update_child::<Port>)
+                .delete(collection::delete_child::<Port>),
         );
     let portgroups = Router::new()
-        .route("/", get(portgroups::list).post(portgroups::create))
-        .route("/detail", get(portgroups::list))
+        .route("/", get(list::<Portgroup>).post(portgroups::create))
+        .route("/detail", get(list::<Portgroup>))
         .route(
             "/{ident}",
-            get(portgroups::show)
-                .patch(portgroups::update)
-                .delete(portgroups::delete),
+            get(collection::show::<Portgroup>)
+                .patch(collection::update_child::<Portgroup>)
+                .delete(collection::delete_child::<Portgroup>),
         )
-        .route("/{ident}/ports", get(ports::list))
-        .route("/{ident}/ports/detail", get(ports::list));
+        .route("/{ident}/ports", get(list::<Port>))
+        .route("/{ident}/ports/detail", get(list::<Port>));
     // Allocations (API 1.52, PATCH 1.57): the collection and a node's allocation.
     let allocations = Router::new()
-        .route("/", get(allocations::list).post(allocations::create))
-        .route("/detail", get(allocations::list))
+        .route("/", get(list::<Allocation>).post(allocations::create))
+        .route("/detail", get(list::<Allocation>))
         .route(
             "/{ident}",
             get(allocations::show)
-                .patch(allocations::update)
+                .patch(collection::update::<Allocation>)
                 .delete(allocations::delete),
         );
     let nodes = nodes.route(
@@ -218,8 +210,9 @@ pub fn router(state: ApiState) -> Router {
         get(allocations::show).delete(allocations::delete),
     );
     // Deploy templates (API 1.55) and runbooks (1.92), both through `named.rs`.
-    let deploy_templates = named_routes::<crate::deploy_template::DeployTemplate>();
-    let runbooks = named_routes::<crate::runbook::Runbook>()
+    let deploy_templates =
+        stored_routes::<crate::deploy_template::DeployTemplate>("/{ident}", true);
+    let runbooks = stored_routes::<crate::runbook::Runbook>("/{ident}", true)
         .route(
             "/{ident}/traits",
             get(runbooks::list_traits)
@@ -231,17 +224,8 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::put(runbooks::add_trait).delete(runbooks::remove_trait),
         );
     // Inspection rules (API 1.96), named by UUID only.
-    let inspection_rules = Router::new()
-        .route(
-            "/",
-            get(inspection_rules::list).post(inspection_rules::create),
-        )
-        .route(
-            "/{ident}",
-            get(inspection_rules::show)
-                .patch(inspection_rules::update)
-                .delete(inspection_rules::delete),
-        );
+    let inspection_rules =
+        stored_routes::<crate::inspection_rule::InspectionRule>("/{ident}", false);
     let routes = Router::new()
         .route("/", get(root))
         // Operations, outside Ironic's API: Prometheus metrics and the health check.
@@ -328,29 +312,33 @@ fn node_states_routes(path: fn(&str) -> String) -> Router<ApiState> {
         )
 }
 
-/// The routes of `/v1/deploy_templates` or `/v1/runbooks`.
-fn named_routes<R: named::Named>() -> Router<ApiState> {
-    Router::new()
-        .route("/", get(named::list::<R>).post(named::create::<R>))
-        .route("/detail", get(named::list::<R>))
-        .route(
-            "/{ident}",
-            get(named::show::<R>)
-                .patch(named::update::<R>)
-                .delete(named::delete::<R>),
-        )
+/// The routes of a collection the API writes itself (`collection.rs`): its listing (with
+/// `/detail` when `detail`), a create, and an item's GET, PATCH and DELETE at `item`.
+fn stored_routes<R: collection::Listed + collection::Stored + 'static>(
+    item: &str,
+    detail: bool,
+) -> Router<ApiState> {
+    use collection::{create, delete, list, show, update};
+    let routes = Router::new()
+        .route("/", get(list::<R>).post(create::<R>))
+        .route(item, get(show::<R>).patch(update::<R>).delete(delete::<R>));
+    if detail {
+        routes.route("/detail", get(list::<R>))
+    } else {
+        routes
+    }
 }
 
 /// The routes of `/v1/volume/connectors` or `/v1/volume/targets`.
 fn volume_routes<K: volume::Kind + 'static>() -> Router<ApiState> {
     Router::new()
-        .route("/", get(volume::list::<K>).post(volume::create::<K>))
-        .route("/detail", get(volume::list_detail::<K>))
+        .route("/", get(list::<K>).post(volume::create::<K>))
+        .route("/detail", get(list::<K>))
         .route(
             "/{uuid}",
-            get(volume::show::<K>)
-                .patch(volume::update::<K>)
-                .delete(volume::delete::<K>),
+            get(collection::show::<K>)
+                .patch(collection::update_child::<K>)
+                .delete(collection::delete_child::<K>),
         )
 }
 
@@ -610,6 +598,20 @@ mod tests {
     }
 
     impl Logs {
+        /// The lines logged on this thread until the guard is dropped.
+        fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+            let logs = Logs::default();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer({
+                    let logs = logs.clone();
+                    move || logs.clone()
+                })
+                .with_ansi(false)
+                .finish();
+            let guard = tracing::subscriber::set_default(subscriber);
+            (logs, guard)
+        }
+
         fn take(&self) -> String {
             String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
         }
@@ -633,6 +635,14 @@ mod tests {
         (status, String::from_utf8(body.to_vec()).unwrap(), id)
     }
 
+    /// Checks that one line was logged since the last look, holding `head` and `tail`.
+    fn logged_once(logs: &Logs, head: &str, tail: &str) {
+        let lines = logs.take();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains(head), "{lines}");
+        assert!(lines.contains(tail), "{lines}");
+    }
+
     async fn panics() -> Error {
         panic!("boom in a handler")
     }
@@ -642,15 +652,7 @@ mod tests {
     /// message.
     #[tokio::test]
     async fn every_request_is_logged_once_with_its_request_id() {
-        let logs = Logs::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_ansi(false)
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (logs, _guard) = Logs::capture();
         let routes = Router::new()
             .route("/v1/panic", get(panics))
             .route("/v1/busy", get(|| async { Error::NoFreeConductorWorker }))
@@ -662,48 +664,35 @@ mod tests {
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("An internal error occurred"), "{body}");
         assert!(!body.contains("boom"), "{body}");
-        let lines = logs.take();
-        assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(lines.contains("ERROR ferrum::access: internal error method=GET path=/v1/panic status=500 duration_ms="), "{lines}");
-        assert!(
-            lines.contains(&format!(
-                "request_id={request_id} error=request handler panicked: boom in a handler"
-            )),
-            "{lines}"
+        logged_once(
+            &logs,
+            "ERROR ferrum::access: internal error method=GET path=/v1/panic status=500 duration_ms=",
+            &format!("request_id={request_id} error=request handler panicked: boom in a handler"),
         );
 
-        let (status, _, request_id) = fetch(&app, "/v1/busy").await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        let lines = logs.take();
-        assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(
-            lines.contains("WARN ferrum::access: server error method=GET path=/v1/busy status=503"),
-            "{lines}"
-        );
-        assert!(
-            lines.contains(&format!(
-                "request_id={request_id} error=Requested action cannot be performed"
-            )),
-            "{lines}"
-        );
-
-        // A client's error, with its message.
-        let (status, _, request_id) = fetch(&app, "/v1/nowhere").await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
-        let lines = logs.take();
-        assert_eq!(lines.lines().count(), 1, "{lines}");
-        assert!(
-            lines.contains(
-                "INFO ferrum::access: client error method=GET path=/v1/nowhere status=404"
+        // A server's error with its cause, and a client's with its message.
+        for (path, expected, head, message) in [
+            (
+                "/v1/busy",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "WARN ferrum::access: server error method=GET path=/v1/busy status=503",
+                "Requested action cannot be performed",
             ),
-            "{lines}"
-        );
-        assert!(
-            lines.contains(&format!(
-                "request_id={request_id} error=The resource could not be found."
-            )),
-            "{lines}"
-        );
+            (
+                "/v1/nowhere",
+                StatusCode::NOT_FOUND,
+                "INFO ferrum::access: client error method=GET path=/v1/nowhere status=404",
+                "The resource could not be found.",
+            ),
+        ] {
+            let (status, _, request_id) = fetch(&app, path).await;
+            assert_eq!(status, expected);
+            logged_once(
+                &logs,
+                head,
+                &format!("request_id={request_id} error={message}"),
+            );
+        }
 
         // An answer.
         let (status, _, request_id) = fetch(&app, "/v1/ok").await;
@@ -756,15 +745,7 @@ mod tests {
     /// A line logged while a request is handled is in the request's span: it names the request.
     #[tokio::test]
     async fn lines_logged_for_a_request_name_it() {
-        let logs = Logs::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_ansi(false)
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (logs, _guard) = Logs::capture();
         let routes = Router::new().route(
             "/v1/says",
             get(|| async {

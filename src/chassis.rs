@@ -2,12 +2,10 @@
 //! chassis itself, as Ironic's does: no driver and no node lock is involved. A node names its
 //! chassis by UUID; the database refuses deleting a chassis that still has nodes.
 
-use serde_json::json;
-
 use crate::{
     error::{Error, Result},
-    node::{Json, JsonObject, validate_length},
-    resource::{self, Field, Reset, Resource, Write, opt_string, set_if, sub_links},
+    node::{Json, JsonObject},
+    resource::{self, Field, sub_links},
 };
 
 resource::record_type! {
@@ -21,18 +19,7 @@ resource::record_type! {
     }
 }
 
-impl Resource for Chassis {
-    type Changes = ChassisChanges;
-    const COLLECTION: &'static str = "chassis";
-
-    fn fields() -> &'static [Field<Chassis>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(Chassis, ChassisChanges, "chassis", FIELDS);
 
 /// The fields of the short form of GET /v1/chassis.
 pub const SUMMARY: &[&str] = &["uuid", "description", "links"];
@@ -43,25 +30,7 @@ pub fn not_found(ident: &str) -> Error {
 
 static FIELDS: &[Field<Chassis>] = &[
     resource::uuid_field!(1),
-    Field {
-        name: "description",
-        since: 1,
-        show: |v| json!(v.item.description),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Null,
-            get: |_, c| json!(c.description),
-            set: |f, c, v, changes| {
-                let description = opt_string(f, v)?;
-                if let Some(d) = &description {
-                    validate_length(f, d, 255)?;
-                }
-                set_if(&mut changes.description, description, &c.description);
-                Ok(())
-            },
-        }),
-    },
+    resource::bounded_text_field!("description", description, 1, 255),
     resource::document_field!("extra", extra, 1),
     resource::created_at_field!(1),
     resource::updated_at_field!(1),

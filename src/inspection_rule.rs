@@ -21,7 +21,7 @@ use crate::{
     error::{Error, Result},
     node::{Json, JsonObject, normalize_uuid},
     patch::{Op, PatchOp},
-    resource::{self, Field, Reset, Resource, Write, set_if},
+    resource::{self, Field, Reset, Write, set_if},
 };
 
 resource::record_type! {
@@ -46,18 +46,12 @@ resource::record_type! {
     }
 }
 
-impl Resource for InspectionRule {
-    type Changes = InspectionRuleChanges;
-    const COLLECTION: &'static str = "inspection_rules";
-
-    fn fields() -> &'static [Field<InspectionRule>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(
+    InspectionRule,
+    InspectionRuleChanges,
+    "inspection_rules",
+    FIELDS
+);
 
 /// The API minor version that introduced inspection rules.
 pub const SINCE: u32 = 96;

@@ -346,6 +346,28 @@ macro_rules! record_type {
 }
 pub(crate) use record_type;
 
+/// Implements [`Resource`] for `$name`, a [`record_type!`] (partial update `$changes`) named by
+/// its `uuid`, with the field table `$fields`, listed under `$collection` (the listing's body
+/// under `$list_key`, when given). A resource with rules across its fields writes its own.
+macro_rules! record_resource {
+    ($name:ident, $changes:ident, $collection:literal, $fields:ident $(, list_key $list_key:literal)?) => {
+        impl $crate::resource::Resource for $name {
+            type Changes = $changes;
+            const COLLECTION: &'static str = $collection;
+            $(const LIST_KEY: &'static str = $list_key;)?
+
+            fn fields() -> &'static [$crate::resource::Field<$name>] {
+                $fields
+            }
+
+            fn uuid(&self) -> &str {
+                &self.uuid
+            }
+        }
+    };
+}
+pub(crate) use record_resource;
+
 /// Field-table rows that every resource but the node has in the same shape: a `uuid` a create
 /// may give, `extra`-like JSON documents (null reads as empty), timestamps and `links`.
 macro_rules! uuid_field {

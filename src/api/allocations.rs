@@ -12,30 +12,29 @@ use serde_json::Value;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
-    listing::{self, Paging, Route, ShowQuery},
+    collection::{Found, ListRequest, Listed, Patched},
+    extract::{ApiJson, ApiQuery, ApiVersion, JsonSuffix, RequestId},
+    listing::{self, Route, ShowQuery},
     nodes::{self, require_version},
 };
 use crate::{
-    allocation::{self, Allocation},
-    db,
+    allocation::{self, Allocation, AllocationChanges},
+    db::{self, Db, allocations::SortKey},
     error::{Error, Result},
     node::{JsonObject, Node},
-    patch::{self, PatchOp},
     rpc::{RpcReply, RpcRequest},
 };
 
 const BACKFILL: u32 = 58;
 const OWNER: u32 = 60;
 
+/// A listing's filters.
 #[derive(Debug, Default, Deserialize)]
-pub struct ListQuery {
+pub struct Filters {
     node: Option<String>,
     resource_class: Option<String>,
     state: Option<String>,
     owner: Option<String>,
-    #[serde(flatten)]
-    paging: Paging,
 }
 
 /// A node named in a request about allocations (a filter, a candidate, a backfill): an unknown
@@ -56,76 +55,52 @@ fn unknown_node_is_bad_request(e: Error) -> Error {
     }
 }
 
-/// GET /v1/allocations[/detail].
-pub async fn list(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    route: Route,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    let shape = q.paging.shape::<Allocation>(version, route.detail)?;
-    let sort = q.paging.sort(
-        db::allocations::SortKey::parse,
-        db::allocations::SortKey::NAMES,
-        db::allocations::SortKey::Id,
-    )?;
-    if q.owner.is_some() {
-        require_version(version, OWNER, "The owner filter")?;
-    }
-    if let Some(s) = &q.state
-        && ![
-            allocation::ALLOCATING,
-            allocation::ACTIVE,
-            allocation::ERROR,
-        ]
-        .contains(&s.as_str())
-    {
-        return Err(Error::InvalidParameterValue(format!(
-            "Invalid state {s}; use one of allocating, active, error."
-        )));
-    }
-    let node_uuid = match &q.node {
-        Some(n) => Some(named_node(&state, n, version).await?.uuid),
-        None => None,
-    };
-    let filter = db::allocations::Filter {
-        node_uuid,
-        resource_class: q.resource_class.clone(),
-        state: q.state.clone(),
-        owner: q.owner.clone(),
-    };
-    let items = db::allocations::list(
-        &state.db,
-        &filter,
-        sort,
-        q.paging.descending()?,
-        q.paging.limit()?,
-        q.paging.marker.as_deref(),
-    )
-    .await?;
-    let mut filters = String::new();
-    for (k, v) in [
-        ("node", &q.node),
-        ("resource_class", &q.resource_class),
-        ("state", &q.state),
-        ("owner", &q.owner),
-    ] {
-        if let Some(v) = v {
-            filters.push_str(&format!("{k}={}&", nodes::list::encode_query_value(v)));
+/// GET /v1/allocations[/detail]: narrowed by `node` (an unknown one is a 400), `resource_class`,
+/// `state` and `owner` (1.60), each carried into the `next` link.
+impl Listed for Allocation {
+    const SUMMARY: &'static [&'static str] = allocation::SUMMARY;
+    type Sort = SortKey;
+    type Filters = Filters;
+
+    async fn read(request: &ListRequest<'_, Self>, carried: &mut String) -> Result<Vec<Self>> {
+        let (q, version) = (request.filters, request.version);
+        if q.owner.is_some() {
+            require_version(version, OWNER, "The owner filter")?;
         }
+        if let Some(s) = &q.state
+            && ![
+                allocation::ALLOCATING,
+                allocation::ACTIVE,
+                allocation::ERROR,
+            ]
+            .contains(&s.as_str())
+        {
+            return Err(Error::InvalidParameterValue(format!(
+                "Invalid state {s}; use one of allocating, active, error."
+            )));
+        }
+        let node_uuid = match &q.node {
+            Some(n) => Some(named_node(request.state, n, version).await?.uuid),
+            None => None,
+        };
+        let filter = db::allocations::Filter {
+            node_uuid,
+            resource_class: q.resource_class.clone(),
+            state: q.state.clone(),
+            owner: q.owner.clone(),
+        };
+        let items = db::allocations::list(&request.state.db, &filter, &request.page()?).await?;
+        listing::carry(
+            carried,
+            [
+                ("node", &q.node),
+                ("resource_class", &q.resource_class),
+                ("state", &q.state),
+                ("owner", &q.owner),
+            ],
+        );
+        Ok(items)
     }
-    listing::page(
-        &items,
-        &q.paging,
-        &shape,
-        allocation::SUMMARY,
-        version,
-        &base,
-        &route.path,
-        &filters,
-    )
-    .map(Json)
 }
 
 /// The allocation a route names: `/v1/allocations/{uuid or name}`, or
@@ -222,9 +197,7 @@ pub async fn create(
         }
         Some(v) => Some(crate::resource::string("node", v)?),
     };
-    for name in body.keys() {
-        listing::check_written_field::<Allocation>(version, name, |w| w.create)?;
-    }
+    listing::check_create::<Allocation>(version, &body)?;
     let uuid_given = body.contains_key("uuid");
     let mut new = allocation::from_create(body)?;
     let node = match &node_ident {
@@ -265,19 +238,19 @@ pub async fn create(
     Ok(listing::created(&created, version, &base))
 }
 
-/// PATCH /v1/allocations/{ident} (1.57): name and extra only. Before 1.57, 405 as in Ironic.
-pub async fn update(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(ident): ApiPath<String>,
-    ApiJson(ops): ApiJson<Vec<PatchOp>>,
-) -> Result<Json<Value>> {
-    listing::check_patch::<Allocation>(version, &ops)?;
-    let found = db::allocations::get(&state.db, &ident).await?;
-    let changes = patch::apply(&found, &ops)?;
-    let updated = db::allocations::update(&state.db, &found, changes).await?;
-    Ok(Json(listing::detail(&updated, version, &base)))
+/// An allocation is named by UUID or name (for a PATCH; a GET or DELETE by its route, [`named`]).
+impl Found for Allocation {
+    async fn find(state: &ApiState, _: JsonSuffix, ident: &str) -> Result<Self> {
+        db::allocations::get(&state.db, ident).await
+    }
+}
+
+/// PATCH /v1/allocations/{ident} (1.57): name and extra only, written by the API. Before 1.57,
+/// 405 as in Ironic.
+impl Patched for Allocation {
+    async fn write(db: &Db, allocation: &Self, changes: AllocationChanges) -> Result<Self> {
+        db::allocations::update(db, allocation, changes).await
+    }
 }
 
 /// DELETE /v1/allocations/{ident} and /v1/nodes/{node}/allocation.

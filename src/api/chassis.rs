@@ -1,110 +1,60 @@
 //! /v1/chassis: the API reads and writes chassis itself, as Ironic's does (no node lock is
-//! involved); `/v1/chassis/{uuid}/nodes` lists a chassis' nodes.
+//! involved), through the handlers of `collection.rs`; `/v1/chassis/{uuid}/nodes` lists a
+//! chassis' nodes.
 
-use axum::{Json, extract::State, http::StatusCode, response::Response};
-use serde::Deserialize;
+use axum::{Json, extract::State};
 use serde_json::Value;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion},
-    listing::{self, Paging, Route, ShowQuery},
+    collection::{Found, ListRequest, Listed, NoFilters, Patched, Stored},
+    extract::{ApiQuery, ApiVersion, JsonSuffix},
+    listing::{self, Route},
 };
 use crate::{
-    chassis::{self, Chassis},
-    db,
+    chassis::{self, Chassis, ChassisChanges},
+    db::{self, Db, chassis::SortKey},
     error::Result,
     node::{JsonObject, normalize_uuid},
-    patch::{self, PatchOp},
 };
 
-#[derive(Debug, Default, Deserialize)]
-pub struct ListQuery {
-    #[serde(flatten)]
-    paging: Paging,
-}
+impl Listed for Chassis {
+    const SUMMARY: &'static [&'static str] = chassis::SUMMARY;
+    type Sort = SortKey;
+    type Filters = NoFilters;
 
-/// GET /v1/chassis[/detail].
-pub async fn list(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    route: Route,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    let shape = q.paging.shape::<Chassis>(version, route.detail)?;
-    let sort = q.paging.sort(
-        db::chassis::SortKey::parse,
-        db::chassis::SortKey::NAMES,
-        db::chassis::SortKey::Id,
-    )?;
-    let items = db::chassis::list(
-        &state.db,
-        sort,
-        q.paging.descending()?,
-        q.paging.limit()?,
-        q.paging.marker.as_deref(),
-    )
-    .await?;
-    listing::page(
-        &items,
-        &q.paging,
-        &shape,
-        chassis::SUMMARY,
-        version,
-        &base,
-        &route.path,
-        "",
-    )
-    .map(Json)
-}
-
-pub async fn show(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(uuid): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ShowQuery>,
-) -> Result<Json<Value>> {
-    let found = db::chassis::get(&state.db, &uuid).await?;
-    listing::show_one(&found, q.fields.as_deref(), version, &base).map(Json)
-}
-
-pub async fn create(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiJson(body): ApiJson<JsonObject>,
-) -> Result<Response> {
-    for name in body.keys() {
-        listing::check_written_field::<Chassis>(version, name, |w| w.create)?;
+    async fn read(request: &ListRequest<'_, Self>, _: &mut String) -> Result<Vec<Self>> {
+        db::chassis::list(&request.state.db, &request.page()?).await
     }
-    let new = chassis::from_create(body)?;
-    let stored = db::chassis::insert(&state.db, &new).await?;
-    Ok(listing::created(&stored, version, &base))
 }
 
-pub async fn update(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(uuid): ApiPath<String>,
-    ApiJson(ops): ApiJson<Vec<PatchOp>>,
-) -> Result<Json<Value>> {
-    listing::check_patch::<Chassis>(version, &ops)?;
-    let found = db::chassis::get(&state.db, &uuid).await?;
-    let changes = patch::apply(&found, &ops)?;
-    let updated = db::chassis::update(&state.db, &found, changes).await?;
-    Ok(Json(listing::detail(&updated, version, &base)))
+/// A chassis is named by its UUID only.
+impl Found for Chassis {
+    async fn find(state: &ApiState, _: JsonSuffix, uuid: &str) -> Result<Self> {
+        db::chassis::get(&state.db, uuid).await
+    }
 }
 
-pub async fn delete(
-    State(state): State<ApiState>,
-    ApiPath(uuid): ApiPath<String>,
-) -> Result<StatusCode> {
-    let found = db::chassis::get(&state.db, &uuid).await?;
-    db::chassis::delete(&state.db, &found.uuid).await?;
-    Ok(StatusCode::NO_CONTENT)
+impl Patched for Chassis {
+    async fn write(db: &Db, chassis: &Self, changes: ChassisChanges) -> Result<Self> {
+        db::chassis::update(db, chassis, changes).await
+    }
+}
+
+impl Stored for Chassis {
+    fn from_create(body: JsonObject, version: ApiVersion) -> Result<Self> {
+        listing::check_create::<Self>(version, &body)?;
+        chassis::from_create(body)
+    }
+
+    async fn insert(db: &Db, chassis: &Self) -> Result<Self> {
+        db::chassis::insert(db, chassis).await
+    }
+
+    /// A chassis that still has nodes is not deleted (a 400).
+    async fn remove(db: &Db, uuid: &str) -> Result<()> {
+        db::chassis::delete(db, uuid).await
+    }
 }
 
 /// GET /v1/chassis/{uuid}/nodes[/detail]: the node listing, narrowed to the chassis.

@@ -1,5 +1,5 @@
 //! /v1/deploy_templates (API 1.55): the API reads and writes deploy templates itself, as
-//! Ironic's does (no node lock is involved), through the handlers of `named.rs`. A template is
+//! Ironic's does (no node lock is involved), through the handlers of `collection.rs` (`named.rs`). A template is
 //! named by UUID or by name.
 
 use super::named::Named;
@@ -18,3 +18,5 @@ impl Named for DeployTemplate {
         deploy_template::from_create(body)
     }
 }
+
+super::named::named_collection!(DeployTemplate);

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::{extract::ApiVersion, extract::parse_bool, nodes::require_version};
 use crate::{
+    db::listing::Page,
     error::{Error, Result},
     resource::{self, Resource, View},
 };
@@ -76,6 +77,16 @@ impl Paging {
         }
     }
 
+    /// The page asked for, sorted by `sort`.
+    pub fn page<K>(&self, sort: K) -> Result<Page<'_, K>> {
+        Ok(Page {
+            sort,
+            descending: self.descending()?,
+            limit: self.limit()?,
+            marker: self.marker.as_deref(),
+        })
+    }
+
     /// The shape asked for: `/detail` or `detail=true` (1.43) shows every field, `fields` (1.8)
     /// some; not both.
     pub fn shape<R: Resource>(&self, version: ApiVersion, detail_path: bool) -> Result<Shape> {
@@ -126,20 +137,28 @@ impl Paging {
     /// The query string that carries this listing's shape and order to its next page.
     fn carried(&self) -> String {
         let mut query = String::new();
-        for (k, v) in [
-            ("sort_key", &self.sort_key),
-            ("sort_dir", &self.sort_dir),
-            ("fields", &self.fields),
-            ("detail", &self.detail),
-        ] {
-            if let Some(v) = v {
-                query.push_str(&format!(
-                    "{k}={}&",
-                    super::nodes::list::encode_query_value(v)
-                ));
-            }
-        }
+        carry(
+            &mut query,
+            [
+                ("sort_key", &self.sort_key),
+                ("sort_dir", &self.sort_dir),
+                ("fields", &self.fields),
+                ("detail", &self.detail),
+            ],
+        );
         query
+    }
+}
+
+/// Appends to `query` each parameter given (`key=value&`, the value encoded), for a `next` link.
+pub fn carry<const N: usize>(query: &mut String, params: [(&str, &Option<String>); N]) {
+    for (key, value) in params {
+        if let Some(value) = value {
+            query.push_str(&format!(
+                "{key}={}&",
+                super::nodes::list::encode_query_value(value)
+            ));
+        }
     }
 }
 
@@ -248,6 +267,17 @@ pub fn check_written_field<R: Resource>(
         .filter(|f| f.write.as_ref().is_some_and(allowed))
         .ok_or_else(|| Error::InvalidParameterValue(format!("Unexpected arguments: {name}")))?;
     require_version(version, field.since, name)
+}
+
+/// Checks each field of a create's `body` as [`check_written_field`] does.
+pub fn check_create<R: Resource>(
+    version: ApiVersion,
+    body: &serde_json::Map<String, Value>,
+) -> Result<()> {
+    for name in body.keys() {
+        check_written_field::<R>(version, name, |w| w.create)?;
+    }
+    Ok(())
 }
 
 /// Checks a PATCH against `R`'s table at `version`: its shape, and each root field's version.

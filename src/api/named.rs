@@ -1,27 +1,15 @@
-//! The handlers of a resource the API reads and writes itself, named by UUID or by a unique
-//! name, with no node lock involved: deploy templates (API 1.55) and runbooks (1.92), each
-//! described by a [`Named`] implementation beside its routes. A listing pages and sorts as
-//! every listing does; `.json` below 1.91 is dropped from the name as for nodes.
+//! A resource the API reads and writes itself, named by UUID or by a unique name, with no node
+//! lock involved: deploy templates (API 1.55) and runbooks (1.92), each described by a [`Named`]
+//! implementation beside its routes and served by the handlers of `collection.rs`, whose traits
+//! [`named_collection!`] implements for it from its queries (`db::named`). A listing pages and
+//! sorts as every listing does; `.json` below 1.91 is dropped from the name as for nodes.
 
-use axum::{Json, extract::State, http::StatusCode, response::Response};
-use serde::Deserialize;
-use serde_json::Value;
-
-use super::{
-    ApiState, BaseUrl,
-    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, JsonSuffix},
-    listing::{self, Paging, Route, ShowQuery},
-};
 use crate::{
-    db::named::{NamedQueries, SortKey},
-    error::Result,
-    node::JsonObject,
-    patch::{self, PatchOp},
-    resource::Resource,
+    db::named::NamedQueries, error::Result, node::JsonObject, patch::PatchOp, resource::Resource,
 };
 
-/// A resource served by these handlers: its version, its short form, how a create and a PATCH
-/// are checked; its queries are its [`NamedQueries`].
+/// A resource named by UUID or name: its version, its short form, how a create and a PATCH are
+/// checked; its queries are its [`NamedQueries`].
 pub trait Named:
     Resource<Changes: Send> + NamedQueries<Update = <Self as Resource>::Changes> + Send + Sync
 {
@@ -41,102 +29,77 @@ pub trait Named:
     }
 }
 
-async fn find<R: Named>(state: &ApiState, suffix: JsonSuffix, ident: &str) -> Result<R> {
-    suffix
-        .find(ident, |i| {
-            let db = &state.db;
-            async move { <R as NamedQueries>::get(db, &i).await }
-        })
-        .await
-}
+/// Implements the traits of `collection.rs` for `$ty`, a [`Named`] resource: listed with no
+/// filter; found by UUID or name (with `.json` put back when the path lost it); a PATCH writes
+/// the writable fields (`steps` whole or by index, `/steps/0/priority`, `/steps/-`), then
+/// `check_patch`'s rules; a create's fields are checked against the table first.
+macro_rules! named_collection {
+    ($ty:ty) => {
+        impl $crate::api::collection::Listed for $ty {
+            const SUMMARY: &'static [&'static str] = <$ty as $crate::api::named::Named>::SUMMARY;
+            type Sort = $crate::db::named::SortKey;
+            type Filters = $crate::api::collection::NoFilters;
 
-#[derive(Debug, Default, Deserialize)]
-pub struct ListQuery {
-    #[serde(flatten)]
-    paging: Paging,
-}
+            async fn read(
+                request: &$crate::api::collection::ListRequest<'_, Self>,
+                _: &mut String,
+            ) -> $crate::error::Result<Vec<Self>> {
+                let page = request.page()?;
+                <Self as $crate::db::named::NamedQueries>::list(&request.state.db, &page).await
+            }
+        }
 
-/// GET /v1/<collection>[/detail].
-pub async fn list<R: Named>(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    route: Route,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    let shape = q.paging.shape::<R>(version, route.detail)?;
-    let sort = q.paging.sort(SortKey::parse, SortKey::NAMES, SortKey::Id)?;
-    let items = <R as NamedQueries>::list(
-        &state.db,
-        sort,
-        q.paging.descending()?,
-        q.paging.limit()?,
-        q.paging.marker.as_deref(),
-    )
-    .await?;
-    listing::page(
-        &items,
-        &q.paging,
-        &shape,
-        R::SUMMARY,
-        version,
-        &base,
-        &route.path,
-        "",
-    )
-    .map(Json)
-}
+        impl $crate::api::collection::Found for $ty {
+            async fn find(
+                state: &$crate::api::ApiState,
+                suffix: $crate::api::extract::JsonSuffix,
+                ident: &str,
+            ) -> $crate::error::Result<Self> {
+                let db = &state.db;
+                suffix
+                    .find(ident, |i| async move {
+                        <Self as $crate::db::named::NamedQueries>::get(db, &i).await
+                    })
+                    .await
+            }
+        }
 
-pub async fn show<R: Named>(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    suffix: JsonSuffix,
-    ApiPath(ident): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ShowQuery>,
-) -> Result<Json<Value>> {
-    let found: R = find(&state, suffix, &ident).await?;
-    listing::show_one(&found, q.fields.as_deref(), version, &base).map(Json)
-}
+        impl $crate::api::collection::Patched for $ty {
+            fn patched(
+                &self,
+                ops: &[$crate::patch::PatchOp],
+            ) -> $crate::error::Result<Self::Changes> {
+                let mut changes = $crate::patch::apply(self, ops)?;
+                <Self as $crate::api::named::Named>::check_patch(self, ops, &mut changes)?;
+                Ok(changes)
+            }
 
-pub async fn create<R: Named>(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiJson(body): ApiJson<JsonObject>,
-) -> Result<Response> {
-    for name in body.keys() {
-        listing::check_written_field::<R>(version, name, |w| w.create)?;
-    }
-    let new = R::from_create(body, version.0)?;
-    let stored = <R as NamedQueries>::insert(&state.db, &new).await?;
-    Ok(listing::created(&stored, version, &base))
-}
+            async fn write(
+                db: &$crate::db::Db,
+                item: &Self,
+                changes: Self::Changes,
+            ) -> $crate::error::Result<Self> {
+                <Self as $crate::db::named::NamedQueries>::update(db, item, changes).await
+            }
+        }
 
-/// PATCH: the writable fields, `steps` whole or by index (`/steps/0/priority`, `/steps/-`);
-/// the patched steps are checked whole, as a create's.
-pub async fn update<R: Named>(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    suffix: JsonSuffix,
-    ApiPath(ident): ApiPath<String>,
-    ApiJson(ops): ApiJson<Vec<PatchOp>>,
-) -> Result<Json<Value>> {
-    listing::check_patch::<R>(version, &ops)?;
-    let found: R = find(&state, suffix, &ident).await?;
-    let mut changes = patch::apply(&found, &ops)?;
-    found.check_patch(&ops, &mut changes)?;
-    let updated = <R as NamedQueries>::update(&state.db, &found, changes).await?;
-    Ok(Json(listing::detail(&updated, version, &base)))
-}
+        impl $crate::api::collection::Stored for $ty {
+            fn from_create(
+                body: $crate::node::JsonObject,
+                version: $crate::api::extract::ApiVersion,
+            ) -> $crate::error::Result<Self> {
+                $crate::api::listing::check_create::<Self>(version, &body)?;
+                <Self as $crate::api::named::Named>::from_create(body, version.0)
+            }
 
-pub async fn delete<R: Named>(
-    State(state): State<ApiState>,
-    suffix: JsonSuffix,
-    ApiPath(ident): ApiPath<String>,
-) -> Result<StatusCode> {
-    let found: R = find(&state, suffix, &ident).await?;
-    <R as NamedQueries>::delete(&state.db, found.uuid()).await?;
-    Ok(StatusCode::NO_CONTENT)
+            async fn insert(db: &$crate::db::Db, item: &Self) -> $crate::error::Result<Self> {
+                <Self as $crate::db::named::NamedQueries>::insert(db, item).await
+            }
+
+            async fn remove(db: &$crate::db::Db, uuid: &str) -> $crate::error::Result<()> {
+                <Self as $crate::db::named::NamedQueries>::delete(db, uuid).await
+            }
+        }
+    };
 }
+pub(crate) use named_collection;

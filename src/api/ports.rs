@@ -1,29 +1,33 @@
 //! /v1/ports, /v1/nodes/{id}/ports and /v1/portgroups/{id}/ports: listings are read from the
 //! database; a change goes to the conductor of the port's node (`conductor/ports.rs`).
 
-use axum::{Json, extract::State, http::StatusCode, response::Response};
+use axum::{extract::State, response::Response};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
     ApiState, BaseUrl,
-    extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
-    listing::{self, Paging, Route, ShowQuery},
+    collection::{Found, ListRequest, Listed, NodeChild},
+    extract::{ApiJson, ApiVersion, JsonSuffix, RequestId},
+    listing,
     nodes::{call, find, require_version},
 };
 use crate::{
-    db::{self, nodes::NodeIdent, ports::PortFilter},
+    db::{
+        self,
+        nodes::NodeIdent,
+        ports::{PortFilter, SortKey},
+    },
     error::{Error, Result},
     node::{JsonObject, Node, normalize_uuid},
     patch::PatchOp,
     ports::{self, Port},
-    rpc::{PortsChange, RpcRequest},
+    rpc::{PortsChange, RpcReply, RpcRequest},
 };
 
+/// A listing's filters.
 #[derive(Debug, Default, Deserialize)]
-pub struct ListQuery {
-    #[serde(flatten)]
-    paging: Paging,
+pub struct Filters {
     node: Option<String>,
     node_uuid: Option<String>,
     address: Option<String>,
@@ -47,125 +51,97 @@ pub(super) fn string_list(text: &str) -> Vec<String> {
 }
 
 /// GET /v1/ports[/detail], /v1/nodes/{id}/ports[/detail] and /v1/portgroups/{id}/ports[/detail].
-pub async fn list(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    route: Route,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Result<Json<Value>> {
-    let shape = q.paging.shape::<Port>(version, route.detail)?;
-    let sort = q.paging.sort(
-        db::ports::SortKey::parse,
-        db::ports::SortKey::NAMES,
-        db::ports::SortKey::Id,
-    )?;
-    // The filters a sub-collection's route does not carry already go into `next`.
-    let mut carried = String::new();
-    let (node, portgroup) = match &route.parent {
-        Some((parent, id)) if parent == "nodes" => (Some(id.clone()), None),
-        Some((_, id)) => {
-            require_version(version, 24, "Listing a portgroup's ports")?;
-            (None, Some(id.clone()))
-        }
-        None => (
-            q.node.clone().or_else(|| q.node_uuid.clone()),
-            q.portgroup.clone(),
-        ),
-    };
-    if let Some(shard) = &q.shard {
-        require_version(version, 82, "The shard filter")?;
-        // Ironic's `_get_ports_collection`: node, portgroup and shard exclude one another.
-        if node.is_some() || portgroup.is_some() {
-            return Err(Error::OperationNotPermitted);
-        }
-        carried.push_str(&format!(
-            "shard={}&",
-            super::nodes::list::encode_query_value(shard)
-        ));
-    }
-    if node.is_some() && portgroup.is_some() {
-        return Err(Error::InvalidParameterValue(
-            "Ports can be listed by node or by portgroup, not both.".to_owned(),
-        ));
-    }
-    // Ironic takes `conductor_groups` (1.99) and `description_contains` (1.97) at every
-    // version, as here. (With `shard` Ironic drops the conductor groups; Ferrum keeps both.)
-    let groups = q
-        .conductor_groups
-        .as_deref()
-        .map(string_list)
-        .filter(|g| !g.is_empty());
-    if groups.is_some() && (node.is_some() || portgroup.is_some() || q.address.is_some()) {
-        return Err(Error::InvalidParameterValue(
-            "Filtering by conductor_groups cannot be combined with node_ident, portgroup_ident, or node address filters.".to_owned(),
-        ));
-    }
-    let mut filter = PortFilter {
-        node_shard_in: q.shard.as_deref().map(super::nodes::list::shard_list),
-        node_conductor_group_in: groups,
-        description_contains: q.description_contains.clone().filter(|d| !d.is_empty()),
-        ..PortFilter::default()
-    };
-    if let Some(node) = &node {
-        let found = find(&state, node, version).await?;
-        carried.push_str(&format!("node={}&", found.uuid));
-        filter.node_uuid = Some(found.uuid);
-    }
-    if let Some(pg) = &portgroup {
-        require_version(version, 24, "The portgroup filter")?;
-        let found = db::ports::get_portgroup(&state.db, pg).await?;
-        carried.push_str(&format!("portgroup={}&", found.uuid));
-        filter.portgroup_uuid = Some(found.uuid);
-    }
-    if route.parent.is_some() {
-        carried.clear();
-    }
-    for (key, value) in [
-        ("conductor_groups", &q.conductor_groups),
-        ("description_contains", &q.description_contains),
-    ] {
-        if let Some(value) = value {
+impl Listed for Port {
+    const SUMMARY: &'static [&'static str] = ports::PORT_SUMMARY;
+    type Sort = SortKey;
+    type Filters = Filters;
+
+    /// The filters a sub-collection's route does not carry already go into `next`.
+    async fn read(request: &ListRequest<'_, Self>, carried: &mut String) -> Result<Vec<Self>> {
+        let (state, version, route, q) = (
+            request.state,
+            request.version,
+            request.route,
+            request.filters,
+        );
+        let (node, portgroup) = match &route.parent {
+            Some((parent, id)) if parent == "nodes" => (Some(id.clone()), None),
+            Some((_, id)) => {
+                require_version(version, 24, "ListRequest a portgroup's ports")?;
+                (None, Some(id.clone()))
+            }
+            None => (
+                q.node.clone().or_else(|| q.node_uuid.clone()),
+                q.portgroup.clone(),
+            ),
+        };
+        if let Some(shard) = &q.shard {
+            require_version(version, 82, "The shard filter")?;
+            // Ironic's `_get_ports_collection`: node, portgroup and shard exclude one another.
+            if node.is_some() || portgroup.is_some() {
+                return Err(Error::OperationNotPermitted);
+            }
             carried.push_str(&format!(
-                "{key}={}&",
-                super::nodes::list::encode_query_value(value)
+                "shard={}&",
+                super::nodes::list::encode_query_value(shard)
             ));
         }
+        if node.is_some() && portgroup.is_some() {
+            return Err(Error::InvalidParameterValue(
+                "Ports can be listed by node or by portgroup, not both.".to_owned(),
+            ));
+        }
+        // Ironic takes `conductor_groups` (1.99) and `description_contains` (1.97) at every
+        // version, as here. (With `shard` Ironic drops the conductor groups; Ferrum keeps both.)
+        let groups = q
+            .conductor_groups
+            .as_deref()
+            .map(string_list)
+            .filter(|g| !g.is_empty());
+        if groups.is_some() && (node.is_some() || portgroup.is_some() || q.address.is_some()) {
+            return Err(Error::InvalidParameterValue(
+                "Filtering by conductor_groups cannot be combined with node_ident, portgroup_ident, or node address filters.".to_owned(),
+            ));
+        }
+        let mut filter = PortFilter {
+            node_shard_in: q.shard.as_deref().map(super::nodes::list::shard_list),
+            node_conductor_group_in: groups,
+            description_contains: q.description_contains.clone().filter(|d| !d.is_empty()),
+            ..PortFilter::default()
+        };
+        if let Some(node) = &node {
+            let found = find(state, node, version).await?;
+            carried.push_str(&format!("node={}&", found.uuid));
+            filter.node_uuid = Some(found.uuid);
+        }
+        if let Some(pg) = &portgroup {
+            require_version(version, 24, "The portgroup filter")?;
+            let found = db::ports::get_portgroup(&state.db, pg).await?;
+            carried.push_str(&format!("portgroup={}&", found.uuid));
+            filter.portgroup_uuid = Some(found.uuid);
+        }
+        if route.parent.is_some() {
+            carried.clear();
+        }
+        listing::carry(
+            carried,
+            [
+                ("conductor_groups", &q.conductor_groups),
+                ("description_contains", &q.description_contains),
+            ],
+        );
+        if let Some(address) = &q.address {
+            filter.address = Some(ports::normalize_mac(address)?);
+        }
+        db::ports::list_ports(&state.db, &filter, &request.page()?).await
     }
-    if let Some(address) = &q.address {
-        filter.address = Some(ports::normalize_mac(address)?);
-    }
-    let items = db::ports::list_ports(
-        &state.db,
-        &filter,
-        sort,
-        q.paging.descending()?,
-        q.paging.limit()?,
-        q.paging.marker.as_deref(),
-    )
-    .await?;
-    listing::page(
-        &items,
-        &q.paging,
-        &shape,
-        ports::PORT_SUMMARY,
-        version,
-        &base,
-        &route.path,
-        &carried,
-    )
-    .map(Json)
 }
 
-pub async fn show(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    BaseUrl(base): BaseUrl,
-    ApiPath(ident): ApiPath<String>,
-    ApiQuery(q): ApiQuery<ShowQuery>,
-) -> Result<Json<Value>> {
-    let port = db::ports::find_port(&state.db, &ident).await?;
-    listing::show_one(&port, q.fields.as_deref(), version, &base).map(Json)
+/// A port is named by UUID or name.
+impl Found for Port {
+    async fn find(state: &ApiState, _: JsonSuffix, ident: &str) -> Result<Self> {
+        db::ports::find_port(&state.db, ident).await
+    }
 }
 
 /// The node a request names for a port or portgroup: 400 (not 404) when it does not exist, as
@@ -256,9 +232,7 @@ pub async fn create(
     ApiJson(mut body): ApiJson<JsonObject>,
 ) -> Result<Response> {
     let by_ident = node_by_ident(&state, version, &mut body).await?;
-    for name in body.keys() {
-        listing::check_written_field::<Port>(version, name, |w| w.create)?;
-    }
+    listing::check_create::<Port>(version, &body)?;
     if !body.contains_key("address") {
         return Err(Error::MissingParameterValue(
             "Missing mandatory parameter: address".to_owned(),
@@ -276,41 +250,49 @@ pub async fn create(
     Ok(listing::created(&port, version, &base))
 }
 
-pub async fn update(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    BaseUrl(base): BaseUrl,
-    ApiPath(ident): ApiPath<String>,
-    ApiJson(ops): ApiJson<Vec<PatchOp>>,
-) -> Result<Json<Value>> {
-    listing::check_patch::<Port>(version, &ops)?;
-    for op in &ops {
-        if op.path.starts_with("/local_link_connection") {
-            let value = op.value.as_ref();
-            if op.path.ends_with("/network_type") && value.is_some() {
-                require_version(version, 64, "local_link_connection/network_type")?;
-            }
-            if (op.path.ends_with(ports::VTEP_LOGICAL_SWITCH)
-                || op.path.ends_with(ports::VTEP_PHYSICAL_SWITCH))
-                && value.is_some()
-            {
-                require_vtep_version(version)?;
-            }
-            check_local_link_version(version, value)?;
-        }
+/// A PATCH of a port's `local_link_connection` is checked against the version as a create's
+/// is, and one of a portgroup member's `physical_network` is refused from 1.102.
+impl NodeChild for Port {
+    fn node_uuid(&self) -> &str {
+        &self.node_uuid
     }
-    let port = db::ports::find_port(&state.db, &ident).await?;
-    check_physical_network_of_member(version, &port, &ops)?;
-    let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
-    let change = PortsChange::UpdatePort {
-        uuid: port.uuid,
-        patch: ops,
-    };
-    let port = ports_call(&state, &request_id, node, change)
-        .await?
-        .into_port()?;
-    Ok(Json(listing::detail(&port, version, &base)))
+
+    fn check_ops(version: ApiVersion, ops: &[PatchOp]) -> Result<()> {
+        for op in ops {
+            if op.path.starts_with("/local_link_connection") {
+                let value = op.value.as_ref();
+                if op.path.ends_with("/network_type") && value.is_some() {
+                    require_version(version, 64, "local_link_connection/network_type")?;
+                }
+                if (op.path.ends_with(ports::VTEP_LOGICAL_SWITCH)
+                    || op.path.ends_with(ports::VTEP_PHYSICAL_SWITCH))
+                    && value.is_some()
+                {
+                    require_vtep_version(version)?;
+                }
+                check_local_link_version(version, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_patch_of(&self, version: ApiVersion, ops: &[PatchOp]) -> Result<()> {
+        check_physical_network_of_member(version, self, ops)
+    }
+
+    fn patch_request(node: Box<Node>, uuid: String, patch: Vec<PatchOp>) -> RpcRequest {
+        let change = PortsChange::UpdatePort { uuid, patch };
+        RpcRequest::ChangePorts { node, change }
+    }
+
+    fn destroy_request(node: Box<Node>, uuid: String) -> RpcRequest {
+        let change = PortsChange::DestroyPort { uuid };
+        RpcRequest::ChangePorts { node, change }
+    }
+
+    fn patched_item(reply: RpcReply) -> Result<Self> {
+        reply.into_port()
+    }
 }
 
 /// From API 1.102 a portgroup has a physical network, which its ports follow: a PATCH that
@@ -340,25 +322,13 @@ fn check_physical_network_of_member(
     Ok(())
 }
 
-pub async fn delete(
-    State(state): State<ApiState>,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
-) -> Result<StatusCode> {
-    let port = db::ports::find_port(&state.db, &ident).await?;
-    let node = db::nodes::get_by_uuid(&state.db, &port.node_uuid).await?;
-    let change = PortsChange::DestroyPort { uuid: port.uuid };
-    ports_call(&state, &request_id, node, change).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
 /// Sends a change of `node`'s ports, portgroups or VIFs to its conductor.
 pub(super) async fn ports_call(
     state: &ApiState,
     request_id: &RequestId,
     node: Node,
     change: PortsChange,
-) -> Result<crate::rpc::RpcReply> {
+) -> Result<RpcReply> {
     call(
         state,
         request_id,

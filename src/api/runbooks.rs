@@ -1,26 +1,21 @@
 //! /v1/runbooks (API 1.92): the API reads and writes runbooks itself, as Ironic's does (no node
-//! lock is involved), through the handlers of `named.rs`. A runbook is named by UUID or by name;
+//! lock is involved), through the handlers of `collection.rs` (`named.rs`). A runbook is named by UUID or by name;
 //! a clean or a service names one with `runbook` (`nodes/provision.rs`). Its traits (1.112) are a
 //! sub-resource shaped as a node's, `/v1/runbooks/{id}/traits`, written here.
 
-use axum::{
-    Json,
-    extract::State,
-    http::{HeaderValue, StatusCode, header},
-    response::{IntoResponse, Response},
-};
-use serde::Deserialize;
+use axum::{Json, extract::State, http::StatusCode, response::Response};
 use serde_json::{Value, json};
 
 use super::{
     ApiState, BaseUrl,
     extract::{ApiPath, OptionalJson},
     named::Named,
+    traits::{TraitsBody, added, check_added},
 };
 use crate::{
     db,
     error::{Error, Result},
-    node::{JsonObject, validate_trait},
+    node::JsonObject,
     patch::PatchOp,
     runbook::{self, Runbook, RunbookChanges},
 };
@@ -39,6 +34,8 @@ impl Named for Runbook {
     }
 }
 
+super::named::named_collection!(Runbook);
+
 /// GET /v1/runbooks/{id}/traits.
 pub async fn list_traits(
     State(state): State<ApiState>,
@@ -46,12 +43,6 @@ pub async fn list_traits(
 ) -> Result<Json<Value>> {
     let found = db::runbooks::get(&state.db, &ident).await?;
     Ok(Json(json!({ "traits": found.traits.0 })))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TraitsBody {
-    traits: Vec<String>,
 }
 
 const PUT_USAGE: &str = "A single runbook trait may be added via PUT /v1/runbooks/<runbook identifier>/traits/<trait> with no body, or all runbook traits may be replaced via PUT /v1/runbooks/<runbook identifier>/traits with the list of traits specified in the request body.";
@@ -78,23 +69,14 @@ pub async fn add_trait(
     ApiPath((ident, name)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<Value>,
 ) -> Result<Response> {
-    if body.is_some_and(|b| !b.is_null() && b != json!({})) {
-        return Err(Error::InvalidParameterValue(
-            "No body should be provided when adding a trait".to_owned(),
-        ));
-    }
-    validate_trait("trait", &name)?;
+    check_added(body, &name)?;
     db::runbooks::edit_traits(&state.db, &ident, |traits| {
         if !traits.contains(&name) {
             traits.push(name.clone());
         }
     })
     .await?;
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(v) = HeaderValue::from_str(&format!("{base}/v1/runbooks/{ident}/traits/{name}")) {
-        response.headers_mut().insert(header::LOCATION, v);
-    }
-    Ok(response)
+    Ok(added(&format!("{base}/v1/runbooks/{ident}/traits/{name}")))
 }
 
 /// DELETE /v1/runbooks/{id}/traits: removes all of them. 204.

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    node::validate_trait,
+    node::{Node, validate_trait},
     rpc::RpcRequest,
 };
 
@@ -30,10 +30,44 @@ pub async fn list(
     Ok(Json(json!({ "traits": node.traits })))
 }
 
+/// The body of a PUT of all the traits (of a node, or of a runbook).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TraitsBody {
-    traits: Vec<String>,
+    pub traits: Vec<String>,
+}
+
+/// A PUT adding the trait `name` has no body (an empty object or null pass, as in Ironic), and
+/// names a valid trait.
+pub(super) fn check_added(body: Option<Value>, name: &str) -> Result<()> {
+    if body.is_some_and(|b| !b.is_null() && b != json!({})) {
+        return Err(Error::InvalidParameterValue(
+            "No body should be provided when adding a trait".to_owned(),
+        ));
+    }
+    validate_trait("trait", name)
+}
+
+/// 204 with the added trait's `Location`.
+pub(super) fn added(location: &str) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    if let Ok(v) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    response
+}
+
+/// Sends the request `make` makes of the node `ident` names to the node's conductor.
+async fn change(
+    state: &ApiState,
+    version: ApiVersion,
+    request_id: &RequestId,
+    ident: &str,
+    make: impl FnOnce(Box<Node>) -> RpcRequest,
+) -> Result<StatusCode> {
+    let node = find(state, ident, version).await?;
+    call(state, request_id, make(Box::new(node))).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 const PUT_USAGE: &str = "A single node trait may be added via PUT /v1/nodes/<node identifier>/traits/<trait> with no body, or all node traits may be replaced via PUT /v1/nodes/<node identifier>/traits with the list of traits specified in the request body.";
@@ -52,14 +86,14 @@ pub async fn replace(
     for t in &body.traits {
         validate_trait("body", t)?;
     }
-    let node = find(&state, &ident, version).await?;
-    let request = RpcRequest::AddNodeTraits {
-        node: Box::new(node),
-        traits: body.traits,
-        replace: true,
-    };
-    call(&state, &request_id, request).await?;
-    Ok(StatusCode::NO_CONTENT)
+    change(&state, version, &request_id, &ident, |node| {
+        RpcRequest::AddNodeTraits {
+            node,
+            traits: body.traits,
+            replace: true,
+        }
+    })
+    .await
 }
 
 /// PUT /v1/nodes/{id}/traits/{trait}, no body: adds one. 204 with its Location.
@@ -71,24 +105,17 @@ pub async fn add(
     ApiPath((ident, name)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<Value>,
 ) -> Result<Response> {
-    if body.is_some_and(|b| !b.is_null() && b != json!({})) {
-        return Err(Error::InvalidParameterValue(
-            "No body should be provided when adding a trait".to_owned(),
-        ));
-    }
-    validate_trait("trait", &name)?;
-    let node = find(&state, &ident, version).await?;
-    let request = RpcRequest::AddNodeTraits {
-        node: Box::new(node),
-        traits: vec![name.clone()],
-        replace: false,
-    };
-    call(&state, &request_id, request).await?;
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(v) = HeaderValue::from_str(&format!("{base}/v1/nodes/{ident}/traits/{name}")) {
-        response.headers_mut().insert(header::LOCATION, v);
-    }
-    Ok(response)
+    check_added(body, &name)?;
+    let traits = vec![name.clone()];
+    change(&state, version, &request_id, &ident, |node| {
+        RpcRequest::AddNodeTraits {
+            node,
+            traits,
+            replace: false,
+        }
+    })
+    .await?;
+    Ok(added(&format!("{base}/v1/nodes/{ident}/traits/{name}")))
 }
 
 /// DELETE /v1/nodes/{id}/traits: removes all of them. 204.
@@ -98,13 +125,10 @@ pub async fn remove_all(
     request_id: RequestId,
     ApiPath(ident): ApiPath<String>,
 ) -> Result<StatusCode> {
-    let node = find(&state, &ident, version).await?;
-    let request = RpcRequest::RemoveNodeTraits {
-        node: Box::new(node),
-        traits: None,
-    };
-    call(&state, &request_id, request).await?;
-    Ok(StatusCode::NO_CONTENT)
+    change(&state, version, &request_id, &ident, |node| {
+        RpcRequest::RemoveNodeTraits { node, traits: None }
+    })
+    .await
 }
 
 /// DELETE /v1/nodes/{id}/traits/{trait}: 204, or 404 when the node lacks it.
@@ -114,13 +138,13 @@ pub async fn remove(
     request_id: RequestId,
     ApiPath((ident, name)): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
-    let node = find(&state, &ident, version).await?;
-    let request = RpcRequest::RemoveNodeTraits {
-        node: Box::new(node),
-        traits: Some(vec![name]),
-    };
-    call(&state, &request_id, request).await?;
-    Ok(StatusCode::NO_CONTENT)
+    change(&state, version, &request_id, &ident, |node| {
+        RpcRequest::RemoveNodeTraits {
+            node,
+            traits: Some(vec![name]),
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

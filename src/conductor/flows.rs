@@ -227,15 +227,13 @@ async fn ports_for_agent(task: &Task) -> Result<Vec<Value>> {
         node_uuid: Some(task.node.uuid.clone()),
         ..Default::default()
     };
-    let ports = db::ports::list_ports(
-        &task.ctx().db,
-        &filter,
-        db::ports::SortKey::Id,
-        false,
-        1000,
-        None,
-    )
-    .await?;
+    let page = db::listing::Page {
+        sort: db::ports::SortKey::Id,
+        descending: false,
+        limit: 1000,
+        marker: None,
+    };
+    let ports = db::ports::list_ports(&task.ctx().db, &filter, &page).await?;
     Ok(ports
         .iter()
         .map(|p| {

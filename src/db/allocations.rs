@@ -6,7 +6,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_write, with_write_result};
+use super::{Db, listing::Page, with_conn, with_write, with_write_result};
 use crate::{
     allocation::{self, Allocation, AllocationChanges},
     error::{Error, Result},
@@ -16,21 +16,8 @@ use crate::{
 /// The allocation named `ident`: its UUID, or its name.
 pub async fn get(db: &Db, ident: &str) -> Result<Allocation> {
     let by_uuid = uuid::Uuid::try_parse(ident).is_ok();
-    let key = if by_uuid {
-        ident.to_ascii_lowercase()
-    } else {
-        ident.to_owned()
-    };
-    let found: Option<Allocation> = with_conn!(db, |conn| {
-        let q = table::table.select(Allocation::as_select()).into_boxed();
-        let q = if by_uuid {
-            q.filter(table::uuid.eq(key.clone()))
-        } else {
-            q.filter(table::name.eq(key.clone()))
-        };
-        q.first(conn).await.optional()?
-    });
-    found.ok_or_else(|| allocation::not_found(ident))
+    super::by_uuid_or_name!(db, table, Allocation, ident, by_uuid)
+        .ok_or_else(|| allocation::not_found(ident))
 }
 
 /// The allocation of the node `node_uuid`, if it has one.
@@ -52,58 +39,18 @@ pub struct Filter {
     pub owner: Option<String>,
 }
 
-/// What an allocation listing can be sorted by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Id,
-    Uuid,
-    Name,
-    State,
-    ResourceClass,
-    CreatedAt,
-    UpdatedAt,
-}
-
-impl SortKey {
-    /// Ironic sorts by any column but the JSON ones (extra, traits, candidate_nodes).
-    pub const NAMES: &[&str] = &[
-        "id",
-        "uuid",
-        "name",
-        "state",
-        "resource_class",
-        "created_at",
-        "updated_at",
-    ];
-
-    pub fn parse(key: &str) -> Option<SortKey> {
-        Some(match key {
-            "id" => SortKey::Id,
-            "uuid" => SortKey::Uuid,
-            "name" => SortKey::Name,
-            "state" => SortKey::State,
-            "resource_class" => SortKey::ResourceClass,
-            "created_at" => SortKey::CreatedAt,
-            "updated_at" => SortKey::UpdatedAt,
-            _ => return None,
-        })
+super::listing::sort_keys! {
+    /// What an allocation listing can be sorted by: Ironic sorts by any column but the JSON ones
+    /// (extra, traits, candidate_nodes).
+    pub enum SortKey {
+        Id = "id", Uuid = "uuid", Name = "name", State = "state",
+        ResourceClass = "resource_class", CreatedAt = "created_at", UpdatedAt = "updated_at",
     }
 }
 
-/// One page of allocations matching `filter`, ordered by `sort` (then id), after `marker`.
-pub async fn list(
-    db: &Db,
-    filter: &Filter,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
-) -> Result<Vec<Allocation>> {
-    let marker = match marker {
-        Some(m) => Some(get(db, m).await?),
-        None => None,
-    };
-    let m = marker.as_ref();
+/// One page of the allocations matching `filter`.
+pub async fn list(db: &Db, filter: &Filter, page: &Page<'_, SortKey>) -> Result<Vec<Allocation>> {
+    let marker = page.marker_row(|m| get(db, m)).await?;
     Ok(with_conn!(db, |conn| {
         let mut q = table::table.select(Allocation::as_select()).into_boxed();
         if let Some(v) = &filter.node_uuid {
@@ -118,52 +65,12 @@ pub async fn list(
         if let Some(v) = &filter.owner {
             q = q.filter(table::owner.eq(v.clone()));
         }
-        let q = match sort {
-            SortKey::Id => super::order_by_id!(q, table::id, descending, m.map(|m| m.id)),
-            SortKey::Uuid => super::order_after!(
-                q,
-                table::uuid,
-                table::id,
-                descending,
-                m.map(|m| (m.uuid.clone(), m.id))
-            ),
-            SortKey::Name => super::order_after_nullable!(
-                q,
-                table::name,
-                table::id,
-                descending,
-                m.map(|m| (m.name.clone(), m.id))
-            ),
-            SortKey::State => super::order_after!(
-                q,
-                table::state,
-                table::id,
-                descending,
-                m.map(|m| (m.state.clone(), m.id))
-            ),
-            SortKey::ResourceClass => super::order_after_nullable!(
-                q,
-                table::resource_class,
-                table::id,
-                descending,
-                m.map(|m| (m.resource_class.clone(), m.id))
-            ),
-            SortKey::CreatedAt => super::order_after!(
-                q,
-                table::created_at,
-                table::id,
-                descending,
-                m.map(|m| (m.created_at, m.id))
-            ),
-            SortKey::UpdatedAt => super::order_after_nullable!(
-                q,
-                table::updated_at,
-                table::id,
-                descending,
-                m.map(|m| (m.updated_at, m.id))
-            ),
-        };
-        q.limit(limit).load(conn).await?
+        let q = super::listing::sorted_page!(q, table, page, marker.as_ref(), SortKey {
+            Uuid => uuid, State => state, CreatedAt => created_at
+        } nullable {
+            Name => name, ResourceClass => resource_class, UpdatedAt => updated_at
+        });
+        q.load(conn).await?
     }))
 }
 
@@ -189,12 +96,7 @@ fn duplicate(allocation: &Allocation, e: diesel::result::Error) -> Error {
 
 /// Inserts an allocation and reads it back.
 pub async fn insert(db: &Db, allocation: &Allocation) -> Result<Allocation> {
-    with_write_result!(db, |conn| diesel::insert_into(table::table)
-        .values(allocation)
-        .execute(conn)
-        .await?)
-    .map_err(|e| duplicate(allocation, e))?;
-    get(db, &allocation.uuid).await
+    super::insert_and_get!(db, table, allocation, get, |e| duplicate(allocation, e))
 }
 
 /// Writes `changes` to the allocation and reads it back (404 if it went meanwhile).

@@ -4,7 +4,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_write, with_write_result};
+use super::{Db, duplicate_is_conflict, listing::Page, with_conn, with_write, with_write_result};
 use crate::{
     chassis::{self, Chassis, ChassisChanges},
     error::{Error, Result},
@@ -21,79 +21,29 @@ pub async fn get(db: &Db, uuid: &str) -> Result<Chassis> {
     found.ok_or_else(|| chassis::not_found(uuid))
 }
 
-/// What a chassis (or volume) listing can be sorted by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Id,
-    Uuid,
-    CreatedAt,
+super::listing::sort_keys! {
+    /// What a chassis (or volume) listing can be sorted by.
+    pub enum SortKey { Id = "id", Uuid = "uuid", CreatedAt = "created_at", }
 }
 
-impl SortKey {
-    pub const NAMES: &[&str] = &["id", "uuid", "created_at"];
-
-    pub fn parse(key: &str) -> Option<SortKey> {
-        Some(match key {
-            "id" => SortKey::Id,
-            "uuid" => SortKey::Uuid,
-            "created_at" => SortKey::CreatedAt,
-            _ => return None,
-        })
-    }
-}
-
-/// One page of chassis ordered by `sort` (then id), after the chassis `marker`.
-pub async fn list(
-    db: &Db,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
-) -> Result<Vec<Chassis>> {
-    let marker = match marker {
-        Some(m) => Some(get(db, m).await?),
-        None => None,
-    };
-    let m = marker.as_ref();
+/// One page of chassis.
+pub async fn list(db: &Db, page: &Page<'_, SortKey>) -> Result<Vec<Chassis>> {
+    let marker = page.marker_row(|m| get(db, m)).await?;
     Ok(with_conn!(db, |conn| {
         let q = table::table.select(Chassis::as_select()).into_boxed();
-        let q = match sort {
-            SortKey::Id => super::order_by_id!(q, table::id, descending, m.map(|m| m.id)),
-            SortKey::Uuid => super::order_after!(
-                q,
-                table::uuid,
-                table::id,
-                descending,
-                m.map(|m| (m.uuid.clone(), m.id))
-            ),
-            SortKey::CreatedAt => super::order_after!(
-                q,
-                table::created_at,
-                table::id,
-                descending,
-                m.map(|m| (m.created_at, m.id))
-            ),
-        };
-        q.limit(limit).load(conn).await?
+        let q = super::listing::sorted_page!(q, table, page, marker.as_ref(), SortKey {
+            Uuid => uuid, CreatedAt => created_at
+        });
+        q.load(conn).await?
     }))
 }
 
 /// Inserts a chassis and reads it back; a duplicate UUID is a 409.
 pub async fn insert(db: &Db, chassis: &Chassis) -> Result<Chassis> {
-    let inserted = with_write_result!(db, |conn| diesel::insert_into(table::table)
-        .values(chassis)
-        .execute(conn)
-        .await?);
-    match inserted {
-        Ok(_) => get(db, &chassis.uuid).await,
-        Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
-            Err(Error::Conflict(format!(
-                "A chassis with UUID {} already exists.",
-                chassis.uuid
-            )))
-        }
-        Err(e) => Err(e.into()),
-    }
+    super::insert_and_get!(db, table, chassis, get, |e| duplicate_is_conflict(
+        e,
+        || { format!("A chassis with UUID {} already exists.", chassis.uuid) }
+    ))
 }
 
 pub async fn update(db: &Db, chassis: &Chassis, changes: ChassisChanges) -> Result<Chassis> {

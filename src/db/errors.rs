@@ -47,3 +47,18 @@ impl From<PoolError> for Error {
         Error::DatabaseUnavailable(e.to_string())
     }
 }
+
+/// A write refused for a duplicate (a unique key) is the client's conflict (409), in the words
+/// `message` gives; any other refusal is the database's.
+pub(crate) fn duplicate_is_conflict(
+    e: diesel::result::Error,
+    message: impl FnOnce() -> String,
+) -> Error {
+    match e {
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            _,
+        ) => Error::Conflict(message()),
+        other => other.into(),
+    }
+}

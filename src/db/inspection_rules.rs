@@ -5,35 +5,17 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use super::{Db, order_after, order_by_id, with_conn, with_write, with_write_result};
+use super::{Db, duplicate_is_conflict, listing::Page, with_conn, with_write};
 use crate::{
-    error::{Error, Result},
+    error::Result,
     inspection_rule::{self, InspectionRule, InspectionRuleChanges},
     schema::inspection_rules as table,
 };
 
-/// What a listing can be sorted by (Ironic refuses `conditions` and `actions`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Id,
-    Uuid,
-    Priority,
-    Phase,
-    CreatedAt,
-}
-
-impl SortKey {
-    pub const NAMES: &[&str] = &["id", "uuid", "priority", "phase", "created_at"];
-
-    pub fn parse(key: &str) -> Option<SortKey> {
-        Some(match key {
-            "id" => SortKey::Id,
-            "uuid" => SortKey::Uuid,
-            "priority" => SortKey::Priority,
-            "phase" => SortKey::Phase,
-            "created_at" => SortKey::CreatedAt,
-            _ => return None,
-        })
+super::listing::sort_keys! {
+    /// What a listing can be sorted by (Ironic refuses `conditions` and `actions`).
+    pub enum SortKey {
+        Id = "id", Uuid = "uuid", Priority = "priority", Phase = "phase", CreatedAt = "created_at",
     }
 }
 
@@ -49,20 +31,13 @@ pub async fn get(db: &Db, uuid: &str) -> Result<InspectionRule> {
     found.ok_or_else(|| inspection_rule::not_found(&uuid))
 }
 
-/// One page ordered by `sort` (then id), after the rule `marker`, of the `phase` if given.
+/// One page of the rules (of the `phase` if given).
 pub async fn list(
     db: &Db,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
+    page: &Page<'_, SortKey>,
     phase: Option<&str>,
 ) -> Result<Vec<InspectionRule>> {
-    let marker = match marker {
-        Some(m) => Some(get(db, m).await?),
-        None => None,
-    };
-    let m = marker.as_ref();
+    let marker = page.marker_row(|m| get(db, m)).await?;
     Ok(with_conn!(db, |conn| {
         let mut q = table::table
             .select(InspectionRule::as_select())
@@ -70,38 +45,10 @@ pub async fn list(
         if let Some(phase) = phase {
             q = q.filter(table::phase.eq(phase.to_owned()));
         }
-        let q = match sort {
-            SortKey::Id => order_by_id!(q, table::id, descending, m.map(|m| m.id)),
-            SortKey::Uuid => order_after!(
-                q,
-                table::uuid,
-                table::id,
-                descending,
-                m.map(|m| (m.uuid.clone(), m.id))
-            ),
-            SortKey::Priority => order_after!(
-                q,
-                table::priority,
-                table::id,
-                descending,
-                m.map(|m| (m.priority, m.id))
-            ),
-            SortKey::Phase => order_after!(
-                q,
-                table::phase,
-                table::id,
-                descending,
-                m.map(|m| (m.phase.clone(), m.id))
-            ),
-            SortKey::CreatedAt => order_after!(
-                q,
-                table::created_at,
-                table::id,
-                descending,
-                m.map(|m| (m.created_at, m.id))
-            ),
-        };
-        q.limit(limit).load(conn).await?
+        let q = super::listing::sorted_page!(q, table, page, marker.as_ref(), SortKey {
+            Uuid => uuid, Priority => priority, Phase => phase, CreatedAt => created_at
+        });
+        q.load(conn).await?
     }))
 }
 
@@ -118,21 +65,9 @@ pub async fn for_phase(db: &Db, phase: &str) -> Result<Vec<InspectionRule>> {
 
 /// Inserts a rule and reads it back; a duplicate UUID is a 409.
 pub async fn insert(db: &Db, rule: &InspectionRule) -> Result<InspectionRule> {
-    let inserted = with_write_result!(db, |conn| diesel::insert_into(table::table)
-        .values(rule)
-        .execute(conn)
-        .await?);
-    match inserted {
-        Ok(_) => get(db, &rule.uuid).await,
-        Err(diesel::result::Error::DatabaseError(
-            diesel::result::DatabaseErrorKind::UniqueViolation,
-            _,
-        )) => Err(Error::Conflict(format!(
-            "A rule with UUID {} already exists.",
-            rule.uuid
-        ))),
-        Err(e) => Err(e.into()),
-    }
+    super::insert_and_get!(db, table, rule, get, |e| duplicate_is_conflict(e, || {
+        format!("A rule with UUID {} already exists.", rule.uuid)
+    }))
 }
 
 /// Writes `changes` to `rule` and reads it back.

@@ -5,7 +5,10 @@
 
 use futures::future::BoxFuture;
 
-use super::Db;
+use super::{
+    Db,
+    listing::{Page, sort_keys},
+};
 use crate::error::Result;
 
 /// The queries of such a resource, for handlers generic over it (`api::named`); implemented by
@@ -15,40 +18,16 @@ pub trait NamedQueries: Sized {
     type Update;
 
     fn get<'a>(db: &'a Db, ident: &'a str) -> BoxFuture<'a, Result<Self>>;
-    fn list<'a>(
-        db: &'a Db,
-        sort: SortKey,
-        descending: bool,
-        limit: i64,
-        marker: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<Self>>>;
+    fn list<'a>(db: &'a Db, page: &'a Page<'a, SortKey>) -> BoxFuture<'a, Result<Vec<Self>>>;
     fn insert<'a>(db: &'a Db, item: &'a Self) -> BoxFuture<'a, Result<Self>>;
     fn update<'a>(db: &'a Db, item: &'a Self, changes: Self::Update)
     -> BoxFuture<'a, Result<Self>>;
     fn delete<'a>(db: &'a Db, uuid: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 
-/// What a listing of such a resource can be sorted by (Ironic refuses its JSON columns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Id,
-    Uuid,
-    Name,
-    CreatedAt,
-}
-
-impl SortKey {
-    pub const NAMES: &[&str] = &["id", "uuid", "name", "created_at"];
-
-    pub fn parse(key: &str) -> Option<SortKey> {
-        Some(match key {
-            "id" => SortKey::Id,
-            "uuid" => SortKey::Uuid,
-            "name" => SortKey::Name,
-            "created_at" => SortKey::CreatedAt,
-            _ => return None,
-        })
-    }
+sort_keys! {
+    /// What a listing of such a resource can be sorted by (Ironic refuses its JSON columns).
+    pub enum SortKey { Id = "id", Uuid = "uuid", Name = "name", CreatedAt = "created_at", }
 }
 
 /// Declares, in the calling module, `get` (by UUID or name), `list`, `insert`, `update` and
@@ -62,60 +41,22 @@ macro_rules! named_queries {
         /// A record by UUID or, when `ident` does not look like one, by name.
         pub async fn get(db: &$crate::db::Db, ident: &str) -> $crate::error::Result<$record> {
             let by_uuid = uuid::Uuid::try_parse(ident).is_ok();
-            let found: Option<$record> = $crate::db::with_conn!(db, |conn| {
-                let q = $table::table.select($record::as_select()).into_boxed();
-                let q = if by_uuid {
-                    q.filter($table::uuid.eq(ident.to_ascii_lowercase()))
-                } else {
-                    q.filter($table::name.eq(ident))
-                };
-                q.first(conn).await.optional()?
-            });
-            found.ok_or_else(|| $not_found(ident))
+            $crate::db::by_uuid_or_name!(db, $table, $record, ident, by_uuid)
+                .ok_or_else(|| $not_found(ident))
         }
 
-        /// One page ordered by `sort` (then id), after the record `marker`.
+        /// One page of the records.
         pub async fn list(
             db: &$crate::db::Db,
-            sort: SortKey,
-            descending: bool,
-            limit: i64,
-            marker: Option<&str>,
+            page: &$crate::db::listing::Page<'_, SortKey>,
         ) -> $crate::error::Result<Vec<$record>> {
-            let marker = match marker {
-                Some(m) => Some(get(db, m).await?),
-                None => None,
-            };
-            let m = marker.as_ref();
+            let marker = page.marker_row(|m| get(db, m)).await?;
             Ok($crate::db::with_conn!(db, |conn| {
                 let q = $table::table.select($record::as_select()).into_boxed();
-                let q = match sort {
-                    SortKey::Id => {
-                        $crate::db::order_by_id!(q, $table::id, descending, m.map(|m| m.id))
-                    }
-                    SortKey::Uuid => $crate::db::order_after!(
-                        q,
-                        $table::uuid,
-                        $table::id,
-                        descending,
-                        m.map(|m| (m.uuid.clone(), m.id))
-                    ),
-                    SortKey::Name => $crate::db::order_after!(
-                        q,
-                        $table::name,
-                        $table::id,
-                        descending,
-                        m.map(|m| (m.name.clone(), m.id))
-                    ),
-                    SortKey::CreatedAt => $crate::db::order_after!(
-                        q,
-                        $table::created_at,
-                        $table::id,
-                        descending,
-                        m.map(|m| (m.created_at, m.id))
-                    ),
-                };
-                q.limit(limit).load(conn).await?
+                let q = $crate::db::listing::sorted_page!(q, $table, page, marker.as_ref(), SortKey {
+                    Uuid => uuid, Name => name, CreatedAt => created_at
+                });
+                q.load(conn).await?
             }))
         }
 
@@ -146,19 +87,13 @@ macro_rules! named_queries {
             db: &$crate::db::Db,
             record: &$record,
         ) -> $crate::error::Result<$record> {
-            let inserted =
-                $crate::db::with_write_result!(db, |conn| diesel::insert_into($table::table)
-                    .values(record)
-                    .execute(conn)
-                    .await?);
-            match inserted {
-                Ok(_) => get(db, &record.uuid).await,
-                Err(diesel::result::Error::DatabaseError(
+            $crate::db::insert_and_get!(db, $table, record, get, |e| match e {
+                diesel::result::Error::DatabaseError(
                     diesel::result::DatabaseErrorKind::UniqueViolation,
                     info,
-                )) => Err(conflict(record, info.as_ref())),
-                Err(e) => Err(e.into()),
-            }
+                ) => conflict(record, info.as_ref()),
+                e => $crate::error::Error::from(e),
+            })
         }
 
         /// Writes `changes` to `record`; a name another record has is a 409.
@@ -219,12 +154,9 @@ macro_rules! named_queries {
 
             fn list<'a>(
                 db: &'a $crate::db::Db,
-                sort: SortKey,
-                descending: bool,
-                limit: i64,
-                marker: Option<&'a str>,
+                page: &'a $crate::db::listing::Page<'a, SortKey>,
             ) -> futures::future::BoxFuture<'a, $crate::error::Result<Vec<Self>>> {
-                Box::pin(list(db, sort, descending, limit, marker))
+                Box::pin(list(db, page))
             }
 
             fn insert<'a>(

@@ -5,7 +5,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_write_result};
+use super::{Db, listing::Page, with_conn};
 use crate::{
     error::{Error, Result},
     ports::{Port, Portgroup},
@@ -21,56 +21,32 @@ pub fn portgroup_not_found(ident: &str) -> Error {
 }
 
 pub async fn get_port(db: &Db, uuid: &str) -> Result<Port> {
-    let found: Option<Port> = with_conn!(db, |conn| ports::table
-        .filter(ports::uuid.eq(uuid.to_ascii_lowercase()))
-        .select(Port::as_select())
-        .first(conn)
-        .await
-        .optional()?);
-    found.ok_or_else(|| port_not_found(uuid))
+    super::by_uuid_or_name!(db, ports, Port, uuid, true).ok_or_else(|| port_not_found(uuid))
 }
 
 /// A port by UUID or, when `ident` does not look like one, by name (API 1.88 gave ports names;
 /// Ironic looks a name up at any version, as `Port.get` does). An `ident` that is neither is
 /// Ironic's 400 for a path argument that is not a UUID or a logical name.
 pub async fn find_port(db: &Db, ident: &str) -> Result<Port> {
-    if uuid::Uuid::try_parse(ident).is_ok() {
-        return get_port(db, ident).await;
-    }
+    let by_uuid = uuid::Uuid::try_parse(ident).is_ok();
     let logical = !ident.is_empty()
         && ident.len() <= 255
         && ident
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
-    if !logical {
+    if !by_uuid && !logical {
         return Err(Error::InvalidParameterValue(format!(
             "Expected UUID or name for port_ident: {ident}"
         )));
     }
-    let found: Option<Port> = with_conn!(db, |conn| ports::table
-        .filter(ports::name.eq(ident))
-        .select(Port::as_select())
-        .first(conn)
-        .await
-        .optional()?);
-    found.ok_or_else(|| port_not_found(ident))
+    super::by_uuid_or_name!(db, ports, Port, ident, by_uuid).ok_or_else(|| port_not_found(ident))
 }
 
 /// A portgroup by UUID or, when `ident` does not look like one, by name.
 pub async fn get_portgroup(db: &Db, ident: &str) -> Result<Portgroup> {
     let by_uuid = uuid::Uuid::try_parse(ident).is_ok();
-    let found: Option<Portgroup> = with_conn!(db, |conn| {
-        let q = portgroups::table
-            .select(Portgroup::as_select())
-            .into_boxed();
-        let q = if by_uuid {
-            q.filter(portgroups::uuid.eq(ident.to_ascii_lowercase()))
-        } else {
-            q.filter(portgroups::name.eq(ident))
-        };
-        q.first(conn).await.optional()?
-    });
-    found.ok_or_else(|| portgroup_not_found(ident))
+    super::by_uuid_or_name!(db, portgroups, Portgroup, ident, by_uuid)
+        .ok_or_else(|| portgroup_not_found(ident))
 }
 
 /// The nodes (at most two: more than one is already too many) with a port of one of
@@ -115,8 +91,8 @@ pub struct PortgroupFilter {
 /// when neither is given.
 async fn nodes_in(
     db: &Db,
-    shards: Option<&[String]>,
-    groups: Option<&[String]>,
+    shards: &Option<Vec<String>>,
+    groups: &Option<Vec<String>>,
 ) -> Result<Option<Vec<String>>> {
     if shards.is_none() && groups.is_none() {
         return Ok(None);
@@ -133,49 +109,19 @@ async fn nodes_in(
     })))
 }
 
-/// What a port or portgroup listing can be sorted by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Id,
-    Uuid,
-    Address,
-    CreatedAt,
+super::listing::sort_keys! {
+    /// What a port or portgroup listing can be sorted by.
+    pub enum SortKey { Id = "id", Uuid = "uuid", Address = "address", CreatedAt = "created_at", }
 }
 
-impl SortKey {
-    pub const NAMES: &[&str] = &["id", "uuid", "address", "created_at"];
-
-    pub fn parse(key: &str) -> Option<SortKey> {
-        Some(match key {
-            "id" => SortKey::Id,
-            "uuid" => SortKey::Uuid,
-            "address" => SortKey::Address,
-            "created_at" => SortKey::CreatedAt,
-            _ => return None,
-        })
-    }
-}
-
-/// One page of ports matching `filter`, ordered by `sort` (then id), after the port `marker`.
+/// One page of the ports matching `filter`.
 pub async fn list_ports(
     db: &Db,
     filter: &PortFilter,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
+    page: &Page<'_, SortKey>,
 ) -> Result<Vec<Port>> {
-    let marker = match marker {
-        Some(m) => Some(get_port(db, m).await?),
-        None => None,
-    };
-    let m = marker.as_ref();
-    let of_nodes = nodes_in(
-        db,
-        filter.node_shard_in.as_deref(),
-        filter.node_conductor_group_in.as_deref(),
-    )
-    .await?;
+    let marker = page.marker_row(|m| get_port(db, m)).await?;
+    let of_nodes = nodes_in(db, &filter.node_shard_in, &filter.node_conductor_group_in).await?;
     Ok(with_conn!(db, |conn| {
         let mut q = ports::table.select(Port::as_select()).into_boxed();
         if let Some(v) = &filter.node_uuid {
@@ -197,55 +143,21 @@ pub async fn list_ports(
                     .escape('\\'),
             );
         }
-        let q = match sort {
-            SortKey::Id => super::order_by_id!(q, ports::id, descending, m.map(|m| m.id)),
-            SortKey::Uuid => super::order_after!(
-                q,
-                ports::uuid,
-                ports::id,
-                descending,
-                m.map(|m| (m.uuid.clone(), m.id))
-            ),
-            SortKey::Address => super::order_after!(
-                q,
-                ports::address,
-                ports::id,
-                descending,
-                m.map(|m| (m.address.clone(), m.id))
-            ),
-            SortKey::CreatedAt => super::order_after!(
-                q,
-                ports::created_at,
-                ports::id,
-                descending,
-                m.map(|m| (m.created_at, m.id))
-            ),
-        };
-        q.limit(limit).load(conn).await?
+        let q = super::listing::sorted_page!(q, ports, page, marker.as_ref(), SortKey {
+            Uuid => uuid, Address => address, CreatedAt => created_at
+        });
+        q.load(conn).await?
     }))
 }
 
-/// One page of portgroups matching `filter`, ordered by `sort` (then id), after the portgroup
-/// `marker`.
+/// One page of the portgroups matching `filter` (a portgroup's address may be null).
 pub async fn list_portgroups(
     db: &Db,
     filter: &PortgroupFilter,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
+    page: &Page<'_, SortKey>,
 ) -> Result<Vec<Portgroup>> {
-    let marker = match marker {
-        Some(m) => Some(get_portgroup(db, m).await?),
-        None => None,
-    };
-    let m = marker.as_ref();
-    let of_nodes = nodes_in(
-        db,
-        filter.node_shard_in.as_deref(),
-        filter.node_conductor_group_in.as_deref(),
-    )
-    .await?;
+    let marker = page.marker_row(|m| get_portgroup(db, m)).await?;
+    let of_nodes = nodes_in(db, &filter.node_shard_in, &filter.node_conductor_group_in).await?;
     Ok(with_conn!(db, |conn| {
         let mut q = portgroups::table
             .select(Portgroup::as_select())
@@ -259,67 +171,29 @@ pub async fn list_portgroups(
         if let Some(v) = &of_nodes {
             q = q.filter(portgroups::node_uuid.eq_any(v));
         }
-        let q = match sort {
-            SortKey::Id => super::order_by_id!(q, portgroups::id, descending, m.map(|m| m.id)),
-            SortKey::Uuid => super::order_after!(
-                q,
-                portgroups::uuid,
-                portgroups::id,
-                descending,
-                m.map(|m| (m.uuid.clone(), m.id))
-            ),
-            SortKey::Address => super::order_after_nullable!(
-                q,
-                portgroups::address,
-                portgroups::id,
-                descending,
-                m.map(|m| (m.address.clone(), m.id))
-            ),
-            SortKey::CreatedAt => super::order_after!(
-                q,
-                portgroups::created_at,
-                portgroups::id,
-                descending,
-                m.map(|m| (m.created_at, m.id))
-            ),
-        };
-        q.limit(limit).load(conn).await?
+        let q = super::listing::sorted_page!(q, portgroups, page, marker.as_ref(), SortKey {
+            Uuid => uuid, CreatedAt => created_at
+        } nullable {
+            Address => address
+        });
+        q.load(conn).await?
     }))
 }
 
 /// Inserts a port and reads it back. A duplicate address or UUID is a 409; a node or portgroup
 /// that is gone (the foreign keys) is a 400, as Ironic answers a create that names a missing one.
 pub async fn insert_port(db: &Db, port: &Port) -> Result<Port> {
-    let inserted = with_write_result!(db, |conn| diesel::insert_into(ports::table)
-        .values(port)
-        .execute(conn)
-        .await?);
-    match inserted {
-        Ok(_) => get_port(db, &port.uuid).await,
-        Err(e) => Err(port_write_error(
-            e,
-            &port.uuid,
-            &port.address,
-            port.name.as_deref(),
-        )),
-    }
+    super::insert_and_get!(db, ports, port, get_port, |e| {
+        port_write_error(e, &port.uuid, &port.address, port.name.as_deref())
+    })
 }
 
 /// Inserts a portgroup and reads it back, as [`insert_port`].
 pub async fn insert_portgroup(db: &Db, portgroup: &Portgroup) -> Result<Portgroup> {
-    let inserted = with_write_result!(db, |conn| diesel::insert_into(portgroups::table)
-        .values(portgroup)
-        .execute(conn)
-        .await?);
-    match inserted {
-        Ok(_) => get_portgroup(db, &portgroup.uuid).await,
-        Err(e) => Err(portgroup_write_error(
-            e,
-            &portgroup.uuid,
-            portgroup.address.as_deref(),
-            portgroup.name.as_deref(),
-        )),
-    }
+    super::insert_and_get!(db, portgroups, portgroup, get_portgroup, |e| {
+        let (address, name) = (portgroup.address.as_deref(), portgroup.name.as_deref());
+        portgroup_write_error(e, &portgroup.uuid, address, name)
+    })
 }
 
 pub(super) fn port_write_error(
@@ -328,26 +202,7 @@ pub(super) fn port_write_error(
     address: &str,
     name: Option<&str>,
 ) -> Error {
-    use diesel::result::Error::DatabaseError;
-    match e {
-        DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
-            let what = info.message();
-            if what.contains("address") {
-                Error::Conflict(format!("A port with MAC address {address} already exists."))
-            } else if what.contains("name") {
-                Error::Conflict(format!(
-                    "A port with name {} already exists.",
-                    name.unwrap_or_default()
-                ))
-            } else {
-                Error::Conflict(format!("A port with UUID {uuid} already exists."))
-            }
-        }
-        DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => Error::InvalidParameterValue(
-            format!("The node or portgroup of port {uuid} does not exist (any more)."),
-        ),
-        other => other.into(),
-    }
+    write_error(e, "port", "node or portgroup", uuid, address, name)
 }
 
 pub(super) fn portgroup_write_error(
@@ -356,26 +211,40 @@ pub(super) fn portgroup_write_error(
     address: Option<&str>,
     name: Option<&str>,
 ) -> Error {
+    let address = address.unwrap_or_default();
+    write_error(e, "portgroup", "node", uuid, address, name)
+}
+
+/// The error of a write of the port or portgroup (`what`) `uuid`, in Ironic's words: a duplicate
+/// MAC address, name or UUID is a 409; a row its foreign keys name (`parents`) that is gone, a
+/// 400.
+fn write_error(
+    e: diesel::result::Error,
+    what: &str,
+    parents: &str,
+    uuid: &str,
+    address: &str,
+    name: Option<&str>,
+) -> Error {
     use diesel::result::Error::DatabaseError;
     match e {
         DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
-            let what = info.message();
-            if what.contains("address") {
+            let on = info.message();
+            if on.contains("address") {
                 Error::Conflict(format!(
-                    "A portgroup with MAC address {} already exists.",
-                    address.unwrap_or_default()
+                    "A {what} with MAC address {address} already exists."
                 ))
-            } else if what.contains("name") {
+            } else if on.contains("name") {
                 Error::Conflict(format!(
-                    "A portgroup with name {} already exists.",
+                    "A {what} with name {} already exists.",
                     name.unwrap_or_default()
                 ))
             } else {
-                Error::Conflict(format!("A portgroup with UUID {uuid} already exists."))
+                Error::Conflict(format!("A {what} with UUID {uuid} already exists."))
             }
         }
         DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => Error::InvalidParameterValue(
-            format!("The node of portgroup {uuid} does not exist (any more)."),
+            format!("The {parents} of {what} {uuid} does not exist (any more)."),
         ),
         other => other.into(),
     }

@@ -4,7 +4,7 @@
 use diesel::{prelude::*, result::DatabaseErrorKind};
 use diesel_async::RunQueryDsl;
 
-use super::{Db, with_conn, with_write_result};
+use super::{Db, listing::Page, listing::sorted_page, with_conn};
 use crate::{
     error::{Error, Result},
     schema::{volume_connectors, volume_targets},
@@ -23,186 +23,114 @@ pub fn target_not_found(ident: &str) -> Error {
 /// documents; these are the ones sorted by in practice).
 pub use super::chassis::SortKey;
 
-/// One page of a volume table (`$table`, rows `$row`): of the node `$node` when Some, ordered by
-/// `$sort`, after the row `$marker`. A macro over the two tables, which share these columns.
-macro_rules! list_page {
-    ($db:expr, $table:ident, $row:ty, $node:expr, $sort:expr, $desc:expr, $limit:expr, $marker:expr) => {{
-        let m: Option<&$row> = $marker;
-        Ok(with_conn!($db, |conn| {
-            let mut q = $table::table.select(<$row>::as_select()).into_boxed();
-            if let Some(v) = $node {
-                q = q.filter($table::node_uuid.eq(v));
-            }
-            let q = match $sort {
-                SortKey::Id => super::order_by_id!(q, $table::id, $desc, m.map(|m| m.id)),
-                SortKey::Uuid => super::order_after!(
-                    q,
-                    $table::uuid,
-                    $table::id,
-                    $desc,
-                    m.map(|m| (m.uuid.clone(), m.id))
-                ),
-                SortKey::CreatedAt => super::order_after!(
-                    q,
-                    $table::created_at,
-                    $table::id,
-                    $desc,
-                    m.map(|m| (m.created_at, m.id))
-                ),
-            };
-            q.limit($limit).load(conn).await?
-        }))
-    }};
-}
+/// Declares, for the volume table `$table` of rows `$row` (whose 404 is `$not_found`, and whose
+/// write errors `$write_error` words): `$get`, a row by UUID; `$list`, one page of the rows (of
+/// the node `node_uuid` when given); and `$insert`, which inserts a row and reads it back. A
+/// duplicate is a 409; a node that is gone (the foreign key) is a 400, as Ironic answers a
+/// create naming a missing one. The two tables share these columns.
+macro_rules! volume_queries {
+    ($table:ident, $row:ident, $not_found:ident, $write_error:ident,
+     $get:ident, $list:ident, $insert:ident) => {
+        pub async fn $get(db: &Db, uuid: &str) -> Result<$row> {
+            let found: Option<$row> = with_conn!(db, |conn| $table::table
+                .filter($table::uuid.eq(uuid.to_ascii_lowercase()))
+                .select($row::as_select())
+                .first(conn)
+                .await
+                .optional()?);
+            found.ok_or_else(|| $not_found(uuid))
+        }
 
-pub async fn get_connector(db: &Db, uuid: &str) -> Result<VolumeConnector> {
-    let found: Option<VolumeConnector> = with_conn!(db, |conn| volume_connectors::table
-        .filter(volume_connectors::uuid.eq(uuid.to_ascii_lowercase()))
-        .select(VolumeConnector::as_select())
-        .first(conn)
-        .await
-        .optional()?);
-    found.ok_or_else(|| connector_not_found(uuid))
-}
+        pub async fn $list(
+            db: &Db,
+            node_uuid: Option<&str>,
+            page: &Page<'_, SortKey>,
+        ) -> Result<Vec<$row>> {
+            let marker = page.marker_row(|m| $get(db, m)).await?;
+            Ok(with_conn!(db, |conn| {
+                let mut q = $table::table.select($row::as_select()).into_boxed();
+                if let Some(v) = node_uuid {
+                    q = q.filter($table::node_uuid.eq(v));
+                }
+                let q = sorted_page!(q, $table, page, marker.as_ref(), SortKey {
+                    Uuid => uuid, CreatedAt => created_at
+                });
+                q.load(conn).await?
+            }))
+        }
 
-pub async fn get_target(db: &Db, uuid: &str) -> Result<VolumeTarget> {
-    let found: Option<VolumeTarget> = with_conn!(db, |conn| volume_targets::table
-        .filter(volume_targets::uuid.eq(uuid.to_ascii_lowercase()))
-        .select(VolumeTarget::as_select())
-        .first(conn)
-        .await
-        .optional()?);
-    found.ok_or_else(|| target_not_found(uuid))
-}
-
-/// One page of connectors (of the node `node_uuid` when given), after the connector `marker`.
-pub async fn list_connectors(
-    db: &Db,
-    node_uuid: Option<&str>,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
-) -> Result<Vec<VolumeConnector>> {
-    let marker = match marker {
-        Some(m) => Some(get_connector(db, m).await?),
-        None => None,
+        pub async fn $insert(db: &Db, row: &$row) -> Result<$row> {
+            super::insert_and_get!(db, $table, row, $get, |e| $write_error(e, row))
+        }
     };
-    list_page!(
-        db,
-        volume_connectors,
-        VolumeConnector,
-        node_uuid,
-        sort,
-        descending,
-        limit,
-        marker.as_ref()
-    )
 }
 
-/// One page of targets (of the node `node_uuid` when given), after the target `marker`.
-pub async fn list_targets(
-    db: &Db,
-    node_uuid: Option<&str>,
-    sort: SortKey,
-    descending: bool,
-    limit: i64,
-    marker: Option<&str>,
-) -> Result<Vec<VolumeTarget>> {
-    let marker = match marker {
-        Some(m) => Some(get_target(db, m).await?),
-        None => None,
-    };
-    list_page!(
-        db,
-        volume_targets,
-        VolumeTarget,
-        node_uuid,
-        sort,
-        descending,
-        limit,
-        marker.as_ref()
-    )
-}
-
-/// Inserts a connector and reads it back. A duplicate (type, connector ID) or UUID is a 409; a
-/// node that is gone (the foreign key) is a 400, as Ironic answers a create naming a missing one.
-pub async fn insert_connector(db: &Db, connector: &VolumeConnector) -> Result<VolumeConnector> {
-    let inserted = with_write_result!(db, |conn| diesel::insert_into(volume_connectors::table)
-        .values(connector)
-        .execute(conn)
-        .await?);
-    match inserted {
-        Ok(_) => get_connector(db, &connector.uuid).await,
-        Err(e) => Err(connector_write_error(e, connector)),
-    }
-}
-
-/// Inserts a target and reads it back, as [`insert_connector`].
-pub async fn insert_target(db: &Db, target: &VolumeTarget) -> Result<VolumeTarget> {
-    let inserted = with_write_result!(db, |conn| diesel::insert_into(volume_targets::table)
-        .values(target)
-        .execute(conn)
-        .await?);
-    match inserted {
-        Ok(_) => get_target(db, &target.uuid).await,
-        Err(e) => Err(target_write_error(e, target)),
-    }
-}
+volume_queries!(
+    volume_connectors,
+    VolumeConnector,
+    connector_not_found,
+    connector_write_error,
+    get_connector,
+    list_connectors,
+    insert_connector
+);
+volume_queries!(
+    volume_targets,
+    VolumeTarget,
+    target_not_found,
+    target_write_error,
+    get_target,
+    list_targets,
+    insert_target
+);
 
 /// The error of a write of `connector` (as it would be after the write), in Ironic's words.
 pub(super) fn connector_write_error(
     e: diesel::result::Error,
     connector: &VolumeConnector,
 ) -> Error {
-    use diesel::result::Error::DatabaseError;
-    match e {
-        DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
-            if info.message().contains("connector_id") {
-                Error::Conflict(format!(
-                    "A volume connector with type {} and connector ID {} already exists.",
-                    connector.connector_type, connector.connector_id
-                ))
-            } else {
-                Error::Conflict(format!(
-                    "A volume connector with UUID {} already exists.",
-                    connector.uuid
-                ))
-            }
-        }
-        DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => {
-            Error::InvalidParameterValue(format!(
-                "The node of volume connector {} does not exist (any more).",
-                connector.uuid
-            ))
-        }
-        other => other.into(),
-    }
+    let duplicate = format!(
+        "A volume connector with type {} and connector ID {} already exists.",
+        connector.connector_type, connector.connector_id
+    );
+    write_error(
+        e,
+        ("volume connector", "connector_id"),
+        &connector.uuid,
+        duplicate,
+    )
 }
 
 /// The error of a write of `target` (as it would be after the write), in Ironic's words.
 pub(super) fn target_write_error(e: diesel::result::Error, target: &VolumeTarget) -> Error {
+    let duplicate = format!(
+        "A volume target with boot index '{}' for the same node already exists.",
+        target.boot_index
+    );
+    write_error(e, ("volume target", "boot_index"), &target.uuid, duplicate)
+}
+
+/// The error of a write of the volume connector or target `uuid` (`what`: its name, and the
+/// column whose unique key a `duplicate` breaks): a duplicate or a UUID taken is a 409, a node
+/// that is gone (the foreign key) a 400.
+fn write_error(
+    e: diesel::result::Error,
+    (what, unique): (&str, &str),
+    uuid: &str,
+    duplicate: String,
+) -> Error {
     use diesel::result::Error::DatabaseError;
     match e {
         DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
-            if info.message().contains("boot_index") {
-                Error::Conflict(format!(
-                    "A volume target with boot index '{}' for the same node already exists.",
-                    target.boot_index
-                ))
+            if info.message().contains(unique) {
+                Error::Conflict(duplicate)
             } else {
-                Error::Conflict(format!(
-                    "A volume target with UUID {} already exists.",
-                    target.uuid
-                ))
+                Error::Conflict(format!("A {what} with UUID {uuid} already exists."))
             }
         }
-        DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => {
-            Error::InvalidParameterValue(format!(
-                "The node of volume target {} does not exist (any more).",
-                target.uuid
-            ))
-        }
+        DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => Error::InvalidParameterValue(
+            format!("The node of {what} {uuid} does not exist (any more)."),
+        ),
         other => other.into(),
     }
 }

@@ -220,25 +220,7 @@ static FIELDS: &[Field<Port>] = &[
     },
     // Ironic's schema takes any string (or null) as a port's name, up to its column's 255
     // characters; only a name that is a logical name can be looked up by (`get_port`).
-    Field {
-        name: "name",
-        since: 88,
-        show: |v| json!(v.item.name),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Null,
-            get: |_, p| json!(p.name),
-            set: |f, p, v, c| {
-                let name = opt_string(f, v)?;
-                if let Some(name) = &name {
-                    validate_length(f, name, 255)?;
-                }
-                set_if(&mut c.name, name, &p.name);
-                Ok(())
-            },
-        }),
-    },
+    resource::bounded_text_field!("name", name, 88, 255),
     resource::bounded_text_field!("description", description, 97, 255),
     resource::bounded_text_field!("vendor", vendor, 100, 32),
     resource::bounded_text_field!("category", category, 101, 80),

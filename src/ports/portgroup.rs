@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::normalize_mac;
 use crate::{
     node::{Json, JsonObject, validate_name},
-    resource::{self, Field, Reset, Resource, Write, boolean, opt_string, set_if, sub_links},
+    resource::{self, Field, Reset, Write, boolean, opt_string, set_if, sub_links},
 };
 
 resource::record_type! {
@@ -34,18 +34,7 @@ resource::record_type! {
     }
 }
 
-impl Resource for Portgroup {
-    type Changes = PortgroupChanges;
-    const COLLECTION: &'static str = "portgroups";
-
-    fn fields() -> &'static [Field<Portgroup>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(Portgroup, PortgroupChanges, "portgroups", FIELDS);
 
 impl Portgroup {
     /// A new portgroup with Ironic's defaults (standalone ports supported), before a create

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::{
     node::{Json, JsonObject, validate_length},
-    resource::{self, Field, Reset, Resource, Write, set_if, string},
+    resource::{self, Field, Reset, Write, set_if, string},
 };
 
 resource::record_type! {
@@ -23,19 +23,7 @@ resource::record_type! {
     }
 }
 
-impl Resource for VolumeConnector {
-    type Changes = VolumeConnectorChanges;
-    const COLLECTION: &'static str = "volume/connectors";
-    const LIST_KEY: &'static str = "connectors";
-
-    fn fields() -> &'static [Field<VolumeConnector>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(VolumeConnector, VolumeConnectorChanges, "volume/connectors", FIELDS, list_key "connectors");
 
 impl VolumeConnector {
     /// A new connector, before a create request's values.

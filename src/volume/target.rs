@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::{
     error::Error,
     node::{Json, JsonObject, mask, validate_length},
-    resource::{self, Field, Reset, Resource, Write, set_if, string},
+    resource::{self, Field, Reset, Write, set_if, string},
 };
 
 resource::record_type! {
@@ -25,19 +25,7 @@ resource::record_type! {
     }
 }
 
-impl Resource for VolumeTarget {
-    type Changes = VolumeTargetChanges;
-    const COLLECTION: &'static str = "volume/targets";
-    const LIST_KEY: &'static str = "targets";
-
-    fn fields() -> &'static [Field<VolumeTarget>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(VolumeTarget, VolumeTargetChanges, "volume/targets", FIELDS, list_key "targets");
 
 impl VolumeTarget {
     /// A new target, before a create request's values.

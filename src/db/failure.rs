@@ -1,0 +1,187 @@
+//! What a failed statement says: an answer, a transient refusal worth running again (with the
+//! backoff that [`with_conn_result!`](super::with_conn_result) waits), a lost connection or a
+//! storage that cannot write; the API's status follows from it (`db/errors.rs`).
+
+use std::time::Duration;
+
+use super::deadline;
+
+/// What a failed statement says about its connection and about running it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The server answered with an error of its own (a constraint, a bad value): an outcome.
+    Answered,
+    /// The server rolled the statement back for a reason that goes away (a deadlock, a
+    /// lock-wait timeout, SQLite's busy file): nothing was applied, and running it again is safe.
+    Transient,
+    /// No answer came: the socket died, the server went away or is shutting down. Whether a
+    /// write was applied is unknown, and the connection is no good any more.
+    ConnectionLost,
+    /// The database cannot store the write now: out of space, a read-only file system or
+    /// server, a failing disk. Nothing was applied (or, for a failed sync, it may be lost);
+    /// running it again at once would fail the same way, and reads still work.
+    Storage,
+}
+
+/// Client-side failures of the MySQL driver, which diesel-async reports as database errors of
+/// unknown kind with the driver error's text (`mysql_async::Error`'s Display): only the prefix
+/// tells them from the server's own answers.
+const MYSQL_CLIENT_FAILURES: &[&str] = &[
+    "Input/output error",
+    "Driver error",
+    "Other error",
+    "TLS error",
+    "URL error",
+];
+/// Server answers that mean the session is ending (MariaDB 1053, 1927, 2006, 2013).
+const SESSION_ENDING: &[&str] = &[
+    "Server shutdown in progress",
+    "Connection was killed",
+    "server has gone away",
+    "Lost connection to",
+];
+/// Answers that the database cannot store anything now: SQLite's SQLITE_FULL, SQLITE_READONLY,
+/// SQLITE_IOERR (and the group commit's own failed sync, worded as SQLite's); MariaDB's 1114
+/// (table full), 1021 (disk full), 1030 with errno 28 (no space), 1290 (`--read-only`), 1036
+/// (read-only table) and 3 (error writing a file).
+const STORAGE: &[&str] = &[
+    "database or disk is full",
+    "readonly database",
+    "disk I/O error",
+    "is full",
+    "Disk full",
+    "No space left on device",
+    "--read-only option",
+    "is read only",
+    "Error writing file",
+];
+/// Server answers that roll back and can be tried again (1213, 1205; SQLite's busy file).
+const TRANSIENT: &[&str] = &[
+    "Deadlock found",
+    "Lock wait timeout exceeded",
+    "database is locked",
+];
+
+pub fn classify(e: &diesel::result::Error) -> Failure {
+    use diesel::result::Error as E;
+    match e {
+        E::NotFound => Failure::Answered,
+        E::DatabaseError(_, info) => {
+            let message = info.message();
+            if MYSQL_CLIENT_FAILURES.iter().any(|p| message.starts_with(p))
+                || SESSION_ENDING.iter().any(|m| message.contains(m))
+            {
+                Failure::ConnectionLost
+            } else if TRANSIENT.iter().any(|m| message.contains(m)) {
+                Failure::Transient
+            } else if STORAGE.iter().any(|m| message.contains(m)) {
+                Failure::Storage
+            } else {
+                Failure::Answered
+            }
+        }
+        // The reply was read whole; only turning it into values (or the query into SQL) failed.
+        E::DeserializationError(_) | E::SerializationError(_) | E::QueryBuilderError(_) => {
+            Failure::Answered
+        }
+        // A broken transaction manager or a half-read reply: the connection cannot be trusted.
+        _ => Failure::ConnectionLost,
+    }
+}
+
+/// How often a statement refused as transient is run again, and the first backoff (doubling).
+const TRANSIENT_RETRIES: u32 = 5;
+const TRANSIENT_BACKOFF: Duration = Duration::from_millis(5);
+
+/// Whether `result` is a transient refusal worth another attempt; if so, waits the backoff.
+/// Not when the attempt would start past `deadline`: its caller has stopped waiting.
+#[doc(hidden)]
+pub async fn retry_after<T>(
+    result: &Result<T, diesel::result::Error>,
+    attempt: &mut u32,
+    deadline: Option<tokio::time::Instant>,
+) -> bool {
+    let Err(e) = result else { return false };
+    if classify(e) != Failure::Transient || *attempt >= TRANSIENT_RETRIES {
+        return false;
+    }
+    let jitter = Duration::from_micros(rand::random_range(0..1000));
+    let backoff = TRANSIENT_BACKOFF * 2u32.pow(*attempt) + jitter;
+    if deadline.is_some_and(|d| tokio::time::Instant::now() + backoff >= d) {
+        return false;
+    }
+    *attempt += 1;
+    tokio::time::sleep(backoff).await;
+    tracing::debug!(error = %e, attempt = *attempt, "transient database answer; running the statement again");
+    true
+}
+
+/// What a write that retried transient refusals only until `deadline` amounts to: a refusal
+/// left when the deadline has passed was rolled back, so it is a write that did not happen, as
+/// one that matched no row (0 rows); its caller tells the two apart by the deadline.
+pub(crate) fn not_written_past(
+    result: Result<usize, diesel::result::Error>,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<usize, diesel::result::Error> {
+    match result {
+        Err(e) if classify(&e) == Failure::Transient && deadline::passed(deadline) => Ok(0),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    fn db_error(message: &str) -> diesel::result::Error {
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::Unknown,
+            Box::new(message.to_owned()),
+        )
+    }
+
+    #[test]
+    fn failures_are_told_apart_by_what_the_server_said() {
+        let lost = [
+            "Input/output error: Connection reset by peer (os error 104)",
+            "Driver error: `Connection to the server is closed.'",
+            "Server shutdown in progress",
+            "Connection was killed",
+        ];
+        let transient = [
+            "Deadlock found when trying to get lock; try restarting transaction",
+            "Lock wait timeout exceeded; try restarting transaction",
+            "database is locked",
+        ];
+        for (messages, failure) in [
+            (&lost[..], Failure::ConnectionLost),
+            (&transient[..], Failure::Transient),
+        ] {
+            for message in messages {
+                assert_eq!(classify(&db_error(message)), failure, "{message}");
+            }
+        }
+        assert_eq!(
+            classify(&db_error("Duplicate entry 'x' for key 'uuid'")),
+            Failure::Answered
+        );
+        assert_eq!(
+            classify(&diesel::result::Error::NotFound),
+            Failure::Answered
+        );
+        // What the API makes of them: 503 for the first two kinds, 500 for the last.
+        assert_eq!(
+            Error::from(db_error(lost[0])).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            Error::from(db_error(transient[0])).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            Error::from(db_error("Unknown column 'x'")).status(),
+            http::StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
+}
