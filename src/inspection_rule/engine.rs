@@ -180,7 +180,7 @@ fn run_rule(
         })?;
         for item in loop_items(a) {
             let data = interpolate::masked(&Value::Object(plugin_data.clone()));
-            let args = process_args(sig, a, subject, inventory, &data, item.as_ref(), None)?;
+            let args = process_args(sig, a, &subject.doc, inventory, &data, item.as_ref(), None)?;
             run_action(op, &args, subject, plugin_data)?;
         }
     }
@@ -197,11 +197,12 @@ fn loop_items(entry: &JsonObject) -> Vec<Option<Value>> {
     }
 }
 
-/// An entry's arguments by name, filled in (those the plugin formats, or all in a loop).
+/// A condition's or action's arguments by name, filled in (those the plugin formats, or all in
+/// a loop).
 fn process_args(
     sig: &Signature,
     entry: &JsonObject,
-    subject: &Subject<'_>,
+    node: &JsonObject,
     inventory: &Value,
     plugin_data: &Value,
     item: Option<&Value>,
@@ -210,7 +211,7 @@ fn process_args(
     let args = named_args(sig, entry.get("args").unwrap_or(&Value::Null))
         .map_err(RuleError::Validation)?;
     let ctx = interpolate::Context {
-        node: &subject.doc,
+        node,
         inventory,
         plugin_data,
         item,
@@ -247,33 +248,12 @@ fn check_condition(
         ))
     })?;
     let check = |item: Option<&Value>| -> Result<bool, RuleError> {
-        let ctx_args = {
-            let args = named_args(sig, condition.get("args").unwrap_or(&Value::Null))
-                .map_err(RuleError::Validation)?;
-            let ctx = interpolate::Context {
-                node,
-                inventory,
-                plugin_data,
-                item,
-            };
-            let mut args: JsonObject = args
-                .into_iter()
-                .map(|(k, v)| {
-                    let v = if item.is_some() || sig.formatted.contains(&k.as_str()) {
-                        interpolate::interpolate(&v, &ctx, Some(op))
-                    } else {
-                        v
-                    };
-                    (k, v)
-                })
-                .collect();
-            // Filled-in numbers are text: a loop compares everything as text.
-            if item.is_some() && sig.optional.contains(&"force_strings") {
-                args.insert("force_strings".into(), Value::Bool(true));
-            }
-            args
-        };
-        Ok(operators::check(op, &ctx_args)? != inverted)
+        let mut args = process_args(sig, condition, node, inventory, plugin_data, item, Some(op))?;
+        // Filled-in numbers are text: a loop compares everything as text.
+        if item.is_some() && sig.optional.contains(&"force_strings") {
+            args.insert("force_strings".into(), Value::Bool(true));
+        }
+        Ok(operators::check(op, &args)? != inverted)
     };
     let multiple = condition
         .get("multiple")
