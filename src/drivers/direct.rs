@@ -34,7 +34,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use self::{
-    agent::{AgentStep, agent_clean_steps, clean_step_failed, node_for_agent, poll_agent_step},
+    agent::{
+        AgentStep, agent_clean_steps, clean_step_failed, get_agent_steps, node_for_agent,
+        poll_agent_step,
+    },
     deploy_steps::{
         boot_ramdisk, eject_deploy_iso, prepare_instance_boot, tear_down_agent, write_image,
     },
@@ -338,13 +341,7 @@ impl DeployInterface for DirectDeploy {
         ctx: &StepContext<'_>,
     ) -> Result<(Vec<CleanStep>, StepDone), DriverError> {
         let agent = AgentClient::for_node(node)?;
-        let result = agent
-            .run(
-                "clean.get_clean_steps",
-                json!({"node": node_for_agent(node), "ports": ctx.ports}),
-            )
-            .await?
-            .unwrap_or(Value::Null);
+        let result = get_agent_steps(&agent, node, ctx, "clean.get_clean_steps").await?;
         let offered = result.get("clean_steps").cloned().unwrap_or(Value::Null);
         let mut done = StepDone::done();
         done.remember.insert(

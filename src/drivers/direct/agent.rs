@@ -150,13 +150,7 @@ pub(super) async fn refresh_steps(
     if let Some(version) = node.driver_internal_info.get(MANAGER_VERSION) {
         return Ok(version.clone());
     }
-    let result = agent
-        .run(
-            "deploy.get_deploy_steps",
-            json!({"node": node_for_agent(node), "ports": ctx.ports}),
-        )
-        .await?
-        .unwrap_or(Value::Null);
+    let result = get_agent_steps(agent, node, ctx, "deploy.get_deploy_steps").await?;
     let version = result
         .get("hardware_manager_version")
         .cloned()
@@ -168,6 +162,23 @@ pub(super) async fn refresh_steps(
     done.remember
         .insert(MANAGER_VERSION.into(), version.clone());
     Ok(version)
+}
+
+/// Asks the agent for its steps (`command`: `deploy.get_deploy_steps` or
+/// `clean.get_clean_steps`), showing it the node and its ports: the agent's answer.
+pub(super) async fn get_agent_steps(
+    agent: &AgentClient,
+    node: &Node,
+    ctx: &StepContext<'_>,
+    command: &str,
+) -> Result<Value, DriverError> {
+    Ok(agent
+        .run(
+            command,
+            json!({"node": node_for_agent(node), "ports": ctx.ports}),
+        )
+        .await?
+        .unwrap_or(Value::Null))
 }
 
 #[cfg(test)]
