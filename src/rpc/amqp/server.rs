@@ -1,0 +1,333 @@
+//! The server side: a conductor's queue declared and consumed on a channel of its own, attached
+//! again whenever the consumer is lost, each delivery handled in a task of its own (bounded by
+//! the prefetch), replied to and acked, or rejected without requeue.
+
+use std::{panic::AssertUnwindSafe, sync::Arc};
+
+use futures::{FutureExt, StreamExt};
+use lapin::{
+    BasicProperties, Channel, Consumer,
+    message::Delivery,
+    options::{
+        BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions,
+        BasicQosOptions, BasicRejectOptions, QueueDeclareOptions,
+    },
+    types::{AMQPValue, FieldTable, ShortString},
+};
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore, watch},
+    task::{JoinError, JoinSet},
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use super::{
+    CONNECT_TIMEOUT, QUEUE_EXPIRES, RECONNECT_MAX, RECONNECT_MIN, STOP_CONSUMING_TIMEOUT,
+    StopOnDrop, check_size, request_id,
+    session::{Session, live_session},
+    unavailable,
+};
+use crate::rpc::transport::{RequestHandler, TransportError};
+
+/// Serves one conductor queue; see
+/// [`Transport::listen`](crate::rpc::transport::Transport::listen).
+pub(super) struct Server {
+    pub(super) sessions: watch::Receiver<Arc<Session>>,
+    pub(super) queue: ShortString,
+    pub(super) handler: Arc<dyn RequestHandler>,
+    pub(super) max_in_flight: usize,
+    pub(super) shutdown: CancellationToken,
+    /// Whether the consumer is on its queue.
+    pub(super) attached: watch::Sender<bool>,
+    pub(super) _supervisor: Arc<StopOnDrop>,
+}
+
+/// A channel consuming the server's queue.
+pub(super) struct Attached {
+    channel: Channel,
+    consumer: Consumer,
+}
+
+impl Server {
+    /// Declares the queue and starts consuming it on a channel of its own, within
+    /// [`CONNECT_TIMEOUT`]. A failure on a connection that is no longer connected marks its
+    /// session lost, so that the supervisor replaces it.
+    pub(super) async fn attach(&self) -> Result<Attached, TransportError> {
+        let session = live_session(&self.sessions)?;
+        let attached = tokio::time::timeout(CONNECT_TIMEOUT, self.attach_on(&session))
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportError::Unavailable(format!(
+                    "attaching to the queue timed out after {CONNECT_TIMEOUT:?}"
+                )))
+            });
+        if attached.is_err() && !session.connection.status().connected() {
+            session.lost.cancel();
+        }
+        attached
+    }
+
+    async fn attach_on(&self, session: &Session) -> Result<Attached, TransportError> {
+        let channel = session
+            .connection
+            .create_channel()
+            .await
+            .map_err(unavailable)?;
+        let prefetch = u16::try_from(self.max_in_flight).unwrap_or(u16::MAX);
+        channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await
+            .map_err(unavailable)?;
+        let mut arguments = FieldTable::default();
+        let expires = i64::try_from(QUEUE_EXPIRES.as_millis()).unwrap_or(i64::MAX);
+        arguments.insert("x-expires".into(), AMQPValue::LongLongInt(expires));
+        channel
+            .queue_declare(
+                self.queue.clone(),
+                QueueDeclareOptions {
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                arguments,
+            )
+            .await
+            .map_err(unavailable)?;
+        let consumer = channel
+            .basic_consume(
+                self.queue.clone(),
+                ShortString::default(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(unavailable)?;
+        debug!(queue = %self.queue, "Consuming");
+        Ok(Attached { channel, consumer })
+    }
+
+    /// Serves until shutdown, attaching again (with capped backoff) whenever the consumer
+    /// is lost with its channel or connection.
+    pub(super) async fn run(self, mut attached: Attached) -> Result<(), TransportError> {
+        loop {
+            let consumed = self.consume(attached).await;
+            self.attached.send_replace(false);
+            match consumed {
+                Ok(()) => return Ok(()),
+                Err(err) => {
+                    warn!(queue = %self.queue, error = %err, "Lost the consumer; attaching again")
+                }
+            }
+            let mut delay = RECONNECT_MIN;
+            let mut sessions = self.sessions.clone();
+            attached = loop {
+                // While the connection is down, wait for the supervisor's new session rather
+                // than a backoff of our own, so the queue is served again as soon as it can be.
+                let wait_for_session = live_session(&sessions).is_err();
+                tokio::select! {
+                    () = self.shutdown.cancelled() => return Ok(()),
+                    changed = sessions.changed(), if wait_for_session => {
+                        if changed.is_err() {
+                            // The transport is gone; nothing will reconnect.
+                            return Ok(());
+                        }
+                        sessions.borrow_and_update();
+                    }
+                    () = tokio::time::sleep(delay), if !wait_for_session => {}
+                }
+                match self.attach().await {
+                    Ok(attached) => break attached,
+                    Err(err) => {
+                        info!(queue = %self.queue, error = %err, retry_in = ?delay, "Cannot attach yet");
+                        delay = (delay * 2).min(RECONNECT_MAX);
+                    }
+                }
+            };
+            self.attached.send_replace(true);
+            info!(queue = %self.queue, "Consuming again");
+        }
+    }
+
+    /// Hands deliveries to handler tasks until shutdown, then cancels the consumer, handles
+    /// what the broker had already sent, and waits for every task. Errs when the consumer
+    /// is lost before shutdown.
+    async fn consume(&self, attached: Attached) -> Result<(), TransportError> {
+        let Attached {
+            channel,
+            mut consumer,
+        } = attached;
+        let permits = Arc::new(Semaphore::new(self.max_in_flight));
+        let mut in_flight = JoinSet::new();
+        // Set at shutdown: until when the consumer may take to end (see STOP_CONSUMING_TIMEOUT).
+        let mut stopping_until: Option<tokio::time::Instant> = None;
+        let mut outcome = Ok(());
+        loop {
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled(), if stopping_until.is_none() => {
+                    let until = tokio::time::Instant::now() + STOP_CONSUMING_TIMEOUT;
+                    stopping_until = Some(until);
+                    // The broker stops delivering; deliveries already sent still come
+                    // through the stream, which then ends.
+                    let cancel = channel.basic_cancel(consumer.tag(), BasicCancelOptions::default());
+                    match tokio::time::timeout_at(until, cancel).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(err)) => {
+                            outcome = Err(unavailable(err));
+                            break;
+                        }
+                        Err(_) => {
+                            outcome = Err(TransportError::Unavailable(format!(
+                                "cancelling the consumer got no answer within {STOP_CONSUMING_TIMEOUT:?}"
+                            )));
+                            break;
+                        }
+                    }
+                }
+                () = sleep_until_some(stopping_until), if stopping_until.is_some() => {
+                    outcome = Err(TransportError::Unavailable(format!(
+                        "the consumer did not end within {STOP_CONSUMING_TIMEOUT:?} of its cancel"
+                    )));
+                    break;
+                }
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => log_join(done),
+                next = consumer.next() => match next {
+                    Some(Ok(delivery)) => {
+                        // Prefetch equals the permits and a permit is released after the ack,
+                        // so this waits at most for a task that is finishing.
+                        let Ok(permit) = permits.clone().acquire_owned().await else {
+                            break;
+                        };
+                        let span = info_span!(
+                            "rpc.request",
+                            queue = %self.queue,
+                            request_id = %request_id(&delivery.properties),
+                        );
+                        let task = handle(channel.clone(), delivery, self.handler.clone(), permit);
+                        in_flight.spawn(task.instrument(span));
+                    }
+                    // The stream ends right after an error.
+                    Some(Err(err)) => outcome = Err(unavailable(err)),
+                    None => {
+                        if stopping_until.is_none() && outcome.is_ok() {
+                            outcome = Err(TransportError::Unavailable(
+                                "the broker cancelled the consumer".to_owned(),
+                            ));
+                        }
+                        break;
+                    }
+                },
+            }
+        }
+        while let Some(done) = in_flight.join_next().await {
+            log_join(done);
+        }
+        if outcome.is_ok() {
+            // Every delivery is acked: the channel can go quietly.
+            let close = channel.close(200, "OK".into());
+            match tokio::time::timeout(STOP_CONSUMING_TIMEOUT, close).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    debug!(queue = %self.queue, error = %err, "Closing the consumer channel failed");
+                }
+                Err(_) => {
+                    debug!(queue = %self.queue, "Closing the consumer channel got no answer");
+                }
+            }
+        }
+        outcome
+    }
+}
+
+/// Sleeps until `until`; never ends for None.
+async fn sleep_until_some(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the handler on one delivery, replies if asked to, then acks; rejects (without
+/// requeue) what the handler cannot decode. The permit is released at the end.
+async fn handle(
+    channel: Channel,
+    delivery: Delivery,
+    handler: Arc<dyn RequestHandler>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let Delivery {
+        properties,
+        data,
+        acker,
+        ..
+    } = delivery;
+    let reply = match AssertUnwindSafe(handler.handle(data)).catch_unwind().await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(rejection)) => {
+            warn!(reason = %rejection.reason, "Rejecting a request that cannot be handled");
+            if let (Some(reply), Some(reply_to)) = (rejection.reply, properties.reply_to())
+                && check_size(reply.len()).is_ok()
+            {
+                send_reply(&channel, &properties, reply_to, &reply).await;
+            }
+            reject(&acker).await;
+            return;
+        }
+        Err(_) => {
+            error!("The request handler panicked; rejecting the request");
+            reject(&acker).await;
+            return;
+        }
+    };
+    if let Some(reply_to) = properties.reply_to() {
+        if check_size(reply.len()).is_err() {
+            error!(
+                size = reply.len(),
+                "The reply is too large for the broker; rejecting the request"
+            );
+            reject(&acker).await;
+            return;
+        }
+        send_reply(&channel, &properties, reply_to, &reply).await;
+    }
+    if let Err(err) = acker.ack(BasicAckOptions::default()).await {
+        warn!(error = %err, "Cannot ack the request");
+    }
+}
+
+/// Publishes `reply` to the caller's reply queue, with the request's correlation id.
+async fn send_reply(
+    channel: &Channel,
+    request: &BasicProperties,
+    reply_to: &ShortString,
+    reply: &[u8],
+) {
+    let mut reply_properties = BasicProperties::default();
+    if let Some(correlation_id) = request.correlation_id() {
+        reply_properties = reply_properties.with_correlation_id(correlation_id.clone());
+    }
+    // Not mandatory: a caller that gave up has taken its reply queue with it.
+    let sent = channel
+        .basic_publish(
+            ShortString::default(),
+            reply_to.clone(),
+            BasicPublishOptions::default(),
+            reply,
+            reply_properties,
+        )
+        .await;
+    if let Err(err) = sent {
+        warn!(error = %err, "Cannot send the reply; the caller will time out");
+    }
+}
+
+async fn reject(acker: &lapin::Acker) {
+    if let Err(err) = acker.reject(BasicRejectOptions { requeue: false }).await {
+        warn!(error = %err, "Cannot reject the request");
+    }
+}
+
+fn log_join(done: Result<(), JoinError>) {
+    if let Err(err) = done {
+        error!(error = %err, "A request task failed");
+    }
+}
