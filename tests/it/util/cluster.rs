@@ -446,14 +446,7 @@ impl Cluster {
 
     /// Every node unlocked: the invariant each test ends on.
     pub async fn assert_no_locks(&self) {
-        let held: Vec<_> = ferrum::db::nodes::list(&self.db.db, 1000, None)
-            .await
-            .expect("list")
-            .into_iter()
-            .filter(|n| n.reservation.is_some())
-            .map(|n| (n.uuid, n.reservation))
-            .collect();
-        assert!(held.is_empty(), "locks still held: {held:?}");
+        assert_no_locks(&self.db.db).await;
     }
 
     /// The value of one of the processes' environment variables.
@@ -508,6 +501,18 @@ impl Drop for Cluster {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Every node of `db` unlocked.
+pub async fn assert_no_locks(db: &db::Db) {
+    let held: Vec<_> = db::nodes::list(db, 1000, None)
+        .await
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.reservation.is_some())
+        .map(|n| (n.uuid, n.reservation))
+        .collect();
+    assert!(held.is_empty(), "locks still held: {held:?}");
 }
 
 /// An HTTP client speaking to the API at version 1.49 (or another, with `request_at`).
