@@ -11,7 +11,7 @@ use ferrum::{
     states::ProvisionState,
 };
 
-use crate::util::{Api, TestApp, TestDb, on_both_stacks};
+use crate::util::{Api, TestApp, mysql_template::migrated, on_both_stacks};
 
 const V: &str = "1.78";
 const BAD_IMAGE: &str = "file:///home/user/aaa";
@@ -159,7 +159,7 @@ on_both_stacks! {
 /// node's change, the oldest removed in the same transaction; a cleared last_error records
 /// nothing, and 0 records none.
 async fn a_node_keeps_its_newest_entries(stack) {
-    let Some(test_db) = TestDb::new(stack).await else {
+    let Some(test_db) = migrated(stack).await else {
         return;
     };
     let db = &test_db.db.clone().with_history_max_entries(2);

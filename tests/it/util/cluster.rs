@@ -11,7 +11,10 @@ use ferrum::db;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::services::{Stack, TestDb, amqp_url, random_suffix};
+use super::{
+    mysql_template::migrated_mysql,
+    services::{Stack, TestDb, amqp_url, random_suffix},
+};
 
 pub const VERSION: &str = "1.49";
 
@@ -117,7 +120,7 @@ impl Cluster {
                 };
                 let db = match &options.mysql_url {
                     Some(server) => TestDb::on_server(server).await,
-                    None => TestDb::new(Stack::MultiHost).await?,
+                    None => migrated_mysql().await?,
                 };
                 (db, amqp, options.conductors)
             }
