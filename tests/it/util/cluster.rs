@@ -7,7 +7,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ferrum::db;
+use ferrum::{db, node::Node};
+use futures::StreamExt as _;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -45,6 +46,9 @@ pub struct ClusterOptions {
     pub fake_vendor_delay: Option<f64>,
     /// More `FERRUM_*` settings for every process.
     pub env: Vec<(&'static str, String)>,
+    /// Nodes written straight into the database before any process starts: many nodes, which
+    /// through the API would take most of a test, all there for the conductors' first rounds.
+    pub nodes: Vec<Node>,
     /// Where a process (by name: `api`, `conductor0`, ...) reaches MySQL and RabbitMQ, if not
     /// where the others do: e.g. through a proxy of its own that the test can blackhole.
     /// Multi-host only.
@@ -76,6 +80,7 @@ impl Default for ClusterOptions {
             amqp_url: None,
             fake_vendor_delay: None,
             env: Vec::new(),
+            nodes: Vec::new(),
             links: Vec::new(),
         }
     }
@@ -125,6 +130,9 @@ impl Cluster {
                 (db, amqp, options.conductors)
             }
         };
+        if !options.nodes.is_empty() {
+            insert_nodes(&db, options.stack, &options.nodes).await;
+        }
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("ferrum-it-{id}"));
         std::fs::create_dir_all(&dir).expect("log dir");
@@ -504,6 +512,23 @@ impl Drop for Cluster {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Writes `nodes` into `db` (eight at a time) before the processes start; an all-in-one process
+/// finds its SQLite file migrated already, as after a restart.
+async fn insert_nodes(db: &TestDb, stack: Stack, nodes: &[Node]) {
+    if stack == Stack::Embedded {
+        db.db.migrate().await.expect("migrate the SQLite file");
+    }
+    let inserts = nodes.iter().map(|node| async move {
+        db::nodes::insert(&db.db, node)
+            .await
+            .expect("insert a node")
+    });
+    futures::stream::iter(inserts)
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
 }
 
 /// Every node of `db` unlocked.
