@@ -1,12 +1,13 @@
-//! Allocations (API 1.52, 1.57, 1.58, 1.60) on both stacks: a conductor picks a node by resource
-//! class, traits, candidates and owner and reserves it; no match is an error with why; two
-//! allocations racing for one node never both get it; deleting an allocation frees its node and
+//! Allocations (API 1.52, 1.57, 1.58, 1.60): a conductor picks a node by resource class, traits,
+//! candidates and owner and reserves it; no match is an error with why; two allocations racing
+//! for one node never both get it (on both stacks, as is the take-over of allocations left
+//! allocating; the rest in process, [`TestApp`]); deleting an allocation frees its node and
 //! deleting the node deletes its allocation; backfill, PATCH, version gates and error codes.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+use crate::util::{Api, Cluster, ClusterOptions, Reply, TestApp, on_both_stacks};
 
 const V: &str = "1.60";
 
@@ -33,16 +34,14 @@ async fn at(api: &Api, method: Method, path: &str, body: Option<Value>) -> Reply
     api.request_at(V, method, path, body).await
 }
 
-on_both_stacks! {
 /// A node is picked by resource class, traits and candidates; the allocation shows it, the node
 /// shows the allocation, and deleting the allocation frees the node. No match is an error state
 /// with why; listings filter by node, resource class and state.
-async fn allocate_by_class_traits_and_candidates(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn allocate_by_class_traits_and_candidates() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let gold_a = api.available_node(json!({"name": "gold-a", "resource_class": "gold"})).await;
     let gold = api.available_node(json!({"name": "gold", "resource_class": "gold"})).await;
     let silver = api.available_node(json!({"name": "silver", "resource_class": "silver"})).await;
@@ -137,8 +136,7 @@ async fn allocate_by_class_traits_and_candidates(stack) {
     assert_eq!(node["instance_uuid"], Value::Null);
     let r = at(api, Method::GET, "/v1/allocations/a3", None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 on_both_stacks! {
@@ -174,15 +172,13 @@ async fn racing_allocations_never_share_a_node(stack) {
 }
 }
 
-on_both_stacks! {
 /// Backfill (1.58) for a deployed node, its checks, deletion refused while the node is active
 /// and allowed in maintenance, the node's deletion taking its allocation, and owner (1.60).
-async fn backfill_owner_and_node_delete(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn backfill_owner_and_node_delete() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.available_node(json!({"name": "deployed", "resource_class": "rc"})).await;
     api.accepted("deployed", "active").await;
     api.wait_for("deployed", "active").await;
@@ -231,18 +227,15 @@ async fn backfill_owner_and_node_delete(stack) {
     assert_eq!(r.body["owner"], "p1");
     let r = at(api, Method::GET, "/v1/allocations?owner=p1", None).await;
     assert_eq!(r.body["allocations"].as_array().unwrap().len(), 1, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// PATCH (1.57) of name and extra only; version gates and error codes.
-async fn patch_versions_and_errors(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn patch_versions_and_errors() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let r = allocate(api, json!({"name": "p", "resource_class": "none"})).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let r = allocate(api, json!({"name": "p", "resource_class": "none"})).await;
@@ -301,7 +294,6 @@ async fn patch_versions_and_errors(stack) {
     let r = at(api, Method::GET, "/v1/nodes/bare/allocation", None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     assert_eq!(r.fault(), "Allocation for node bare was not found");
-}
 }
 
 /// A create sent again (its first conductor went away before it answered) is the same request:

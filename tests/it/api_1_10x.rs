@@ -1,4 +1,4 @@
-//! The node's side of API 1.104-1.115, on both stacks: `instance_name` (1.104), servicing with
+//! The node's side of API 1.104-1.115, in process ([`TestApp`]): `instance_name` (1.104), servicing with
 //! `disable_ramdisk` (1.108), `health` (1.109), abort from `wait call-back` (1.110), and the
 //! node history's `project` (1.113) and state fields (1.115). Each is absent or refused just
 //! below its version, as Ironic answers.
@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+use crate::util::{Api, Reply, TestApp};
 
 async fn at(api: &Api, version: &str, method: Method, path: &str, body: Option<Value>) -> Reply {
     api.request_at(version, method, path, body).await
@@ -25,16 +25,14 @@ async fn provision_at(api: &Api, version: &str, ident: &str, body: Value) -> Rep
     .await
 }
 
-on_both_stacks! {
 /// instance_name (1.104): refused at create, PATCH and in `fields` and as a filter below 1.104;
 /// 1 to 255 characters or null; listed by; filled from `instance_info.display_name` (what Nova
 /// writes) only when empty; cleared with the instance at tear-down.
-async fn instance_name_names_the_instance(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn instance_name_names_the_instance() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let plain = api.create_node(json!({"driver": "fake-hardware", "name": "in-plain"})).await;
     let plain = plain["uuid"].as_str().unwrap().to_owned();
     let rows: Vec<(&str, Method, String, Option<Value>, StatusCode)> = vec![
@@ -88,19 +86,16 @@ async fn instance_name_names_the_instance(stack) {
     api.wait_for(&uuid, "available").await;
     let r = at(api, "1.104", Method::GET, &format!("/v1/nodes/{uuid}"), None).await;
     assert_eq!(r.body["instance_name"], Value::Null, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// health (1.109): read-only, absent below 1.109 and refused in `fields` there; null for the
 /// fake hardware, whose management interface reports none (as Ironic's).
-async fn health_is_shown_from_1_109(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn health_is_shown_from_1_109() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"driver": "fake-hardware", "name": "hl"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let r = at(api, "1.108", Method::GET, &format!("/v1/nodes/{uuid}"), None).await;
@@ -117,17 +112,14 @@ async fn health_is_shown_from_1_109(stack) {
     let r = at(api, "1.109", Method::POST, "/v1/nodes", Some(json!({"driver": "fake-hardware", "health": "OK"}))).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
 }
-}
 
-on_both_stacks! {
 /// Servicing without the ramdisk (1.108): 406 below it; from it the request is kept with the
 /// node while it services (Ironic's `service_disable_ramdisk`) and forgotten when it ends.
-async fn service_takes_disable_ramdisk_from_1_108(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn service_takes_disable_ramdisk_from_1_108() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "svc-dr", "vendor_interface": "fake"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.accepted(&uuid, "active").await;
@@ -148,26 +140,21 @@ async fn service_takes_disable_ramdisk_from_1_108(stack) {
     let done = api.wait_for(&uuid, "active").await;
     assert!(done["driver_internal_info"].get("service_disable_ramdisk").is_none(), "{done}");
     assert_eq!(done["last_error"], Value::Null, "{done}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Abort from `wait call-back` (1.110): 406 below it; from it a `direct` deploy waiting for its
 /// agent stops in `deploy failed`, saying so and naming the step it waited in, with no steps or
 /// agent URL left and the lock released; the node is then torn down as any failed deploy. The
 /// node's history (1.113, 1.115) records the abort with the state it ended.
-async fn abort_stops_a_deploy_waiting_for_its_agent(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        env: vec![("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "600".to_owned())],
-        ..ClusterOptions::default()
-    })
-    .await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn abort_stops_a_deploy_waiting_for_its_agent() {
+    let app = TestApp::builder()
+        .configure(|c| c.conductor.deploy_callback_timeout = Duration::from_secs(600))
+        .start()
+        .await;
+    let api = app.api();
     let node = api
         .available_node(json!({
             "name": "abort-wait",
@@ -224,6 +211,5 @@ async fn abort_stops_a_deploy_waiting_for_its_agent(stack) {
     // The failed node stays operable.
     api.accepted(&uuid, "deleted").await;
     api.wait_for(&uuid, "available").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

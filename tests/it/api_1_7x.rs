@@ -7,7 +7,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+use crate::util::{Api, Reply, TestApp};
 
 fn step(name: &str, priority: Value) -> Value {
     json!({"interface": "deploy", "step": name, "args": {}, "priority": priority})
@@ -39,18 +39,16 @@ fn direct_node(name: &str) -> Value {
     })
 }
 
-on_both_stacks! {
 /// deploy_steps (1.69): 406 below it, 400 with another verb or a step Ironic's schema refuses,
 /// 400 from the conductor for a step the driver does not offer or the core step moved (the node
 /// untouched); the request's steps override the driver's (`direct`: reordered and disabled steps
 /// are what the deploy runs), and disabling the fake deploy's only step fails the deploy as
 /// Ironic fails a deploy without steps.
-async fn deploy_steps_of_the_request_decide_the_deploy(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn deploy_steps_of_the_request_decide_the_deploy() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "ds-fake"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let with = |target: &str, steps: Value| json!({"target": target, "deploy_steps": steps});
@@ -108,19 +106,16 @@ async fn deploy_steps_of_the_request_decide_the_deploy(stack) {
     assert_eq!(steps, expected.map(|(s, p)| (s.to_owned(), p)), "{waiting}");
     assert_eq!(waiting["driver_internal_info"]["user_deploy_steps"], asked, "{waiting}");
     assert_eq!(waiting["deploy_step"]["step"], "deploy", "{waiting}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// disable_ramdisk (1.70) on manual cleaning: 406 below 1.70, 400 with another verb or when not
 /// a boolean; accepted, the cleaning ends in manageable and forgets it.
-async fn manual_cleaning_may_disable_the_ramdisk(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn manual_cleaning_may_disable_the_ramdisk() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "dr-node"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.accepted(&uuid, "manage").await;
@@ -145,8 +140,7 @@ async fn manual_cleaning_may_disable_the_ramdisk(stack) {
         let n = api.wait_for(&uuid, "manageable").await;
         assert!(n["driver_internal_info"].get("cleaning_disable_ramdisk").is_none(), "{n}");
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// With disable_ramdisk, manual cleaning does not prepare the ramdisk (the fake deploy's
@@ -208,16 +202,14 @@ async fn a_cleaning_without_ramdisk_does_not_prepare_it() {
     );
 }
 
-on_both_stacks! {
 /// agent_status and agent_status_message (1.72) in a heartbeat: 400 below 1.72 and for a status
 /// other than start, end or error; from 1.72 recorded in driver_internal_info as Ironic records
 /// them, and a heartbeat with a status needs no agent version.
-async fn a_heartbeat_reports_the_agents_status(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_heartbeat_reports_the_agents_status() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(direct_node("hb-status")).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.accepted(&uuid, "active").await;
@@ -256,20 +248,17 @@ async fn a_heartbeat_reports_the_agents_status(stack) {
         (&json!("start"), &json!("Agent started"), &json!(url)), "{info}");
     // The deploy goes on from the heartbeat and fails (nothing listens at the agent's URL).
     api.wait_for(&uuid, "deploy failed").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// The deploy and undeploy verbs (1.73) are `active` and `deleted`, both gated by the word the
 /// client sent (Ironic forgets to gate undeploy); deploy takes deploy_steps and a configdrive
 /// as active does.
-async fn deploy_and_undeploy_are_aliases_from_1_73(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn deploy_and_undeploy_are_aliases_from_1_73() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "verbs"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     for target in ["deploy", "undeploy"] {
@@ -290,20 +279,17 @@ async fn deploy_and_undeploy_are_aliases_from_1_73(stack) {
     let r = provision_at(api, "1.73", &uuid, json!({"target": "undeploy"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     api.wait_for(&uuid, "available").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// boot_mode and secure_boot (1.75, read-only, null until set) and their setters (1.76): 404
 /// below 1.76, 400 for a bad target, 202 with Location, the node's fields written by the
 /// conductor after the fake management's call; a refused combination is recorded in last_error.
-async fn boot_mode_and_secure_boot_are_set_through_the_conductor(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn boot_mode_and_secure_boot_are_set_through_the_conductor() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "bm"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let put = |version: &'static str, what: &'static str, target: Value| {
@@ -356,8 +342,7 @@ async fn boot_mode_and_secure_boot_are_set_through_the_conductor(stack) {
     let n = api.request_at("1.76", Method::GET, &format!("/v1/nodes/{uuid}"), None).await.body;
     assert!(n["last_error"].as_str().unwrap().contains("does not support set_secure_boot_state"), "{n}");
     assert_eq!(n["secure_boot"], false, "{n}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// fields (1.77) on GET /v1/drivers and /v1/drivers/{name}: 406 below it, unknown names 400,
@@ -416,15 +401,13 @@ async fn driver_fields_select_what_is_shown() {
     assert_eq!(r.status, 400, "{}", r.body);
 }
 
-on_both_stacks! {
 /// Allocations (announced 1.79) try the candidate named like the allocation first, at every
 /// version, as Ironic's conductor does (the version only marks the behaviour).
-async fn an_allocation_prefers_the_node_of_its_name(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn an_allocation_prefers_the_node_of_its_name() {
+    let app = TestApp::start().await;
+    let api = app.api();
     for name in ["compute-0", "compute-1", "compute-2", "compute-3"] {
         api.available_node(json!({"name": name, "resource_class": "compute"})).await;
     }
@@ -437,6 +420,5 @@ async fn an_allocation_prefers_the_node_of_its_name(stack) {
         let node = api.node(a["node_uuid"].as_str().unwrap()).await;
         assert_eq!(node["name"], name, "{a}");
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -5,7 +5,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+use crate::util::{Api, Reply, TestApp};
 
 /// PUT .../states/provision at `version` with `body`.
 async fn provision_at(api: &Api, version: &str, uuid: &str, body: Value) -> Reply {
@@ -18,17 +18,15 @@ async fn provision_at(api: &Api, version: &str, uuid: &str, body: Value) -> Repl
     .await
 }
 
-on_both_stacks! {
 /// unhold (1.85): a deploy whose steps include the reserved `hold` step stops in `deploy hold`
 /// (the step shown, the lock released); unhold is 406 below 1.85 and 400 where the state has no
 /// unhold edge; accepted, the node waits in `wait call-back` for its next heartbeat (no worker),
 /// and a second unhold is refused.
-async fn unhold_sends_a_held_deploy_back_to_wait_call_back(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn unhold_sends_a_held_deploy_back_to_wait_call_back() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "uh-deploy"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let unhold = json!({"target": "unhold"});
@@ -63,21 +61,18 @@ async fn unhold_sends_a_held_deploy_back_to_wait_call_back(stack) {
     let r = provision_at(api, "1.85", &uuid, json!({"target": "deleted"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     api.wait_for(&uuid, "available").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// unhold (1.85) of a manual cleaning held by the reserved `hold` step (accepted on any
 /// interface, as Ironic leaves reserved steps to the conductor): `clean hold` with the step's
 /// index kept, unhold to `clean wait`, then abort to `clean failed`, which forgets the steps and
 /// powers the node off.
-async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn unhold_sends_a_held_cleaning_back_to_clean_wait() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "uh-clean"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.accepted(&uuid, "manage").await;
@@ -115,20 +110,17 @@ async fn unhold_sends_a_held_cleaning_back_to_clean_wait(stack) {
     assert_eq!(failed["clean_step"], json!({}), "{failed}");
     let info = &failed["driver_internal_info"];
     assert!(info.get("clean_steps").is_none() && info.get("clean_step_index").is_none(), "{failed}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// An aborted cleaning whose ramdisk cannot be shut down (the power off fails): the node stays
 /// `clean failed`, unlocked, in maintenance with the `clean failure` fault and the failure as its
 /// `last_error`, as Ironic's `do_node_clean_abort` leaves it.
-async fn an_aborted_cleaning_that_cannot_power_off_goes_to_maintenance(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn an_aborted_cleaning_that_cannot_power_off_goes_to_maintenance() {
+    let app = TestApp::start().await;
+    let api = app.api();
     // The fake BMC refuses power changes (reading the power state still works).
     let node = api
         .available_node(json!({"name": "abort-clean-fails", "driver_info": {"fake_power_fail": "BMC gone"}}))
@@ -151,21 +143,18 @@ async fn an_aborted_cleaning_that_cannot_power_off_goes_to_maintenance(stack) {
     assert_eq!(failed["maintenance"], true, "{failed}");
     assert_eq!(failed["fault"], "clean failure", "{failed}");
     assert_eq!(failed["maintenance_reason"], failed["last_error"], "{failed}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// disable_power_off (1.95): absent and unwritable below 1.95; a boolean (or its string); set,
 /// power off and soft power off are refused with Ironic's 409 PowerStateFailure while power on
 /// and reboot go through; a deploy and its tear-down leave the node powered on (rebooted, not
 /// powered off); removed, it is false again and power off works.
-async fn disable_power_off_refuses_power_off(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn disable_power_off_refuses_power_off() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let plain = api.create_node(json!({"driver": "fake-hardware", "name": "dpo-plain"})).await;
     let plain = plain["uuid"].as_str().unwrap().to_owned();
     let rows: Vec<(&str, Method, String, Option<Value>, StatusCode)> = vec![
@@ -222,6 +211,5 @@ async fn disable_power_off_refuses_power_off(stack) {
     let r = api.power(&uuid, "power off").await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     api.wait_power(&uuid, "power off").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -1,4 +1,4 @@
-//! BIOS settings (API 1.40, registry fields 1.74), on both stacks: stored by the fake BIOS
+//! BIOS settings (API 1.40, registry fields 1.74), in process ([`TestApp`]): stored by the fake BIOS
 //! interface's manual clean steps (`bios.apply_configuration`, `bios.factory_reset`), listed
 //! and shown with and without the registry fields, refused on `no-bios`, with the version gates
 //! and bad input of Ironic's BIOS API. The firmware interface (API 1.86): the node field, the
@@ -7,7 +7,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
 const V: &str = "1.74";
 
@@ -16,16 +16,14 @@ fn apply(settings: Value) -> Value {
         {"interface": "bios", "step": "apply_configuration", "args": {"settings": settings}}]})
 }
 
-on_both_stacks! {
 /// apply_configuration stores the settings (and its next run makes them exactly the given ones:
 /// created, updated, deleted), factory_reset empties them; the list, `detail`, `fields` and a
 /// single setting show the registry fields from 1.74 only; their gates and bad input.
-async fn bios_settings_come_from_the_fake_bios_clean_steps(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bios_settings_come_from_the_fake_bios_clean_steps() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"driver": "fake-hardware", "name": "bios-node", "bios_interface": "fake"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.accepted(&uuid, "manage").await;
@@ -140,19 +138,16 @@ async fn bios_settings_come_from_the_fake_bios_clean_steps(stack) {
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     let r = get(V, bios.clone()).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// `no-bios` (the default) offers no BIOS step: a cleaning naming one is the caller's 400 and
 /// the node stays manageable with no settings.
-async fn no_bios_refuses_the_bios_steps(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn no_bios_refuses_the_bios_steps() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"driver": "fake-hardware", "name": "plain", "bios_interface": "no-bios"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     assert_eq!(node["bios_interface"], "no-bios");
@@ -167,23 +162,20 @@ async fn no_bios_refuses_the_bios_steps(stack) {
     assert_eq!(api.node(&uuid).await["provision_state"], "manageable");
     let r = api.request_at(V, Method::GET, &format!("/v1/nodes/{uuid}/bios"), None).await;
     assert_eq!(r.body, json!({"bios": []}));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 const FW: &str = "1.86";
 
-on_both_stacks! {
 /// firmware_interface is written at create and by PATCH from 1.86 (406 below, hidden below),
 /// `remove` resets it to the driver's default, a bad one is 400; drivers show their firmware
 /// interfaces from 1.86; /firmware is an empty list from 1.86 and 404 below; the fake
 /// `firmware.update` runs in a manual cleaning, `no-firmware` refuses it.
-async fn the_firmware_interface(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn the_firmware_interface() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let at = |v: &'static str, method: Method, path: String, body: Option<Value>| async move {
         api.request_at(v, method, &path, body).await
     };
@@ -236,7 +228,7 @@ async fn the_firmware_interface(stack) {
     assert_eq!((r.status, &r.body), (StatusCode::OK, &json!({"firmware": []})), "{}", r.body);
 
     // A stored component: its versions, and `fields` picks among them (the timestamps always).
-    let node_id = ferrum::db::nodes::get_by_uuid(&cluster.db.db, &uuid).await.unwrap().id;
+    let node_id = ferrum::db::nodes::get_by_uuid(app.db(), &uuid).await.unwrap().id;
     let bmc = ferrum::node::firmware::FirmwareComponent {
         id: 0,
         node_id,
@@ -250,7 +242,7 @@ async fn the_firmware_interface(stack) {
         model: Some("BMC-9".into()),
         serial_number: None,
     };
-    ferrum::db::firmware::insert(&cluster.db.db, &bmc).await.unwrap();
+    ferrum::db::firmware::insert(app.db(), &bmc).await.unwrap();
     let r = at(FW, Method::GET, format!("/v1/nodes/{uuid}/firmware"), None).await;
     let one = &r.body["firmware"][0];
     assert_eq!((&one["component"], &one["initial_version"], &one["current_version"], &one["last_version_flashed"]),
@@ -310,6 +302,5 @@ async fn the_firmware_interface(stack) {
     // The validation of the node names its firmware interface.
     let r = at(FW, Method::GET, "/v1/nodes/fw2/validate".into(), None).await;
     assert_eq!(r.body["firmware"]["result"], Value::Null, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -10,7 +10,10 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::util::{Cluster, ClusterOptions, Stack, TestDb, fake_hardware_row, on_both_stacks};
+use crate::util::{
+    Cluster, ClusterOptions, Stack, TestDb, fake_hardware_row, mysql_template::migrated,
+    on_both_stacks,
+};
 use ferrum::{
     db::{self, Db},
     node::{Json, NodeChanges},
@@ -138,7 +141,7 @@ on_both_stacks! {
 /// change of the node's children that waited past its deadline changes nothing, and the same
 /// write with time left lands once the row is let go.
 async fn a_write_that_waits_past_its_deadline_changes_nothing(stack) {
-    let Some(test_db) = TestDb::new(stack).await else {
+    let Some(test_db) = migrated(stack).await else {
         return;
     };
     let db = &test_db.db;

@@ -1,9 +1,10 @@
-//! The happy path across processes: API → RabbitMQ → conductor → MySQL lock → driver → state.
+//! The happy path across processes: API → RabbitMQ → conductor → MySQL lock → driver → state;
+//! power changes, PATCH, inspect, clean and adopt in process ([`TestApp`]).
 
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
 
 on_both_stacks! {
 async fn enroll_to_active_and_back_to_available_on_both_conductors(stack) {
@@ -86,15 +87,11 @@ async fn enroll_to_active_and_back_to_available_on_both_conductors(stack) {
 }
 }
 
-on_both_stacks! {
-async fn power_changes_and_patch_round_trip(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        ..ClusterOptions::default()
-    }).await else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn power_changes_and_patch_round_trip() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api
         .available_node(json!({"name": "pw", "driver_info": {"ipmi_password": "s3cret", "ipmi_address": "10.1.1.1"}}))
         .await;
@@ -141,27 +138,20 @@ async fn power_changes_and_patch_round_trip(stack) {
     assert_eq!(r.body["instance_uuid"], "5afa7d38-6d3e-4b5c-9b8e-9d2e1a6c1f00");
     assert_eq!(r.body["reservation"], json!(null));
     // The stored secret survived the patch even though responses mask it.
-    let stored = ferrum::db::nodes::get_by_uuid(&cluster.db.db, node["uuid"].as_str().unwrap())
+    let stored = ferrum::db::nodes::get_by_uuid(app.db(), node["uuid"].as_str().unwrap())
         .await
         .unwrap();
     assert_eq!(stored.driver_info["ipmi_password"], "s3cret");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// inspect (1.6; refused with `no-inspect`), clean with steps (1.15) and adopt (1.17) on fake
 /// hardware.
-async fn inspect_clean_and_adopt(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        ..ClusterOptions::default()
-    })
-    .await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn inspect_clean_and_adopt() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api
         .create_node(json!({"name": "ica", "driver": "fake-hardware", "inspect_interface": "fake"}))
         .await;
@@ -220,6 +210,5 @@ async fn inspect_clean_and_adopt(stack) {
     assert_eq!(node["power_state"], "power off", "adoption read the power state");
     let r = api.provision("ica", "inspect").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "not from active: {}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

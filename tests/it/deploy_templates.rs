@@ -1,11 +1,11 @@
-//! Deploy templates (API 1.55), on both stacks: created, listed with paging and `fields`,
+//! Deploy templates (API 1.55), in process ([`TestApp`]): created, listed with paging and `fields`,
 //! shown by UUID or name, patched (whole steps and a step's member) and deleted by the API, with
 //! Ironic's validation errors and 409 on a duplicate name; absent below 1.55.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, on_both_stacks};
+use crate::util::{Api, TestApp};
 
 const V: &str = "1.55";
 
@@ -20,15 +20,13 @@ async fn post(api: &Api, body: Value) -> (StatusCode, Value) {
     (r.status, r.body)
 }
 
-on_both_stacks! {
 /// CRUD with validation errors, the duplicate name, PATCH of steps, paging and fields, and the
 /// resource's absence below 1.55.
-async fn deploy_templates_crud(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn deploy_templates_crud() {
+    let app = TestApp::start().await;
+    let api = app.api();
 
     // Below 1.55: GET is 404, a write 405; /v1 links the resource from 1.55.
     let r = api.request_at("1.54", Method::GET, "/v1/deploy_templates", None).await;
@@ -139,18 +137,15 @@ async fn deploy_templates_crud(stack) {
     let r = api.request_at(V, Method::DELETE, &path, None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
-}
 
-on_both_stacks! {
 /// A deploy applies the templates its instance's traits name: a step the driver does not offer,
 /// an argument it does not take, or the core step moved fail the request (400) with the node
 /// left as it was; a template's own traits that the instance lacks do nothing.
-async fn a_deploy_checks_the_templates_of_its_instance_traits(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_deploy_checks_the_templates_of_its_instance_traits() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "dt-node"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     for (name, steps) in [
@@ -185,6 +180,5 @@ async fn a_deploy_checks_the_templates_of_its_instance_traits(stack) {
     let n = api.wait_for(&uuid, "active").await;
     assert!(n["driver_internal_info"].get("deploy_steps").is_none(), "cleared at the end: {n}");
     assert_eq!(n["deploy_step"], json!({}));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

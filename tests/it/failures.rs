@@ -1,12 +1,14 @@
 //! Deploy failures, the reason Ferrum exists (Ironic bug 1405420): a node whose deploy failed in
 //! the driver is in `deploy failed`, says why, is unlocked, and stays fully operable.
 
+use std::time::Duration;
+
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use ferrum::states::ProvisionState;
+use ferrum::{config::Config, states::ProvisionState};
 
-use crate::util::{Api, Cluster, ClusterOptions, Stack, on_both_stacks};
+use crate::util::{Api, Cluster, ClusterOptions, Stack, TestApp, on_both_stacks};
 
 const BAD_IMAGE: &str = "file:///home/user/aaa";
 
@@ -40,15 +42,11 @@ fn assert_failed_as_reported(node: &Value) {
     );
 }
 
-on_both_stacks! {
-async fn failed_deploy_can_be_patched_and_redeployed(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        ..ClusterOptions::default()
-    }).await else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn failed_deploy_can_be_patched_and_redeployed() {
+    let app = TestApp::start().await;
+    let api = app.api();
     failed_node(api, "bad1").await;
 
     // PATCH is allowed in deploy failed (Ironic answered 409 here in bug 1405420).
@@ -115,19 +113,14 @@ async fn failed_deploy_can_be_patched_and_redeployed(stack) {
         "a new deploy clears last_error"
     );
     assert_eq!(node["target_provision_state"], json!(null));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
-async fn failed_deploy_can_be_rebuilt_to_active_and_torn_down(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        ..ClusterOptions::default()
-    }).await else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn failed_deploy_can_be_rebuilt_to_active_and_torn_down() {
+    let app = TestApp::start().await;
+    let api = app.api();
 
     // rebuild from deploy failed reaches active once the node can deploy.
     failed_node(api, "bad2").await;
@@ -164,19 +157,14 @@ async fn failed_deploy_can_be_rebuilt_to_active_and_torn_down(stack) {
     let r = api.request(Method::DELETE, "/v1/nodes/bad4", None).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     assert!(r.fault().contains("deploy failed"), "{}", r.fault());
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
-async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        ..ClusterOptions::default()
-    }).await else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.available_node(json!({
         "name": "good",
         "deploy_interface": "direct",
@@ -195,20 +183,10 @@ async fn direct_deploy_of_an_http_image_waits_for_the_agent_and_can_be_torn_down
     assert_eq!(node["last_error"], json!(null));
     api.accepted("good", "deleted").await;
     api.wait_for("good", "available").await;
-    cluster.assert_no_locks().await;
-}
-}
-
-/// A cluster whose deploys wait for their agent 2 s, checked every second.
-async fn impatient_cluster(stack: Stack, env: Vec<(&'static str, String)>) -> Option<Cluster> {
-    impatient_cluster_with(ClusterOptions {
-        stack,
-        env,
-        ..ClusterOptions::default()
-    })
-    .await
+    app.assert_no_locks().await;
 }
 
+/// A cluster of `options` whose deploys wait for their agent 2 s, checked every second.
 async fn impatient_cluster_with(mut options: ClusterOptions) -> Option<Cluster> {
     options
         .env
@@ -217,6 +195,18 @@ async fn impatient_cluster_with(mut options: ClusterOptions) -> Option<Cluster> 
         .env
         .push(("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()));
     Cluster::start(options).await
+}
+
+/// The service in process with [`impatient_cluster_with`]'s settings, and `change`'s.
+async fn impatient_app(change: impl FnOnce(&mut Config)) -> TestApp {
+    TestApp::builder()
+        .configure(|c| {
+            c.conductor.deploy_callback_timeout = Duration::from_secs(2);
+            c.conductor.check_provision_state_interval = Duration::from_secs(1);
+            change(c);
+        })
+        .start()
+        .await
 }
 
 /// A `direct` node (microversion 1.95 fields in `extra`) deployed until it waits for its agent.
@@ -258,15 +248,16 @@ async fn waiting_node(api: &Api, name: &str, extra: Value) -> String {
     node["uuid"].as_str().expect("a node has a uuid").to_owned()
 }
 
-on_both_stacks! {
 /// A deploy that its agent fails, or that times out waiting for its agent, powers the node off
 /// (Ironic's `set_failed_state`, `power_off_after_deploy_failure`): the node does not stay up
 /// in its ramdisk. A power-off that fails is logged and the deploy's error is what the node
 /// shows; a node that may not be powered off (API 1.95) stays on. Each ends unlocked and
 /// deployable.
-async fn a_failed_agent_deploy_powers_the_node_off(stack) {
-    let Some(cluster) = impatient_cluster(stack, Vec::new()).await else { return };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_failed_agent_deploy_powers_the_node_off() {
+    let app = impatient_app(|_| {}).await;
+    let api = app.api();
     let off = waiting_node(api, "pf-off", json!({})).await;
     // Its BMC cannot power it off.
     let stuck_info = json!({"driver_info": {"fake_power_fail": {"power off": "BMC unreachable"}}});
@@ -287,8 +278,7 @@ async fn a_failed_agent_deploy_powers_the_node_off(stack) {
         api.accepted(uuid, "active").await;
         api.wait_for(uuid, "wait call-back").await;
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// With every worker busy, a deploy that times out waiting for its agent is failed all the same,
@@ -331,15 +321,12 @@ async fn a_failed_deploy_is_recorded_when_no_worker_is_free() {
 /// With `power_off_after_deploy_failure` off the node stays powered after its failed deploy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_off_after_deploy_failure_can_be_turned_off() {
-    let env = vec![("FERRUM_POWER_OFF_AFTER_DEPLOY_FAILURE", "false".to_owned())];
-    let Some(cluster) = impatient_cluster(Stack::Embedded, env).await else {
-        return;
-    };
-    let api = &cluster.api;
+    let app = impatient_app(|c| c.conductor.power_off_after_deploy_failure = false).await;
+    let api = app.api();
     let uuid = waiting_node(api, "pf-on", json!({})).await;
     let node = api.wait_for(&uuid, "deploy failed").await;
     assert_eq!(node["power_state"], "power on", "{node}");
-    cluster.assert_no_locks().await;
+    app.assert_no_locks().await;
 }
 
 on_both_stacks! {

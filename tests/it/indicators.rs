@@ -4,19 +4,17 @@
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
 const V: &str = "1.63";
 
-on_both_stacks! {
 /// The fake hardware's indicators: Ironic's two, a settable one set and read back (the state
 /// kept on the node, the lock released), and every refusal in Ironic's envelope.
-async fn indicators_are_listed_read_and_set(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn indicators_are_listed_read_and_set() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.create_node(json!({"name": "lit", "driver": "fake-hardware"})).await;
     let base = "/v1/nodes/lit/management/indicators";
 
@@ -82,5 +80,4 @@ async fn indicators_are_listed_read_and_set(stack) {
     let r = api.request_at("1.62", Method::PUT, &one, Some(json!({"state": "off"}))).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     assert_eq!(api.request_at("1.5", Method::GET, &one, None).await.body, json!({"state": "off"}));
-}
 }

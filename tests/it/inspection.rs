@@ -2,9 +2,9 @@
 //! unmodified Ironic Python Agent (in the shared sandbox) posts its inventory to
 //! `/v1/continue_inspection`, which finishes the inspection in `manageable` with the inventory
 //! stored (1.81) and `cpu_arch` set; Ironic's default hooks refuse the sandbox's only NIC (it is
-//! loopback), so that agent's inspection fails with their reason; and posted data: its version
-//! gate, bad input, lookup by MAC or node UUID, the ports made for the PXE NIC, the agent's own
-//! error, and the inspect wait timeout.
+//! loopback), so that agent's inspection fails with their reason; and posted data (in process,
+//! [`TestApp`]): its version gate, bad input, lookup by MAC or node UUID, the ports made for the
+//! PXE NIC, the agent's own error, and the inspect wait timeout.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::util::{
-    Api, Cluster, ClusterOptions, Stack,
+    Api, Cluster, ClusterOptions, Stack, TestApp,
     ipa::{Agent, random_mac},
     ipa_sandbox, on_both_stacks,
 };
@@ -33,6 +33,17 @@ pub(crate) async fn cluster(stack: Stack, timeout: u64, hooks: Option<&str>) -> 
         ..ClusterOptions::default()
     })
     .await
+}
+
+/// The service in process with [`cluster`]'s settings and Ironic's default hooks.
+pub(crate) async fn app(timeout: u64) -> TestApp {
+    TestApp::builder()
+        .configure(|c| {
+            c.conductor.inspect_wait_timeout = Duration::from_secs(timeout);
+            c.conductor.check_provision_state_interval = Duration::from_secs(1);
+        })
+        .start()
+        .await
 }
 
 /// A manageable node with the agent inspect interface, optionally with a port of `mac`.
@@ -183,17 +194,16 @@ async fn the_default_hooks_refuse_a_loopback_only_agent(stack) {
 }
 }
 
-on_both_stacks! {
 /// Posted data: 404 at versions other than 1.1 and 1.84+, `node_uuid` only from 1.84; bad
 /// inventories 400; a node not found by its MACs, or not in `inspect wait`, the same 404; found,
 /// 202 with `{uuid}` at 1.1 (ironic-inspector's answer) or the node and the agent's config at
 /// 1.84; the PXE NIC gets a port; the agent's own error fails the inspection; a node nobody
 /// posts for fails after the inspect wait timeout.
-async fn posted_inspection_data(stack) {
-    let Some(cluster) = cluster(stack, 3, None).await else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn posted_inspection_data() {
+    let app = app(3).await;
+    let api = app.api();
     let mac = random_mac();
     let uuid = agent_node(api, "insp-post", None).await;
     let good = json!({"inventory": inventory(&mac, "10.0.0.5")});
@@ -247,6 +257,5 @@ async fn posted_inspection_data(stack) {
     inspect_and_wait(api, &uuid).await;
     let timed_out = wait_state(api, &uuid, "inspect failed", None).await;
     assert!(timed_out["last_error"].as_str().unwrap_or_default().contains("Timeout reached while inspecting the node"), "{timed_out}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -1,4 +1,4 @@
-//! Inspection rules (API 1.96), on both stacks: created, listed (summary, `detail`, `fields`,
+//! Inspection rules (API 1.96), in process ([`TestApp`]): created, listed (summary, `detail`, `fields`,
 //! the `phase` filter, paging and sorting), shown, patched and deleted by the API, with Ironic's
 //! validation errors; sensitive rules' conditions and actions hidden and the flag kept; absent
 //! below 1.96 (GET 404, other methods 405); and the rules run when an inspection finishes:
@@ -9,8 +9,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{
-    inspection::{agent_node, cluster, inspect_and_wait, inventory, post, wait_state},
-    util::{Api, Cluster, ClusterOptions, ipa::random_mac, on_both_stacks},
+    inspection::{agent_node, app, inspect_and_wait, inventory, post, wait_state},
+    util::{Api, TestApp, ipa::random_mac},
 };
 
 const V: &str = "1.96";
@@ -28,15 +28,13 @@ async fn create(api: &Api, body: Value) -> Value {
     r.body
 }
 
-on_both_stacks! {
 /// CRUD, the duplicate UUID, listing shapes, filter and paging, PATCH, sensitive rules, and
 /// the resource's absence below 1.96.
-async fn inspection_rules_crud(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn inspection_rules_crud() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let some = "0e0b4a7e-5a44-4c10-a7a3-55d0c1b26f5e";
     for (method, path, status) in [
         (Method::GET, RULES.to_owned(), StatusCode::NOT_FOUND),
@@ -157,16 +155,13 @@ async fn inspection_rules_crud(stack) {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     assert!(r.fault().contains(&format!("Rule {second_uuid} could not be found.")), "{}", r.fault());
 }
-}
 
-on_both_stacks! {
 /// Bad input to inspection rules: each a 4xx in Ironic's envelope, nothing stored.
-async fn bad_inspection_rule_input_is_refused(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bad_inspection_rule_input_is_refused() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let ok = log_action();
     let missing = "0e0b4a7e-5a44-4c10-a7a3-55d0c1b26f5e";
     let post = |body: Value| (Method::POST, RULES.to_owned(), body);
@@ -211,18 +206,16 @@ async fn bad_inspection_rule_input_is_refused(stack) {
     let r = api.request_at(V, Method::GET, RULES, None).await;
     assert_eq!(r.body["inspection_rules"], json!([]), "nothing was stored: {}", r.body);
 }
-}
 
-on_both_stacks! {
 /// The rules of the `main` phase run when posted inspection data finishes an inspection, from
 /// the highest priority down: matching rules set an attribute (filled in from the inventory), a
 /// capability, a trait and plugin data, a rule whose condition does not hold does nothing; then
 /// a matching `fail` rule fails the next inspection, its message in `last_error`.
-async fn rules_run_when_an_inspection_finishes(stack) {
-    let Some(cluster) = cluster(stack, 120, None).await else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn rules_run_when_an_inspection_finishes() {
+    let app = app(120).await;
+    let api = app.api();
     let mac = random_mac();
     let uuid = agent_node(api, "rules-node", None).await;
     create(api, json!({
@@ -282,6 +275,5 @@ async fn rules_run_when_an_inspection_finishes(stack) {
     let failed = wait_state(api, &uuid, "inspect failed", None).await;
     assert_eq!(failed["last_error"], "Failed to finish inspection: Failed to inspect hardware. Reason: no ARM today", "{failed}");
     assert!(failed["extra"].get("doomed").is_none(), "{failed}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

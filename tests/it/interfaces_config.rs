@@ -9,53 +9,50 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, Stack, clients_venv, on_both_stacks};
+use crate::util::{Api, Cluster, ClusterOptions, Stack, TestApp, clients_venv};
 
 /// GET `path` and its 200 body.
-async fn ok(cluster: &Cluster, path: &str) -> Value {
-    let r = cluster.api.get(path).await;
+async fn ok(api: &Api, path: &str) -> Value {
+    let r = api.get(path).await;
     assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.body);
     r.body
 }
 
-on_both_stacks! {
 /// With boot interfaces `fake`, `redfish-virtual-media` and `pxe` enabled, RAID only `no-raid`,
 /// and `agent` as the default inspect interface: the drivers show exactly that (each hardware
 /// type's default its first enabled one), new nodes get those defaults, and an interface that
 /// is not enabled, or that the hardware type does not support, is refused at create and PATCH
 /// with Ironic's messages; also through the real `baremetal` CLI.
-async fn enabled_interfaces_are_configuration(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        env: vec![
-            ("FERRUM_ENABLED_BOOT_INTERFACES", "fake,redfish-virtual-media,pxe".to_owned()),
-            ("FERRUM_ENABLED_RAID_INTERFACES", "no-raid".to_owned()),
-            ("FERRUM_DEFAULT_INSPECT_INTERFACE", "agent".to_owned()),
-        ],
-        ..ClusterOptions::default()
-    })
-    .await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn enabled_interfaces_are_configuration() {
+    let app = TestApp::builder()
+        .configure(|c| {
+            let names = |list: &[&str]| Some(list.iter().map(|n| (*n).to_owned()).collect());
+            c.conductor.enabled_boot_interfaces = names(&["fake", "redfish-virtual-media", "pxe"]);
+            c.conductor.enabled_raid_interfaces = names(&["no-raid"]);
+            c.conductor.default_inspect_interface = Some("agent".to_owned());
+        })
+        .start()
+        .await;
+    let api = app.api();
 
-    let redfish = ok(&cluster, "/v1/drivers/redfish").await;
+    let redfish = ok(api, "/v1/drivers/redfish").await;
     assert_eq!(redfish["enabled_boot_interfaces"], json!(["pxe", "redfish-virtual-media"]), "{redfish}");
     assert_eq!(redfish["default_boot_interface"], "pxe", "{redfish}");
     assert_eq!(redfish["enabled_raid_interfaces"], json!(["no-raid"]), "{redfish}");
     assert_eq!(redfish["default_inspect_interface"], "agent", "{redfish}");
     assert_eq!(redfish["enabled_inspect_interfaces"], json!(["agent", "no-inspect"]), "{redfish}");
     assert_eq!(redfish["default_power_interface"], "redfish", "{redfish}");
-    let fake = ok(&cluster, "/v1/drivers/fake-hardware").await;
+    let fake = ok(api, "/v1/drivers/fake-hardware").await;
     assert_eq!(fake["enabled_boot_interfaces"], json!(["fake"]), "{fake}");
     assert_eq!(fake["enabled_raid_interfaces"], json!(["no-raid"]), "{fake}");
     assert_eq!(fake["default_inspect_interface"], "agent", "{fake}");
     assert_eq!(fake["enabled_deploy_interfaces"], json!(["fake", "direct"]), "{fake}");
-    let listed = ok(&cluster, "/v1/drivers?detail=True").await;
+    let listed = ok(api, "/v1/drivers?detail=True").await;
     assert_eq!(listed["drivers"][1]["enabled_boot_interfaces"], redfish["enabled_boot_interfaces"], "{listed}");
     assert_eq!(listed["drivers"][0]["enabled_raid_interfaces"], json!(["no-raid"]), "{listed}");
-    let conductors = ok(&cluster, "/v1/conductors?detail=True").await;
+    let conductors = ok(api, "/v1/conductors?detail=True").await;
     for c in conductors["conductors"].as_array().unwrap() {
         assert_eq!(c["drivers"], json!(["fake-hardware", "redfish"]), "{conductors}");
     }
@@ -108,8 +105,7 @@ async fn enabled_interfaces_are_configuration(stack) {
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert!(stderr.contains("Could not find the following interface in the 'ironic.hardware.interfaces.boot' entrypoint: ipxe"), "{stderr}");
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// Two conductors, one enabling only `fake-hardware`, the other `redfish` too (with one boot
@@ -174,7 +170,7 @@ async fn the_hash_ring_sends_a_driver_to_the_conductors_enabling_it() {
         json!(["redfish-virtual-media"]),
         "{redfish}"
     );
-    let fake = ok(&cluster, "/v1/drivers/fake-hardware").await;
+    let fake = ok(&cluster.api, "/v1/drivers/fake-hardware").await;
     assert_eq!(fake["hosts"].as_array().map(Vec::len), Some(2), "{fake}");
 
     for i in 0..8 {

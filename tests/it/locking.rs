@@ -4,7 +4,9 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::util::{Cluster, ClusterOptions, TestDb, fake_hardware_row, on_both_stacks};
+use crate::util::{
+    Cluster, ClusterOptions, fake_hardware_row, mysql_template::migrated, on_both_stacks,
+};
 use ferrum::{
     db,
     error::Error,
@@ -141,7 +143,7 @@ on_both_stacks! {
 /// Ironic's lock is advisory (`Node.save()` in `ironic/objects/node.py` ignores `reservation`). In
 /// Ferrum a write by anyone but the holder changes nothing.
 async fn writes_are_conditional_on_holding_the_lock_and_on_the_state(stack) {
-    let Some(test_db) = TestDb::new(stack).await else {
+    let Some(test_db) = migrated(stack).await else {
         return;
     };
     let db = &test_db.db;

@@ -5,7 +5,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
 const V: &str = "1.83";
 
@@ -19,16 +19,14 @@ type Row = (
     Option<String>,
 );
 
-on_both_stacks! {
 /// Children are named by their parent's UUID or name, listed by the parent's children endpoint
 /// and by `?parent_node=`, and left out of node lists unless `include_children=True`; deleting a
 /// parent leaves its children as they are, as in Ironic.
-async fn child_nodes_name_their_parent(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn child_nodes_name_their_parent() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let at = |v: &'static str, method: Method, path: String, body: Option<Value>| async move {
         api.request_at(v, method, &path, body).await
     };
@@ -85,20 +83,17 @@ async fn child_nodes_name_their_parent(stack) {
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     let r = at(V, Method::GET, format!("/v1/nodes/{c1}"), None).await;
     assert_eq!(r.body["parent_node"], json!(p_uuid), "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// parent_node's version gates and bad input: absent below 1.83 (the field, its filters and the
 /// children endpoint), and a parent that is missing, too long, not a string or the node itself
 /// refused with Ironic's one undisclosing sentence; nothing is written by a refused request.
-async fn parent_node_bad_input_gets_ironics_answers(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn parent_node_bad_input_gets_ironics_answers() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let parent = api.create_node(json!({"driver": "fake-hardware", "name": "bp"})).await;
     let p_uuid = parent["uuid"].as_str().unwrap().to_owned();
     let long = "x".repeat(37);
@@ -137,6 +132,5 @@ async fn parent_node_bad_input_gets_ironics_answers(stack) {
     assert_eq!(r.body["nodes"].as_array().unwrap().len(), 1, "nothing was created: {}", r.body);
     let r = api.request_at(V, Method::GET, &format!("/v1/nodes/{p_uuid}"), None).await;
     assert!(r.body["parent_node"].is_null(), "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -4,16 +4,14 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, Stack, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, Stack, TestApp};
 
-on_both_stacks! {
 /// Every field of 1.33-1.49 appears from its version on, with Ironic's defaults.
-async fn fields_of_newer_versions_appear_from_their_version_on(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn fields_of_newer_versions_appear_from_their_version_on() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "n1"})).await;
     for (field, value) in [
         ("storage_interface", json!("noop")),
@@ -30,7 +28,7 @@ async fn fields_of_newer_versions_appear_from_their_version_on(stack) {
         assert_eq!(node[field], value, "{field} in {node}");
     }
     let conductor = node["conductor"].as_str().expect("conductor is set").to_owned();
-    assert!(cluster.conductor_hosts.contains(&conductor), "{conductor}");
+    assert_eq!(conductor, app.host(), "{conductor}");
 
     let old = api.request_at("1.31", Method::GET, "/v1/nodes/n1", None).await;
     for field in ["storage_interface", "traits", "fault", "conductor", "protected"] {
@@ -125,18 +123,15 @@ async fn fields_of_newer_versions_appear_from_their_version_on(stack) {
     assert!(api.get("/v1").await.body.get("conductors").is_some());
     let r = api.request_at("1.48", Method::GET, "/v1", None).await;
     assert!(r.body.get("conductors").is_none());
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// /v1/nodes/{id}/traits: add, replace, remove one or all, with Ironic's checks.
-async fn traits_are_added_replaced_and_removed(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn traits_are_added_replaced_and_removed() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.create_node(json!({"driver": "fake-hardware", "name": "t1"})).await;
     let traits = |body: &Value| body["traits"].clone();
 
@@ -179,18 +174,15 @@ async fn traits_are_added_replaced_and_removed(stack) {
     let r = api.request(Method::DELETE, "/v1/nodes/t1/traits", None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     assert_eq!(traits(&api.get("/v1/nodes/t1/traits").await.body), json!([]));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// protected (1.48): only in active or rescue; then no undeploy, rebuild or delete (403).
-async fn a_protected_node_cannot_be_undeployed_rebuilt_or_deleted(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_protected_node_cannot_be_undeployed_rebuilt_or_deleted() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.available_node(json!({"name": "p1"})).await;
     let protect = json!([{"op": "replace", "path": "/protected", "value": true},
                          {"op": "replace", "path": "/protected_reason", "value": "production db"}]);
@@ -225,18 +217,15 @@ async fn a_protected_node_cannot_be_undeployed_rebuilt_or_deleted(stack) {
     assert_eq!((&r.body["protected"], &r.body["protected_reason"]), (&json!(false), &Value::Null));
     api.accepted("p1", "deleted").await;
     api.wait_for("p1", "available").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// rescue / unrescue (1.38) on the fake rescue interface; a `no-rescue` node is refused.
-async fn rescue_and_unrescue(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn rescue_and_unrescue() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.available_node(json!({"name": "r1", "rescue_interface": "fake"})).await;
     api.available_node(json!({"name": "r2", "rescue_interface": "no-rescue"})).await;
     for n in ["r1", "r2"] {
@@ -271,8 +260,7 @@ async fn rescue_and_unrescue(stack) {
     api.accepted("r1", "unrescue").await;
     let node = api.wait_for("r1", "active").await;
     assert!(node["instance_info"].get("rescue_password").is_none(), "{node}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// Conductor groups: a node goes only to a conductor of its own group, and moves when its group
@@ -359,14 +347,12 @@ async fn nodes_are_served_by_the_conductors_of_their_group() {
     cluster.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// deploy_step (1.44) names the step while the deploy runs, and is empty once it ended.
-async fn deploy_step_is_shown_while_the_deploy_runs(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn deploy_step_is_shown_while_the_deploy_runs() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.available_node(json!({"name": "s1", "driver_info": {"fake_deploy_delay": 2}})).await;
     api.accepted("s1", "active").await;
     let node = api.node("s1").await;
@@ -378,18 +364,15 @@ async fn deploy_step_is_shown_while_the_deploy_runs(stack) {
     assert_eq!(api.wait_for("s1", "active").await["deploy_step"], json!({}));
     api.accepted("s1", "deleted").await;
     assert_eq!(api.wait_for("s1", "available").await["deploy_step"], json!({}));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// owner (1.50): written at create and by PATCH, reset by `remove`, filtered on, gated by version.
-async fn owner_is_a_field_of_1_50(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn owner_is_a_field_of_1_50() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let body = json!({"driver": "fake-hardware", "name": "o1", "owner": "team-a"});
     let r = api.request_at("1.49", Method::POST, "/v1/nodes", Some(body.clone())).await;
     assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
@@ -423,19 +406,16 @@ async fn owner_is_a_field_of_1_50(stack) {
 
     let r = patch(json!([{"op": "remove", "path": "/owner"}])).await;
     assert_eq!((r.status, &r.body["owner"]), (StatusCode::OK, &Value::Null), "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// description (1.51): free text of at most 4096 characters, and the description_contains filter,
 /// which matches its text literally (`%` and `_` are not wildcards).
-async fn description_is_a_field_of_1_51(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn description_is_a_field_of_1_51() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let body = json!({"driver": "fake-hardware", "name": "d1", "description": "rack 4, 100% GPU"});
     let r = api.request_at("1.50", Method::POST, "/v1/nodes", Some(body.clone())).await;
     assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE, "{}", r.body);
@@ -468,6 +448,5 @@ async fn description_is_a_field_of_1_51(stack) {
     assert!(r.fault().contains("description must be at most 4096 characters"), "{}", r.fault());
     let r = patch(json!([{"op": "remove", "path": "/description"}])).await;
     assert_eq!((r.status, &r.body["description"]), (StatusCode::OK, &Value::Null), "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -4,17 +4,15 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
+use crate::util::TestApp;
 
-on_both_stacks! {
 /// retired (1.61): not set in available (409), a reason needs it (400), a retired node is not
 /// provided (400) and its cleaning ends in manageable; un-retiring forgets the reason.
-async fn a_retired_node_is_not_provided_and_cleans_to_manageable(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_retired_node_is_not_provided_and_cleans_to_manageable() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let at = |v: &'static str, method: Method, path: String, body: Option<Value>| async move {
         api.request_at(v, method, &path, body).await
     };
@@ -76,19 +74,16 @@ async fn a_retired_node_is_not_provided_and_cleans_to_manageable(stack) {
     api.wait_for(&uuid, "manageable").await;
     let node = at("1.61", Method::GET, format!("/v1/nodes/{uuid}"), None).await.body;
     assert_eq!(node["retired"], json!(true), "{node}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// lessee (1.65) and network_data (1.66): written at create and by PATCH, reset by `remove`,
 /// lessee filtered on, network_data checked against the format.
-async fn lessee_and_network_data_are_fields_of_1_65_and_1_66(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn lessee_and_network_data_are_fields_of_1_65_and_1_66() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let network_data = json!({
         "links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:12:34:56"}],
         "networks": [{"id": "net0", "type": "ipv4", "link": "eth0", "network_id": "n0",
@@ -139,8 +134,7 @@ async fn lessee_and_network_data_are_fields_of_1_65_and_1_66(stack) {
     let r = patch("l2", json!([{"op": "remove", "path": "/network_data"}, {"op": "remove", "path": "/lessee"}])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!((&r.body["network_data"], &r.body["lessee"]), (&json!({}), &Value::Null));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// POST /v1/events (1.54): well-formed Neutron port events are accepted (204) and logged; any

@@ -11,7 +11,7 @@ use ferrum::{
     states::ProvisionState,
 };
 
-use crate::util::{Api, Cluster, ClusterOptions, TestDb, on_both_stacks};
+use crate::util::{Api, TestApp, mysql_template::migrated, on_both_stacks};
 
 const V: &str = "1.78";
 const BAD_IMAGE: &str = "file:///home/user/aaa";
@@ -28,16 +28,14 @@ async fn history(api: &Api, path: &str) -> Value {
     r.body
 }
 
-on_both_stacks! {
 /// A failed deploy is an entry with the node's last_error as its event; a second failure is a
 /// second entry; the listing pages with `next`; an entry is shown in full; deleting the node
 /// deletes its history with it.
-async fn a_failed_deploy_is_recorded_in_the_history(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_failed_deploy_is_recorded_in_the_history() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({
         "name": "h1",
         "deploy_interface": "direct",
@@ -108,18 +106,15 @@ async fn a_failed_deploy_is_recorded_in_the_history(stack) {
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     let r = api.request_at(V, Method::GET, &base, None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Bad input to the history endpoints: Ironic's codes, the node untouched.
-async fn bad_history_requests_get_ironics_codes(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, conductors: 1, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bad_history_requests_get_ironics_codes() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.available_node(json!({
         "name": "hb",
         "deploy_interface": "direct",
@@ -156,8 +151,7 @@ async fn bad_history_requests_get_ironics_codes(stack) {
         assert_eq!(r.status, status, "{version} {path}: {}", r.body);
         assert!(r.fault().contains(&fault), "{version} {path}: {}", r.fault());
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 on_both_stacks! {
@@ -165,7 +159,7 @@ on_both_stacks! {
 /// node's change, the oldest removed in the same transaction; a cleared last_error records
 /// nothing, and 0 records none.
 async fn a_node_keeps_its_newest_entries(stack) {
-    let Some(test_db) = TestDb::new(stack).await else {
+    let Some(test_db) = migrated(stack).await else {
         return;
     };
     let db = &test_db.db.clone().with_history_max_entries(2);

@@ -6,19 +6,17 @@ use serde_json::{Value, json};
 
 use ferrum::{db, node::inventory::NodeInventory};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
 fn object(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().cloned().expect("a JSON object")
 }
 
-on_both_stacks! {
-async fn a_stored_inventory_is_shown_with_its_plugin_data(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, conductors: 1, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_stored_inventory_is_shown_with_its_plugin_data() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"driver": "fake-hardware", "name": "inv"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let get = |v: &'static str, path: String| async move { api.request_at(v, Method::GET, &path, None).await };
@@ -44,7 +42,7 @@ async fn a_stored_inventory_is_shown_with_its_plugin_data(stack) {
         "bmc_address": "192.0.2.1",
     });
     let plugin = json!({"root_disk": {"name": "/dev/vda"}});
-    let db = &cluster.db.db;
+    let db = app.db();
     let node_id = db::nodes::get_by_uuid(db, &uuid).await.unwrap().id;
     db::inventory::store(db, &NodeInventory::new(node_id, object(inventory.clone()), object(plugin.clone()))).await.unwrap();
     let r = get("1.81", "/v1/nodes/inv/inventory".into()).await;
@@ -60,5 +58,4 @@ async fn a_stored_inventory_is_shown_with_its_plugin_data(stack) {
     let r = api.request_at("1.81", Method::DELETE, "/v1/nodes/inv", None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     assert_eq!(db::inventory::get(db, node_id).await.unwrap(), None);
-}
 }

@@ -4,20 +4,18 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
 const V: &str = "1.82";
 
-on_both_stacks! {
 /// A shard is written at create and by PATCH from 1.82 (406 below), removed to null, shown from
 /// 1.82; the node list filters on it, /v1/shards counts the nodes of each, and the ports of
 /// nodes in shards are listed by `?shard=`.
-async fn nodes_are_grouped_in_shards(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn nodes_are_grouped_in_shards() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let at = |v: &'static str, method: Method, path: String, body: Option<Value>| async move {
         api.request_at(v, method, &path, body).await
     };
@@ -90,19 +88,16 @@ async fn nodes_are_grouped_in_shards(stack) {
     assert_eq!(ports[0]["address"], "52:54:00:00:00:01", "{}", r.body);
     let r = at(V, Method::GET, "/v1/ports?shard=s2&limit=1".into(), None).await;
     assert!(r.body["ports"].as_array().unwrap().is_empty(), "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Bad input and version gates of the shard field, its filters and /v1/shards, with Ironic's
 /// codes.
-async fn shard_bad_input_gets_ironics_answers(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn shard_bad_input_gets_ironics_answers() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"driver": "fake-hardware", "name": "n"})).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let long = "x".repeat(256);
@@ -133,5 +128,4 @@ async fn shard_bad_input_gets_ironics_answers(stack) {
         assert!(!r.fault().is_empty(), "{version} {method} {path}: no error envelope: {}", r.body);
     }
     assert_eq!(api.node(&uuid).await["shard"], Value::Null);
-}
 }

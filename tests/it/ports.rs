@@ -1,20 +1,19 @@
-//! Chassis, ports, portgroups and VIFs (API 1.1-1.28), on both stacks: stored, validated, listed
-//! with their filters, and changed by the node's conductor under the node's exclusion.
+//! Chassis, ports, portgroups and VIFs (API 1.1-1.28), in process ([`TestApp`]): stored,
+//! validated, listed with their filters, and changed by the node's conductor under the node's
+//! exclusion; ports joining a portgroup at once, on both stacks (MySQL's concurrency too).
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
 
-on_both_stacks! {
 /// A chassis holds nodes: created, listed, patched, its nodes listed, and not deletable while a
 /// node is in it.
-async fn chassis_hold_nodes(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn chassis_hold_nodes() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let r = api.request(Method::POST, "/v1/chassis", Some(json!({"description": "rack 1", "extra": {"row": 3}}))).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let chassis = r.body["uuid"].as_str().unwrap().to_owned();
@@ -54,17 +53,14 @@ async fn chassis_hold_nodes(stack) {
     let r = api.get(&format!("/v1/chassis/{chassis}")).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
-}
 
-on_both_stacks! {
 /// Ports and portgroups: created on a node, found by address, node and portgroup, patched,
 /// VIFs attached to the free one and detached, deleted, and gone with their node.
-async fn ports_portgroups_and_vifs(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn ports_portgroups_and_vifs() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "nic-node", "driver": "fake-hardware"})).await;
     let node_uuid = node["uuid"].as_str().unwrap().to_owned();
 
@@ -166,19 +162,16 @@ async fn ports_portgroups_and_vifs(stack) {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     let r = api.get(&format!("/v1/portgroups/{pg}")).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Bad input to ports, portgroups, chassis and VIFs: each a 4xx in Ironic's envelope that says
 /// what is wrong, and nothing stored.
-async fn bad_port_input_is_refused(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bad_port_input_is_refused() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "bad-input", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let missing = "0e0b4a7e-5a44-4c10-a7a3-55d0c1b26f5e";
@@ -216,8 +209,7 @@ async fn bad_port_input_is_refused(stack) {
     }
     let r = api.get("/v1/ports").await;
     assert_eq!(r.body["ports"], json!([]), "nothing was stored: {}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// A port's physical network agrees with its portgroup's other members (Ironic's

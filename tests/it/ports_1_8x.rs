@@ -1,21 +1,19 @@
-//! The port features of API 1.88-1.94 on both stacks: a port's name (1.88), the OVN VTEP switch
+//! The port features of API 1.88-1.94, in process ([`TestApp`]): a port's name (1.88), the OVN VTEP switch
 //! keys of `local_link_connection` (1.90), a port created on a node named by `node_ident`
 //! (1.94), and the `.json` suffix that paths lose below 1.91 only.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
-on_both_stacks! {
 /// A port's name (1.88): written at create and by PATCH, shown, unique, and a way to name the
 /// port in its URL; an older request neither sees nor writes it.
-async fn ports_have_names_from_1_88(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn ports_have_names_from_1_88() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "named-nics", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let r = api.request_at("1.88", Method::POST, "/v1/ports", Some(json!({"node_uuid": n, "address": "52:54:00:88:00:01", "name": "eth0"}))).await;
@@ -59,19 +57,16 @@ async fn ports_have_names_from_1_88(stack) {
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
     let r = api.request_at("1.88", Method::GET, &format!("/v1/ports/{uuid}"), None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// An OVN VTEP switch in `local_link_connection` (1.90), and `node_ident` naming a port's node
 /// by name (1.94).
-async fn vtep_links_and_node_ident(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn vtep_links_and_node_ident() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "vtep-node", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let vtep = json!({"port_id": "p1", "vtep-logical-switch": "ls1", "vtep-physical-switch": "ps1"});
@@ -96,19 +91,16 @@ async fn vtep_links_and_node_ident(stack) {
     assert_eq!((r.status, &r.body["node_uuid"]), (StatusCode::CREATED, &json!(n)), "{}", r.body);
     let r = api.request_at("1.94", Method::GET, &format!("/v1/ports?node={n}"), None).await;
     assert_eq!(r.body["ports"].as_array().unwrap().len(), 3, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Below 1.91 a path's `.json` is dropped (and a name is tried with it again when the shorter
 /// one is not found); from 1.91, and without a version asked for, it is part of the name.
-async fn a_json_suffix_is_dropped_below_1_91(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_json_suffix_is_dropped_below_1_91() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let plain = api.create_node(json!({"name": "plain", "driver": "fake-hardware"})).await;
     let dotted = api.create_node(json!({"name": "dotted.json", "driver": "fake-hardware"})).await;
     let rows: &[(&str, &str, StatusCode, &Value)] = &[
@@ -135,18 +127,15 @@ async fn a_json_suffix_is_dropped_below_1_91(stack) {
     assert_eq!((r.status, &r.body["extra"]["k"]), (StatusCode::OK, &json!("v")), "{}", r.body);
     let r = api.request_at("1.90", Method::DELETE, "/v1/nodes/plain.json", None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Bad input to the port features of 1.88-1.94: each a 4xx in Ironic's envelope, nothing stored.
-async fn bad_port_input_of_1_88_to_1_94_is_refused(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bad_port_input_of_1_88_to_1_94_is_refused() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "bad-8x", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let missing = "0e0b4a7e-5a44-4c10-a7a3-55d0c1b26f5e";
@@ -180,6 +169,5 @@ async fn bad_port_input_of_1_88_to_1_94_is_refused(stack) {
     }
     let r = api.get("/v1/ports").await;
     assert_eq!(r.body["ports"], json!([]), "nothing was stored: {}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

@@ -1,4 +1,4 @@
-//! The port and portgroup features of API 1.97-1.111 on both stacks: a port's `description`
+//! The port and portgroup features of API 1.97-1.111, in process ([`TestApp`]): a port's `description`
 //! (1.97), `vendor` (1.100), `category` (1.101) and `available_for_dynamic_portgroup` (1.111); a
 //! portgroup's `physical_network` (1.102, written through to its ports), `category` (1.103) and
 //! read-only `dynamic_portgroup` (1.111); the end of the OVN VTEP keys (1.105); the
@@ -7,7 +7,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+use crate::util::{Api, Reply, TestApp};
 use ferrum::{db, node::NodeChanges};
 
 /// The version one below `1.<minor>`.
@@ -51,10 +51,10 @@ async fn all_pages(api: &Api, version: &str, path: &str, key: &str) -> (Vec<Stri
     (found, pages)
 }
 
-/// Moves a node to a conductor group by writing its row: the embedded stack has one conductor,
-/// so the API would refuse a group no conductor serves. Only listings read the node afterwards.
-async fn put_in_group(cluster: &Cluster, uuid: &str, group: &str) {
-    let db = &cluster.db.db;
+/// Moves a node to a conductor group by writing its row: the app has one conductor, in no
+/// group, so the API would refuse a group no conductor serves. Only listings read the node
+/// afterwards.
+async fn put_in_group(db: &db::Db, uuid: &str, group: &str) {
     let node = db::nodes::get_by_uuid(db, uuid).await.expect("the node");
     let changes = NodeChanges {
         conductor_group: Some(group.to_owned()),
@@ -96,16 +96,14 @@ async fn physnets(api: &Api, node: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-on_both_stacks! {
 /// A port's free-text fields, each from its version: written at create and by PATCH, removed to
 /// null, shown in a show, a detailed listing and `?fields=`, hidden below the version; and an
 /// older request may neither write nor ask for them (406). Too long or not a string is a 400.
-async fn port_text_fields_from_1_97_to_1_101(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn port_text_fields_from_1_97_to_1_101() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "texts", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let rows: [(&str, u32, usize); 3] = [("description", 97, 255), ("vendor", 100, 32), ("category", 101, 80)];
@@ -180,19 +178,16 @@ async fn port_text_fields_from_1_97_to_1_101(stack) {
     assert_eq!(found("description_contains=k_b").await, [b.body["uuid"].as_str().unwrap()]);
     assert!(found("description_contains=5%25%20B").await.is_empty());
     assert!(found("description_contains=nowhere").await.is_empty());
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// A port's `available_for_dynamic_portgroup` (1.111): true unless written false, a JSON boolean
 /// only, `remove` restores true; hidden, unwritable and not asked for below 1.111.
-async fn ports_are_available_for_dynamic_portgroups_from_1_111(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn ports_are_available_for_dynamic_portgroups_from_1_111() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "dyn", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     const F: &str = "available_for_dynamic_portgroup";
@@ -239,20 +234,17 @@ async fn ports_are_available_for_dynamic_portgroups_from_1_111(stack) {
     let r = api.request_at("1.111", Method::GET, &format!("/v1/ports/detail?node={n}"), None).await;
     let shown: Vec<&Value> = r.body["ports"].as_array().unwrap().iter().map(|p| &p[F]).collect();
     assert_eq!(shown, [&json!(false), &json!(true)], "nothing else stored: {}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// A portgroup's `physical_network` (1.102) and `category` (1.103), and its read-only
 /// `dynamic_portgroup` (1.111). Writing a portgroup's physical network writes its ports' too;
 /// from 1.102 a member port's own cannot be patched.
-async fn portgroup_fields_from_1_102_to_1_111(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn portgroup_fields_from_1_102_to_1_111() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "bonds", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     for (i, (field, since, max)) in [("physical_network", 102u32, 64usize), ("category", 103, 80)].into_iter().enumerate() {
@@ -350,20 +342,17 @@ async fn portgroup_fields_from_1_102_to_1_111(stack) {
         (members[1].clone(), Value::Null),
         (outsider, json!("mine")),
     ]);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// The OVN VTEP switch keys of `local_link_connection` were taken from 1.90 to 1.104 only: from
 /// 1.105 a request that writes them is a 406, and a link stored with them is shown empty, as
 /// below 1.90. Other links are unchanged.
-async fn vtep_keys_are_gone_from_1_105(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn vtep_keys_are_gone_from_1_105() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "vtep-end", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let vtep = json!({"port_id": "p1", "vtep-logical-switch": "ls1", "vtep-physical-switch": "ps1"});
@@ -401,20 +390,17 @@ async fn vtep_keys_are_gone_from_1_105(stack) {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let r = api.request_at("1.104", Method::GET, &format!("/v1/ports?node={n}"), None).await;
     assert_eq!(r.body["ports"].as_array().map(Vec::len), Some(2), "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// `conductor_groups` (1.99) lists the ports and portgroups of the nodes in those groups (a
 /// comma-separated, case-insensitive list), page by page; Ironic takes it at every version.
 /// It does not go with a node, portgroup or address filter (400).
-async fn ports_and_portgroups_by_conductor_groups(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn ports_and_portgroups_by_conductor_groups() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let mut by_node: Vec<(Vec<String>, String)> = Vec::new();
     for (i, name) in ["plain", "rack1", "rack2"].into_iter().enumerate() {
         let node = api.create_node(json!({"name": name, "driver": "fake-hardware"})).await;
@@ -431,8 +417,8 @@ async fn ports_and_portgroups_by_conductor_groups(stack) {
     }
     let rack1 = api.node("rack1").await["uuid"].as_str().unwrap().to_owned();
     let rack2 = api.node("rack2").await["uuid"].as_str().unwrap().to_owned();
-    put_in_group(&cluster, &rack1, "rack-1").await;
-    put_in_group(&cluster, &rack2, "rack-2").await;
+    put_in_group(app.db(), &rack1, "rack-1").await;
+    put_in_group(app.db(), &rack2, "rack-2").await;
     let [(_, _), (ports1, pg1), (ports2, pg2)] = &by_node[..] else { unreachable!() };
     let both: Vec<String> = ports1.iter().chain(ports2).cloned().collect();
 
@@ -474,19 +460,16 @@ async fn ports_and_portgroups_by_conductor_groups(stack) {
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.body);
         assert_eq!(r.fault(), says, "{path}");
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// `shard` on GET /v1/portgroups (1.106): the portgroups of the nodes in those shards, page by
 /// page; a 406 below 1.106, and a 400 with another narrowing filter.
-async fn portgroups_by_shard_from_1_106(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn portgroups_by_shard_from_1_106() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let mut groups = Vec::new();
     for (name, shard) in [("s1a", json!("s1")), ("s1b", json!("s1")), ("s2", json!("s2")), ("none", Value::Null)] {
         let r = api.request_at("1.82", Method::POST, "/v1/nodes", Some(json!({"name": name, "driver": "fake-hardware", "shard": shard}))).await;
@@ -521,6 +504,5 @@ async fn portgroups_by_shard_from_1_106(stack) {
         assert_eq!(r.status, status, "{path} at {version}: {}", r.body);
         assert_eq!(r.fault(), says, "{path} at {version}");
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

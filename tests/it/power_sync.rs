@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -192,10 +191,18 @@ async fn a_power_change_behind_ferrums_back_is_recorded(stack) {
     // The hardware was left as it is.
     assert_eq!(bmc_power(&emu).await, "On");
     if stack == Stack::Embedded {
-        let log = cluster.log_of(&cluster.conductor_process(0));
+        // Logged just after the history entry is written: wait for it (as for the correction's
+        // power_set pair above) instead of reading the log at once.
+        let notified = |l: &&str| l.contains("Notification baremetal.node.power_state_corrected.success");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut log = cluster.log_of(&cluster.conductor_process(0));
+        while !log.lines().any(|l| notified(&l)) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            log = cluster.log_of(&cluster.conductor_process(0));
+        }
         let line = log
             .lines()
-            .find(|l| l.contains("Notification baremetal.node.power_state_corrected.success"))
+            .find(notified)
             .unwrap_or_else(|| panic!("no power_state_corrected notification: {log}"));
         assert!(line.contains("NodeCorrectedPowerStatePayload"), "{line}");
         assert!(line.contains(r#"\"from_power\":\"power off\""#) || line.contains(r#""from_power":"power off""#), "{line}");
@@ -261,7 +268,8 @@ async fn the_last_error_of_a_failed_deploy_survives_the_sync(stack) {
     let recorded = failed["power_state"].clone();
 
     // Rounds that find the power in sync.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = sync_rounds(&cluster).len();
+    wait_sync_rounds(&cluster, seen + 2).await;
     let node = api.node("failed").await;
     assert_eq!(node["last_error"], json!(error), "{node}");
     assert_eq!(node["power_state"], recorded, "{node}");
@@ -306,16 +314,13 @@ async fn a_locked_node_is_synced_once_unlocked(stack) {
     emu.reset(0, "On").await;
     wait_bmc(&emu, "On", Duration::from_secs(5)).await;
     // Several rounds pass: nothing is done to the node or its BMC.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let seen = sync_rounds(&cluster).len();
+    let rounds = wait_sync_rounds(&cluster, seen + 3).await;
     assert_eq!(bmc_power(&emu).await, "On");
     let node = api.node("busy").await;
     assert_eq!(node["power_state"], "power off", "{node}");
     assert!(history(api, &uuid).await.is_empty());
-    let skipped = (0..cluster.conductor_hosts.len()).any(|i| {
-        cluster.log_of(&cluster.conductor_process(i)).lines().any(|l| {
-            l.contains("Power state sync round") && field(l, "locked") == Some(1)
-        })
-    });
+    let skipped = rounds[seen..].iter().any(|l| field(l, "locked") == Some(1));
     assert!(skipped, "no round counted the locked node");
 
     assert!(db::nodes::unreserve(&cluster.db.db, &uuid, &holder).await.unwrap());
@@ -325,6 +330,39 @@ async fn a_locked_node_is_synced_once_unlocked(stack) {
     assert_eq!(node["power_state"], "power off", "{node}");
     cluster.assert_no_locks().await;
 }
+}
+
+/// The sync rounds the conductors have logged so far, each conductor's in order: a round is
+/// logged when it read or skipped a node, so only the conductor owning the test's nodes logs.
+fn sync_rounds(cluster: &Cluster) -> Vec<String> {
+    (0..cluster.conductor_hosts.len())
+        .flat_map(|i| {
+            cluster
+                .log_of(&cluster.conductor_process(i))
+                .lines()
+                .filter(|l| l.contains("Power state sync round:"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Waits until the conductors have logged `count` sync rounds in all (one a second here), and
+/// returns them: the signal that rounds ran, instead of a sleep that hopes they did.
+async fn wait_sync_rounds(cluster: &Cluster, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rounds = sync_rounds(cluster);
+        if rounds.len() >= count {
+            return rounds;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {count} sync rounds logged",
+            rounds.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The value of `name=<n>` in a log line of the conductor (tracing's field format).
@@ -386,17 +424,6 @@ async fn a_thousand_systems_are_synced_within_one_interval(stack) {
         let Some(emu) = Emulator::start(EmulatorOptions { systems: PER_BMC, ..EmulatorOptions::default() }) else { return };
         emus.push(emu);
     }
-    let Some(cluster) = Cluster::start(ClusterOptions {
-        stack,
-        env: vec![
-            ("FERRUM_SYNC_POWER_STATE_INTERVAL", INTERVAL_S.to_string()),
-            ("FERRUM_SYNC_POWER_STATE_WORKERS", WORKERS.to_string()),
-            ("FERRUM_SYNC_POWER_STATE_WORKERS_PER_BMC", WORKERS_PER_BMC.to_string()),
-        ],
-        ..ClusterOptions::default()
-    })
-    .await else { return };
-    let started = Instant::now();
     let before: usize = emus.iter().map(|e| e.gets_served("/redfish/v1/Systems/")).sum();
     // Interleaved, as the nodes of a rack: the first 250 ids are not all on one BMC.
     let rows: Vec<Node> = (0..PER_BMC)
@@ -404,19 +431,24 @@ async fn a_thousand_systems_are_synced_within_one_interval(stack) {
         .enumerate()
         .map(|(n, (emu, i))| scale_node(emu, i, n))
         .collect();
-    let db = cluster.db.db.clone();
-    let inserts = rows.into_iter().map(|row| {
-        let db = db.clone();
-        async move { db::nodes::insert(&db, &row).await.expect("insert") }
-    });
-    futures::stream::iter(inserts)
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
-        .await;
-    eprintln!("{stack:?}: 1000 nodes inserted in {:?}", started.elapsed());
+    let started = Instant::now();
+    // The nodes are there before the conductors start: their first round, one interval after
+    // their start, covers all of them.
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        stack,
+        env: vec![
+            ("FERRUM_SYNC_POWER_STATE_INTERVAL", INTERVAL_S.to_string()),
+            ("FERRUM_SYNC_POWER_STATE_WORKERS", WORKERS.to_string()),
+            ("FERRUM_SYNC_POWER_STATE_WORKERS_PER_BMC", WORKERS_PER_BMC.to_string()),
+        ],
+        nodes: rows,
+        ..ClusterOptions::default()
+    })
+    .await else { return };
+    eprintln!("{stack:?}: 1000 nodes inserted and the cluster started in {:?}", started.elapsed());
 
     // Each conductor's rounds over the nodes it owns, until they cover all 1,000 in one
-    // round each (a round that began during the inserts covers fewer).
+    // round each.
     let conductors = cluster.conductor_hosts.len();
     let deadline = Instant::now() + Duration::from_secs(2 * INTERVAL_S + 10);
     let rounds = loop {

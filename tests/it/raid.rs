@@ -4,17 +4,15 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
-on_both_stacks! {
 /// A valid configuration is stored (204) and shown from 1.12; an invalid one is 400 naming
 /// what is wrong; `no-raid` refuses any but `{}` with Ironic's 404; `{}` clears.
-async fn target_raid_config_is_checked_stored_and_shown(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn target_raid_config_is_checked_stored_and_shown() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let put = |ident: &str, body: Value| {
         let path = format!("/v1/nodes/{ident}/states/raid");
         async move { api.request(Method::PUT, &path, Some(body)).await }
@@ -80,6 +78,5 @@ async fn target_raid_config_is_checked_stored_and_shown(stack) {
 
     let r = put("nosuchnode", json!({})).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

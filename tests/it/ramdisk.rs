@@ -1,4 +1,4 @@
-//! The deploy ramdisk's endpoints: lookup and heartbeat (API 1.22) on both stacks, driven as the
+//! The deploy ramdisk's endpoints: lookup and heartbeat (API 1.22), driven as the
 //! agent drives them against a node waiting for it in `wait call-back`; and the agent token,
 //! which only API 1.62 hands out (above Ferrum's range), through the conductor's functions in
 //! process.
@@ -8,7 +8,7 @@ use ferrum::{conductor::agent, db, node::AGENT_TOKEN_KEY};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, TestApp, cluster::Reply, on_both_stacks};
+use crate::util::{TestApp, cluster::Reply};
 
 const MAC: &str = "52:54:00:12:34:56";
 const URL: &str = "http://127.0.0.1:9999";
@@ -35,16 +35,14 @@ fn waiting_node(name: &str) -> Value {
     })
 }
 
-on_both_stacks! {
 /// The agent of a node in `wait call-back` finds it by MAC (ignoring invalid addresses) or by
 /// UUID, and its heartbeats are recorded; lookup refuses nodes in states without an agent, and
 /// bad input gets Ironic's answers.
-async fn the_agent_looks_its_node_up_and_heartbeats(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn the_agent_looks_its_node_up_and_heartbeats() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(waiting_node("agent-node")).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": MAC}))).await;
@@ -165,8 +163,7 @@ async fn the_agent_looks_its_node_up_and_heartbeats(stack) {
     api.accepted(&uuid, "deleted").await;
     let node = api.wait_for(&uuid, "available").await;
     assert!(node["driver_internal_info"].get("agent_url").is_none(), "{node}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// The agent token (API 1.62, Ironic's `get_node_with_token`), through the conductor: made once

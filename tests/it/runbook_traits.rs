@@ -1,12 +1,13 @@
-//! Runbook traits (API 1.112), on both stacks: the `/v1/runbooks/{id}/traits` sub-resource, the
+//! Runbook traits (API 1.112): the `/v1/runbooks/{id}/traits` sub-resource, the
 //! `description` field and names that need not be traits; which nodes may run a runbook by
 //! version (its traits from 1.112, its name before); a runbook made below 1.112 keeps its name
-//! as its trait; concurrent additions are all kept.
+//! as its trait; concurrent additions are all kept (on both stacks, MySQL's concurrency too;
+//! which nodes may run a runbook in process, [`TestApp`]).
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
 
 const V: &str = "1.112";
 
@@ -127,15 +128,13 @@ async fn runbook_traits_and_description(stack) {
 }
 }
 
-on_both_stacks! {
 /// Which node may run a runbook: from 1.112 one with any of the runbook's traits (none
 /// configured is refused), below it one whose traits name the runbook.
-async fn a_runbooks_traits_decide_which_nodes_may_run_it(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_runbooks_traits_decide_which_nodes_may_run_it() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let r = api.request_at(V, Method::POST, "/v1/runbooks", Some(json!({"name": "wipe", "steps": steps()}))).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let runbook = r.body["uuid"].as_str().unwrap().to_owned();
@@ -166,6 +165,5 @@ async fn a_runbooks_traits_decide_which_nodes_may_run_it(stack) {
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     let node = api.wait_for("rt", "manageable").await;
     assert_eq!(node["last_error"], Value::Null, "{node}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

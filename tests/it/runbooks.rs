@@ -1,11 +1,11 @@
-//! Runbooks (API 1.92), on both stacks: created, listed with paging and `fields`, shown by UUID
+//! Runbooks (API 1.92), in process ([`TestApp`]): created, listed with paging and `fields`, shown by UUID
 //! or name, patched and deleted by the API, with Ironic's validation errors; absent below 1.92;
 //! and a manual clean that runs a runbook's steps on a node whose traits name it.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, on_both_stacks};
+use crate::util::TestApp;
 
 const V: &str = "1.92";
 
@@ -13,15 +13,13 @@ fn step(interface: &str, name: &str, order: Value) -> Value {
     json!({"interface": interface, "step": name, "args": {}, "order": order})
 }
 
-on_both_stacks! {
 /// CRUD, the duplicate name, PATCH of steps and of owner/public, paging and fields, and the
 /// resource's absence below 1.92.
-async fn runbooks_crud(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn runbooks_crud() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let r = api.request_at("1.91", Method::GET, "/v1/runbooks", None).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     let r = api.request_at("1.91", Method::POST, "/v1/runbooks", Some(json!({}))).await;
@@ -83,16 +81,13 @@ async fn runbooks_crud(stack) {
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
     assert!(r.fault().contains("Runbook CUSTOM_OTHER could not be found."), "{}", r.fault());
 }
-}
 
-on_both_stacks! {
 /// Bad input to runbooks: each a 4xx in Ironic's envelope, nothing stored.
-async fn bad_runbook_input_is_refused(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bad_runbook_input_is_refused() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let ok = step("deploy", "erase_devices", json!(1));
     let missing = "0e0b4a7e-5a44-4c10-a7a3-55d0c1b26f5e";
     let post = |body: Value| (V, Method::POST, "/v1/runbooks".to_owned(), body);
@@ -127,17 +122,14 @@ async fn bad_runbook_input_is_refused(stack) {
     let r = api.request_at(V, Method::GET, "/v1/runbooks", None).await;
     assert_eq!(r.body["runbooks"], json!([]), "nothing was stored: {}", r.body);
 }
-}
 
-on_both_stacks! {
 /// A manual clean with a runbook (1.92) runs its steps on a node whose traits name it; without
 /// the trait, with steps of its own as well, or with steps the driver lacks, it is refused.
-async fn a_clean_runs_a_runbook_the_node_is_approved_for(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn a_clean_runs_a_runbook_the_node_is_approved_for() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let wipe = json!({"name": "CUSTOM_WIPE", "steps": [{"interface": "deploy", "step": "erase_devices_metadata", "order": 0}]});
     let r = api.request_at(V, Method::POST, "/v1/runbooks", Some(wipe)).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
@@ -178,6 +170,5 @@ async fn a_clean_runs_a_runbook_the_node_is_approved_for(stack) {
     let node = api.wait_for("rb", "manageable").await;
     assert_eq!(node["target_provision_state"], Value::Null, "manual cleaning ends manageable");
     assert_eq!(node["last_error"], Value::Null, "{node}");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

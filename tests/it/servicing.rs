@@ -6,7 +6,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, Reply, on_both_stacks};
+use crate::util::{Api, Reply, TestApp};
 
 /// The version these tests speak unless a row says otherwise: runbooks (1.92) included.
 const V: &str = "1.92";
@@ -47,19 +47,17 @@ fn step(interface: &str, name: &str) -> Value {
     json!({"interface": interface, "step": name, "args": {}})
 }
 
-on_both_stacks! {
 /// A deployed node is serviced back to active: the steps are kept while they run and
 /// forgotten after, `service_step` (1.87, `{}` when idle) is cleared, and the node can be torn
 /// down afterwards. Below 1.87 the verb is 406; without steps, with steps Ironic's schema
 /// refuses, with steps the driver lacks, with a verb other than `service`, in maintenance or
 /// outside `active` it is a 400 that says why, and the node is left as it was. A runbook
 /// (1.92) may give the steps instead.
-async fn service_returns_a_deployed_node_to_active(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn service_returns_a_deployed_node_to_active() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let uuid = active_node(api, "svc").await;
     assert!(node_at(api, "1.86", &uuid).await.get("service_step").is_none(), "service_step appears in 1.87");
     assert_eq!(node_at(api, "1.87", &uuid).await["service_step"], json!({}));
@@ -139,23 +137,20 @@ async fn service_returns_a_deployed_node_to_active(stack) {
     let r = provision_at(api, "1.87", &uuid, service(json!([log]))).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     assert_eq!(r.fault(), format!("The requested action \"service\" can not be performed on node \"{uuid}\" while it is in state \"available\"."));
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// The reserved `hold` step stops servicing in `service hold`, showing the step, with the lock
 /// released; `unhold` (1.85) continues it from the next step, here into a second hold; abort
 /// from `service hold` ends in `service failed` naming the step, and a second abort returns
 /// the node to `active`. The fake `trigger_servicewait` step leaves the node in `service wait`,
 /// which has no unhold; abort from there ends in `service failed`, from which servicing runs
 /// again, or the node is rescued.
-async fn service_holds_unholds_and_aborts(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn service_holds_unholds_and_aborts() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let uuid = active_node(api, "svc-hold").await;
     let log = step("vendor", "log_passthrough");
     let steps = json!([log, step("deploy", "hold"), log, step("vendor", "hold")]);
@@ -235,6 +230,5 @@ async fn service_holds_unholds_and_aborts(stack) {
     api.wait_for(&uuid, "rescue").await;
     api.accepted(&uuid, "unrescue").await;
     api.wait_for(&uuid, "active").await;
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }

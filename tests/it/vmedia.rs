@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use ferrum::db;
 use serde_json::{Value, json};
 
-use crate::util::{Cluster, ClusterOptions, TestApp, on_both_stacks};
+use crate::util::TestApp;
 
 const V: &str = "1.93";
 
@@ -16,15 +16,13 @@ fn media(cdrom: &str, floppy: &str) -> Value {
     json!([one("disk", ""), one("cdrom", cdrom), one("floppy", floppy)])
 }
 
-on_both_stacks! {
 /// Attach two devices, list them, detach one by type and then all, each a 2xx with the lock
 /// released; and every refusal in Ironic's envelope.
-async fn virtual_media_is_attached_listed_and_detached(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn virtual_media_is_attached_listed_and_detached() {
+    let app = TestApp::start().await;
+    let api = app.api();
     api.create_node(json!({"name": "vm", "driver": "fake-hardware"})).await;
     let path = "/v1/nodes/vm/vmedia";
     let r = api.request_at(V, Method::GET, path, None).await;
@@ -70,8 +68,7 @@ async fn virtual_media_is_attached_listed_and_detached(stack) {
     }
     let r = api.request_at(V, Method::GET, path, None).await;
     assert_eq!(r.body, media("", ""), "nothing was attached");
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// Attaching and detaching take the node's exclusive lock: 409 NodeLocked on a locked node,

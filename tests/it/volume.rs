@@ -1,11 +1,11 @@
-//! Volume connectors and targets (API 1.32), on both stacks: created by the API, listed with
+//! Volume connectors and targets (API 1.32), in process ([`TestApp`]): created by the API, listed with
 //! their filters and paging, shown (target properties masked), patched and deleted by the
 //! node's conductor under Ironic's power and provision state rules, and gone with their node.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, Cluster, ClusterOptions, on_both_stacks};
+use crate::util::{Api, TestApp};
 
 /// Asks for `target` power and waits until the node has it, its lock released.
 async fn power(api: &Api, node: &str, target: &str) {
@@ -14,16 +14,14 @@ async fn power(api: &Api, node: &str, target: &str) {
     api.wait_power(node, target).await;
 }
 
-on_both_stacks! {
 /// Connectors and targets: the roots' links, create, the short and long listings, the node
 /// filter and a node's sub-collections, paging, show, PATCH and DELETE with Ironic's rules,
 /// the unique keys as 409s, and cascade with the node.
-async fn volume_connectors_and_targets(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn volume_connectors_and_targets() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "vol-node", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     assert!(node["volume"][0]["href"].as_str().unwrap().ends_with(&format!("/v1/nodes/{n}/volume")), "{node}");
@@ -138,19 +136,16 @@ async fn volume_connectors_and_targets(stack) {
         let r = api.get(&path).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.body);
     }
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// A delete needs the node powered off or in a state that allows deleting it: an active,
 /// powered-on node keeps its target until it is powered off.
-async fn volume_delete_follows_the_node_state(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn volume_delete_follows_the_node_state() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.available_node(json!({"name": "vol-active"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let r = api.request(Method::POST, "/v1/volume/targets", Some(json!({"node_uuid": n, "volume_type": "iscsi", "boot_index": 0, "volume_id": "v0"}))).await;
@@ -165,19 +160,16 @@ async fn volume_delete_follows_the_node_state(stack) {
     power(api, &n, "power off").await;
     let r = api.request(Method::DELETE, &format!("/v1/volume/targets/{t}"), None).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
-on_both_stacks! {
 /// Bad input to the volume resources: each a 4xx in Ironic's envelope that says what is wrong,
 /// and nothing stored.
-async fn bad_volume_input_is_refused(stack) {
-    let Some(cluster) = Cluster::start(ClusterOptions { stack, ..ClusterOptions::default() }).await
-    else {
-        return;
-    };
-    let api = &cluster.api;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[rustfmt::skip]
+async fn bad_volume_input_is_refused() {
+    let app = TestApp::start().await;
+    let api = app.api();
     let node = api.create_node(json!({"name": "vol-bad", "driver": "fake-hardware"})).await;
     let n = node["uuid"].as_str().unwrap().to_owned();
     let missing = "0e0b4a7e-5a44-4c10-a7a3-55d0c1b26f5e";
@@ -222,8 +214,7 @@ async fn bad_volume_input_is_refused(stack) {
     assert_eq!(r.body["connectors"], json!([]), "nothing was stored: {}", r.body);
     let r = api.get(t).await;
     assert_eq!(r.body["targets"], json!([]), "nothing was stored: {}", r.body);
-    cluster.assert_no_locks().await;
-}
+    app.assert_no_locks().await;
 }
 
 /// Ironic's `destroy_volume_connector` and `destroy_volume_target` refuse a node that is

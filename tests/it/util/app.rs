@@ -1,7 +1,9 @@
 //! The service in process: the API router and one conductor over the in-process transport on a
 //! fresh SQLite file, wired by [`ferrum::service::AllInOne`] exactly as `ferrum all-in-one` is,
 //! with requests handed to the router (`tower::ServiceExt::oneshot`) instead of a socket
-//! (crates.io's `src/tests/util/test_app.rs`, axum's `examples/testing`).
+//! (crates.io's `src/tests/util/test_app.rs`, axum's `examples/testing`). The same router is
+//! also served on a loopback port of this process ([`TestApp::api`]), as `ferrum all-in-one`
+//! serves it, for the tests written against the HTTP client [`Api`] (links, clients, agents).
 //!
 //! Nothing here waits on a clock: [`TestApp::settle`] waits until the conductor's workers are
 //! done, and a [`DeployGate`] (with [`TestAppBuilder::gate_deploys`]) holds every fake deploy in
@@ -35,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use super::{
-    cluster::{Reply, VERSION, location_of},
+    cluster::{Api, Reply, VERSION, assert_no_locks, location_of},
     services::random_suffix,
 };
 
@@ -77,12 +79,28 @@ impl TestAppBuilder {
         let all = AllInOne::start(&config, drivers, shutdown.clone())
             .await
             .expect("the service starts in process");
+        let router = api::router(all.api_state());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let address = listener.local_addr().expect("the port's address");
+        // A token of its own: the API still answers after `shutdown` stopped the conductor.
+        let serving = CancellationToken::new();
+        tokio::spawn(ferrum::http_server::serve(
+            listener,
+            None,
+            router.clone(),
+            config.api.header_read_timeout,
+            serving.clone(),
+        ));
         TestApp {
-            router: api::router(all.api_state()),
+            router,
+            api: Api::new(format!("http://{address}")),
             db: all.conductor().db.clone(),
             host: all.conductor().host.clone(),
             all: Some(all),
             shutdown,
+            serving,
             gate,
             file,
             dir,
@@ -93,10 +111,13 @@ impl TestAppBuilder {
 /// The API and one conductor in this process (see the module doc).
 pub struct TestApp {
     router: Router,
+    api: Api,
     db: Db,
     host: String,
     all: Option<AllInOne>,
     shutdown: CancellationToken,
+    /// Stops the loopback listener of [`api`](Self::api).
+    serving: CancellationToken,
     gate: Option<DeployGate>,
     file: PathBuf,
     dir: PathBuf,
@@ -132,6 +153,16 @@ impl TestApp {
     /// [`shutdown`](Self::shutdown)).
     pub fn conductor(&self) -> &Ctx {
         self.all().conductor()
+    }
+
+    /// An HTTP client of the API this app serves on its loopback port.
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// Every node unlocked (what Drop asserts too, said where the test ends).
+    pub async fn assert_no_locks(&self) {
+        assert_no_locks(&self.db).await;
     }
 
     /// The database, also after [`shutdown`](Self::shutdown) (as is the router: the API reads
@@ -320,6 +351,7 @@ impl Drop for TestApp {
         let reserved = (!std::thread::panicking()).then(|| self.reserved_nodes());
         // The conductor's tasks end with the test's runtime; stop them taking work meanwhile.
         self.shutdown.cancel();
+        self.serving.cancel();
         drop(self.all.take());
         let _ = std::fs::remove_dir_all(&self.dir);
         if let Some(reserved) = reserved {

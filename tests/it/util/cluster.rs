@@ -7,11 +7,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ferrum::db;
+use ferrum::{db, node::Node};
+use futures::StreamExt as _;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::services::{Stack, TestDb, amqp_url, random_suffix};
+use super::{
+    mysql_template::migrated_mysql,
+    services::{Stack, TestDb, amqp_url, random_suffix},
+};
 
 pub const VERSION: &str = "1.49";
 
@@ -42,6 +46,9 @@ pub struct ClusterOptions {
     pub fake_vendor_delay: Option<f64>,
     /// More `FERRUM_*` settings for every process.
     pub env: Vec<(&'static str, String)>,
+    /// Nodes written straight into the database before any process starts: many nodes, which
+    /// through the API would take most of a test, all there for the conductors' first rounds.
+    pub nodes: Vec<Node>,
     /// Where a process (by name: `api`, `conductor0`, ...) reaches MySQL and RabbitMQ, if not
     /// where the others do: e.g. through a proxy of its own that the test can blackhole.
     /// Multi-host only.
@@ -73,6 +80,7 @@ impl Default for ClusterOptions {
             amqp_url: None,
             fake_vendor_delay: None,
             env: Vec::new(),
+            nodes: Vec::new(),
             links: Vec::new(),
         }
     }
@@ -117,11 +125,14 @@ impl Cluster {
                 };
                 let db = match &options.mysql_url {
                     Some(server) => TestDb::on_server(server).await,
-                    None => TestDb::new(Stack::MultiHost).await?,
+                    None => migrated_mysql().await?,
                 };
                 (db, amqp, options.conductors)
             }
         };
+        if !options.nodes.is_empty() {
+            insert_nodes(&db, options.stack, &options.nodes).await;
+        }
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("ferrum-it-{id}"));
         std::fs::create_dir_all(&dir).expect("log dir");
@@ -446,14 +457,7 @@ impl Cluster {
 
     /// Every node unlocked: the invariant each test ends on.
     pub async fn assert_no_locks(&self) {
-        let held: Vec<_> = ferrum::db::nodes::list(&self.db.db, 1000, None)
-            .await
-            .expect("list")
-            .into_iter()
-            .filter(|n| n.reservation.is_some())
-            .map(|n| (n.uuid, n.reservation))
-            .collect();
-        assert!(held.is_empty(), "locks still held: {held:?}");
+        assert_no_locks(&self.db.db).await;
     }
 
     /// The value of one of the processes' environment variables.
@@ -508,6 +512,35 @@ impl Drop for Cluster {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Writes `nodes` into `db` (eight at a time) before the processes start; an all-in-one process
+/// finds its SQLite file migrated already, as after a restart.
+async fn insert_nodes(db: &TestDb, stack: Stack, nodes: &[Node]) {
+    if stack == Stack::Embedded {
+        db.db.migrate().await.expect("migrate the SQLite file");
+    }
+    let inserts = nodes.iter().map(|node| async move {
+        db::nodes::insert(&db.db, node)
+            .await
+            .expect("insert a node")
+    });
+    futures::stream::iter(inserts)
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+/// Every node of `db` unlocked.
+pub async fn assert_no_locks(db: &db::Db) {
+    let held: Vec<_> = db::nodes::list(db, 1000, None)
+        .await
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.reservation.is_some())
+        .map(|n| (n.uuid, n.reservation))
+        .collect();
+    assert!(held.is_empty(), "locks still held: {held:?}");
 }
 
 /// An HTTP client speaking to the API at version 1.49 (or another, with `request_at`).

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod ipa;
 pub mod link_proxy;
 pub mod load;
+pub mod mysql_template;
 pub mod private;
 pub mod redfish;
 pub mod services;
