@@ -14,6 +14,8 @@ use std::io::Write as _;
 
 use base64::Engine as _;
 
+use crate::resource::json::truthy;
+
 /// The metadata versions openstacksdk writes when none are asked for.
 const VERSIONS: [&str; 2] = ["2012-08-10", "latest"];
 
@@ -54,18 +56,6 @@ pub fn build(
     let _ = gz.write_all(&iso);
     let gz = gz.finish().unwrap_or_default();
     base64::engine::general_purpose::STANDARD.encode(gz)
-}
-
-/// Python's truthiness of a JSON value, as openstacksdk's `if network_data:` tests it.
-fn truthy(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::Null => false,
-        serde_json::Value::Bool(b) => *b,
-        serde_json::Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        serde_json::Value::String(s) => !s.is_empty(),
-        serde_json::Value::Array(a) => !a.is_empty(),
-        serde_json::Value::Object(o) => !o.is_empty(),
-    }
 }
 
 /// JSON as Python's `json.dump(obj, fp)` writes it with its defaults.

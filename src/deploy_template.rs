@@ -9,12 +9,11 @@
 
 use serde_json::{Value, json};
 
-pub use crate::steps::DeployStep;
 use crate::{
     error::{Error, Result},
     node::{Json, JsonObject},
     resource::{self, Field, Reset, Resource, Write, set_if},
-    steps::{DriverStep, StepSchema},
+    steps::{DeployStep, DriverStep, StepSchema},
 };
 
 resource::record_type! {

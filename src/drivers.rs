@@ -15,11 +15,11 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use self::registry::{HardwareType, Registry, catalogue};
-pub use crate::steps::{CleanStep, DriverStep};
 use crate::{
     config::ConductorConfig,
     error::Error,
     node::{InterfaceKind, JsonObject, Node, PowerState, PowerTarget, bios::BiosValue},
+    steps::{CleanStep, DeployStep, DriverStep},
 };
 
 /// What a driver can raise, with Ironic's message texts.
@@ -415,7 +415,7 @@ pub trait DeployInterface: Send + Sync + 'static {
     async fn execute_step(
         &self,
         node: &Node,
-        step: &crate::deploy_template::DeployStep,
+        step: &DeployStep,
         _ctx: &StepContext<'_>,
     ) -> Result<StepDone, DriverError> {
         if step.interface == DriverStep::CORE.interface && step.step == DriverStep::CORE.step {
@@ -433,11 +433,7 @@ pub trait DeployInterface: Send + Sync + 'static {
     }
     /// Where `step`, which waits, stands now. The default: a step that waits is finished when
     /// the node's agent has called back (recorded its `agent_url`).
-    async fn poll_step(
-        &self,
-        node: &Node,
-        _step: &crate::deploy_template::DeployStep,
-    ) -> Result<StepPoll, DriverError> {
+    async fn poll_step(&self, node: &Node, _step: &DeployStep) -> Result<StepPoll, DriverError> {
         Ok(if node.driver_internal_info.contains_key("agent_url") {
             StepPoll::Finished
         } else {

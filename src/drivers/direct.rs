@@ -44,15 +44,14 @@ use self::{
     image::info_str,
 };
 use super::{
-    CleanStep, DeployInterface, DeployOutcome, DriverError, DriverStep, Properties, StepContext,
-    StepDone, StepPoll,
+    DeployInterface, DeployOutcome, DriverError, Properties, StepContext, StepDone, StepPoll,
     agent_client::{AgentClient, CommandStatus},
     local_image::LocalImages,
 };
 use crate::{
-    deploy_template::DeployStep,
     drivers::Driver,
     node::{JsonObject, Node, PowerState},
+    steps::{CleanStep, DeployStep, DriverStep},
 };
 
 /// The `direct` deploy interface; `images` are the instance images the conductor downloads

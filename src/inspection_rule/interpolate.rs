@@ -30,16 +30,7 @@ enum Miss {
 }
 
 /// Python's truth of a JSON value.
-pub fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}
+pub use crate::resource::json::truthy;
 
 /// Python's name of a JSON value's type, for messages.
 pub fn py_type(v: &Value) -> &'static str {

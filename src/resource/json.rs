@@ -38,3 +38,17 @@ impl<T> From<T> for Json<T> {
         Json(value)
     }
 }
+
+/// Python's truth of a JSON value (`if value:`): null, false, zero and empty strings, lists and
+/// objects are false. Ironic's code tests JSON this way (openstacksdk's config drive, the fake
+/// vendor's `bar`, inspection rules' `loop` and `unique`).
+pub fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}

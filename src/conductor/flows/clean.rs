@@ -48,12 +48,7 @@ pub async fn do_node_clean(
         "clean",
         Event::Clean,
         |node, driver| {
-            CleanSteps.check(node, driver, &clean_steps)?;
-            let mut info = CleanSteps.with_steps(node, &clean_steps);
-            info.insert(
-                CleanSteps.disable_ramdisk_key().to_owned(),
-                Value::Bool(disable_ramdisk),
-            );
+            let info = CleanSteps.accept(node, driver, &clean_steps, disable_ramdisk)?;
             Ok(NodeChanges {
                 driver_internal_info: Some(Json(info)),
                 ..NodeChanges::default()

@@ -49,12 +49,7 @@ pub async fn do_node_service(
                     node.uuid
                 ))
             })?;
-            ServiceSteps.check(node, driver, &service_steps)?;
-            let mut info = ServiceSteps.with_steps(node, &service_steps);
-            info.insert(
-                ServiceSteps.disable_ramdisk_key().to_owned(),
-                Value::Bool(disable_ramdisk),
-            );
+            let info = ServiceSteps.accept(node, driver, &service_steps, disable_ramdisk)?;
             Ok(NodeChanges {
                 service_step: Some(Json::default()),
                 driver_internal_info: Some(Json(info)),

@@ -64,26 +64,33 @@ pub(crate) trait StepRun: Copy + Send + Sync + 'static {
         ports: &[Value],
     ) -> std::result::Result<bool, String>;
 
-    /// Refuses, before the request is accepted, a run without steps or with a step `node`'s
-    /// driver does not offer ([`StepRun::check_step`]).
-    fn check(self, node: &Node, driver: &Driver, steps: &[Value]) -> Result<()> {
+    /// The `driver_internal_info` a run of `steps` starts from: the steps to run from the first,
+    /// whether the ramdisk is to be left out, and nothing left of a run before. A run without
+    /// steps, or with a step `node`'s driver does not offer ([`StepRun::check_step`]), is
+    /// refused before the request is accepted.
+    fn accept(
+        self,
+        node: &Node,
+        driver: &Driver,
+        steps: &[Value],
+        disable_ramdisk: bool,
+    ) -> Result<serde_json::Map<String, Value>> {
         if steps.is_empty() {
             return Err(Error::InvalidParameterValue(format!(
                 "{}_steps must hold at least one step.",
                 self.name()
             )));
         }
-        steps
-            .iter()
-            .try_for_each(|step| self.check_step(node, driver, step))
-    }
-
-    /// `node`'s `driver_internal_info` with `steps` to run from the first, and nothing left of
-    /// a run before.
-    fn with_steps(self, node: &Node, steps: &[Value]) -> serde_json::Map<String, Value> {
+        for step in steps {
+            self.check_step(node, driver, step)?;
+        }
         let mut info = self.without_info(node);
         info.insert(self.keys().0.to_owned(), Value::Array(steps.to_vec()));
-        info
+        info.insert(
+            self.disable_ramdisk_key().to_owned(),
+            Value::Bool(disable_ramdisk),
+        );
+        Ok(info)
     }
 
     /// `driver_internal_info` without what the run keeps there.

@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 use super::{CACHED_STEPS, MANAGER_VERSION};
 use crate::{
     drivers::{
-        CleanStep, DriverError, StepContext, StepDone,
+        DriverError, StepContext, StepDone,
         agent_client::{AgentClient, CommandResult, CommandStatus},
     },
     node::{Node, mask},
+    steps::CleanStep,
 };
 
 /// The node as the agent is shown it (Ironic sends `node.as_dict(secure=True)`): its

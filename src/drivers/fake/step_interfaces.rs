@@ -5,8 +5,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::{
-    drivers::{DriverError, DriverStep, StepDone, StepInterface, unsupported},
+    drivers::{DriverError, StepDone, StepInterface, unsupported},
     node::{JsonObject, Node, bios::BiosValue},
+    steps::DriverStep,
 };
 
 /// The fake firmware (Ironic's `FakeFirmware`): its clean step `update` accepts its

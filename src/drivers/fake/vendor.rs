@@ -10,6 +10,7 @@ use tracing::info;
 use crate::{
     drivers::{DriverError, VendorInterface, VendorMethod, no_handler},
     node::{JsonObject, Node},
+    resource::json::truthy,
 };
 
 /// The fake vendor interface (Ironic's `fake`, `FakeVendorB`): each method checks `bar` and
@@ -62,18 +63,6 @@ impl FakeVendor {
             "fourth_method_shared_lock" => Some("woof"),
             _ => None,
         }
-    }
-}
-
-/// Python's truth of a JSON value, which Ironic's fake tests `bar` with.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
     }
 }
 
