@@ -14,7 +14,7 @@ use super::{
     HOLD_STEP,
     agent_wait::{self, AgentWait},
     ports_for_agent, power_off_or_reboot, start, step_id,
-    step_runner::{StepRun, run_steps},
+    step_runner::{StepRun, run_steps, step_names},
 };
 use crate::{
     conductor::{
@@ -343,11 +343,7 @@ impl StepRun for CleanSteps {
         step: &Value,
         ports: &[Value],
     ) -> std::result::Result<bool, String> {
-        let interface = step
-            .get("interface")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let name = step.get("step").and_then(Value::as_str).unwrap_or_default();
+        let (interface, name) = step_names(step);
         if !execute_clean_step(task, driver, step, interface, name, ports).await? {
             return Ok(false);
         }

@@ -112,6 +112,12 @@ pub(crate) trait StepRun: Copy + Send + Sync + 'static {
     }
 }
 
+/// A step's interface and name (empty where it has none: the run's check refused such steps).
+pub(super) fn step_names(step: &Value) -> (&str, &str) {
+    let text = |key| step.get(key).and_then(Value::as_str).unwrap_or_default();
+    (text("interface"), text("step"))
+}
+
 /// The changes showing that `run` is at `step`, number `index`: the index, and the node's
 /// `clean_step` or `service_step`.
 fn at_step(run: impl StepRun, node: &Node, index: usize, step: &Value) -> NodeChanges {
@@ -165,11 +171,7 @@ pub(super) async fn run_steps(
         Vec::new()
     };
     for (index, step) in steps.iter().enumerate().skip(first) {
-        let interface = step
-            .get("interface")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let name = step.get("step").and_then(Value::as_str).unwrap_or_default();
+        let (interface, name) = step_names(step);
         let changes = at_step(run, &task.node, index, step);
         if name == HOLD_STEP {
             tracing::info!(node.uuid = %task.node.uuid, "The {what} of node {} holds at step {index}", task.node.uuid);
