@@ -91,3 +91,60 @@ EOF
         "($(du -h "$out/initramfs" | cut -f1)); the agent comes from $IPA_VENV over 9p;" \
         "built in $(since "$t0") s"
 }
+
+# A whole-disk instance image: MBR, one FAT partition holding syslinux (BIOS: mbr.bin and
+# ldlinux.sys; UEFI: \EFI\BOOT\BOOTX64.EFI, syslinux.efi), Debian's kernel and an initramfs
+# whose /init prints FERRUM-LAB-INSTANCE-BOOTED and the host name from the config drive.
+# Built without loop devices or mounts. OUTFILE ending in .raw: raw, else qcow2.
+build_image() {
+    local out="${1:-}"
+    [ -n "$out" ] || fail "build-image OUTFILE"
+    require_tools busybox:busybox-static cpio:cpio syslinux:syslinux mcopy:mtools \
+        mkfs.fat:dosfstools sfdisk:fdisk qemu-img:qemu-utils
+    [ -r /usr/lib/syslinux/mbr/mbr.bin ] || fail "no /usr/lib/syslinux/mbr/mbr.bin (syslinux-common)"
+    [ -r /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi ] || fail "no syslinux.efi (apt-get install syslinux-efi)"
+    local t0 kver work root part_mib=40 start=2048
+    t0="$(clock)"
+    kver="$(pick_kernel)"
+    work="$(mktemp -d /tmp/ferrum-lab-image.XXXXXX)"
+    root="$work/initramfs"
+    mkdir -p "$root"/{bin,etc,lib,proc,sys,dev,mnt,tmp}
+    cp /bin/busybox "$root/bin/busybox"
+    copy_modules "$root" "$kver" virtio_pci virtio_blk isofs
+    cp "$HERE/instance-init.sh" "$root/init"
+    chmod 755 "$root/init"
+    (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -9) >"$work/initrd"
+    cp "/boot/vmlinuz-$kver" "$work/vmlinuz"
+    cat >"$work/syslinux.cfg" <<'CFG'
+DEFAULT instance
+PROMPT 0
+TIMEOUT 0
+LABEL instance
+    KERNEL /vmlinuz
+    APPEND initrd=/initrd console=tty0 console=ttyS0,115200 quiet
+CFG
+    # The FAT file system, then the disk around it.
+    mkfs.fat -C -n FERRUMLAB "$work/part.img" $((part_mib * 1024)) >/dev/null
+    export MTOOLS_SKIP_CHECK=1
+    mcopy -i "$work/part.img" "$work/vmlinuz" "$work/initrd" "$work/syslinux.cfg" ::/
+    mmd -i "$work/part.img" ::/EFI ::/EFI/BOOT
+    mcopy -i "$work/part.img" /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi ::/EFI/BOOT/BOOTX64.EFI
+    mcopy -i "$work/part.img" /usr/lib/syslinux/modules/efi64/ldlinux.e64 ::/EFI/BOOT/
+    mcopy -i "$work/part.img" "$work/syslinux.cfg" ::/EFI/BOOT/syslinux.cfg
+    syslinux --install "$work/part.img"
+    truncate -s $(( (start * 512) + (part_mib << 20) + (1 << 20) )) "$work/disk.raw"
+    # One bootable partition, type 0xef (EFI system: OVMF looks there; SeaBIOS boots the MBR).
+    printf 'label: dos\nstart=%d, size=%d, type=ef, bootable\n' "$start" $(( part_mib * 2048 )) \
+        | sfdisk -q "$work/disk.raw"
+    dd if=/usr/lib/syslinux/mbr/mbr.bin of="$work/disk.raw" bs=440 count=1 conv=notrunc \
+        status=none
+    dd if="$work/part.img" of="$work/disk.raw" bs=512 seek="$start" conv=notrunc status=none
+    mkdir -p "$(dirname "$out")"
+    case "$out" in
+        *.raw) mv "$work/disk.raw" "$out" ;;
+        *) qemu-img convert -f raw -O qcow2 "$work/disk.raw" "$out" ;;
+    esac
+    rm -rf "$work"
+    say "instance image $out ($(du -h "$out" | cut -f1), kernel $kver) in $(since "$t0") s"
+    echo "sha256 $(sha256sum "$out" | cut -d' ' -f1) $out"
+}
