@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The chassis of one lab VM: ipmi_sim's `chassis_control` program.
+"""The chassis of one lab VM: ipmi_sim's `chassis_control` program, which owns the VM's QEMU.
 
 ipmi_sim (OpenIPMI 2.0.33) runs `chassis.py VMDIR get power`, `chassis.py VMDIR set power 1`,
 `... set power 0`, `... set reset 1`, `... set shutdown 1` (IPMI soft off), `... get boot`,
@@ -7,16 +7,21 @@ ipmi_sim (OpenIPMI 2.0.33) runs `chassis.py VMDIR get power`, `chassis.py VMDIR 
 answer within about a second (else ipmitool retransmits and the command runs twice), so QEMU is
 started in the background, in a session of its own, and never waited for.
 
-The VM's state lives in VMDIR (lab.sh writes vm.env there; the README's "chassis state" table):
-  vm.env        KEY=VALUE lines: how to start this VM's QEMU (read-only for this program)
-  boot-device   pxe | disk | cdrom | bios (IPMI's "default" and "none" are stored as disk)
-  qemu.pid      PID of the running QEMU (the power state is whether that process lives)
-  chassis.log   one line per call, and what it did
-  hooks/<event> optional executables run after power-on, power-off and reset, as
-                `hooks/<event> <event> <boot-device>`, in VMDIR, their output appended to the log
+The files are those of tests/peers/ipmi-bmc.sh's chassis (ipmi_bmc_chassis.sh), so that a test
+reads either BMC the same way; here the power state is QEMU's, not a file's:
+  VMDIR/vm.env        KEY=VALUE lines: how to start this VM's QEMU (lab.sh writes it)
+  VMDIR/state/boot    the boot device, as ipmi_sim names it (pxe, default [the disk], cdrom,
+                      bios, none); pxe puts the NIC first in the firmware's boot order, any
+                      other the disk
+  VMDIR/state/power   1 or 0: written on each change and on each read, from whether QEMU lives
+  VMDIR/state/log     a line per request and per action
+  VMDIR/qemu.pid      the running QEMU's PID
+  VMDIR/hooks/<event> optional executables, started in the background (never waited for) after
+                      power-on, power-off and reset, with the boot device as their argument;
+                      their output goes to VMDIR/hooks.log
 
-Also run by lab.sh directly: `chassis.py VMDIR on|off|status|command [BOOT-DEVICE]`
-(`command` prints the QEMU command line, for debugging).
+Also run by lab.sh: `chassis.py VMDIR on|off|status|command [BOOT-DEVICE]` (`command` prints
+the QEMU command line, for debugging).
 """
 import os
 import signal
@@ -24,15 +29,8 @@ import subprocess
 import sys
 import time
 
-# IPMI boot device names (as ipmi_sim passes them) -> the device the VM tries first.
-BOOT_DEVICES = {
-    "pxe": "pxe",
-    "default": "disk",
-    "none": "disk",
-    "disk": "disk",
-    "cdrom": "cdrom",
-    "bios": "bios",
-}
+# The boot devices ipmi_sim passes (ipmitool's "disk" arrives as "default").
+BOOT_DEVICES = ("pxe", "default", "cdrom", "bios", "none")
 
 
 class Vm:
@@ -50,26 +48,34 @@ class Vm:
         return os.path.join(self.dir, name)
 
     def log(self, message):
-        with open(self.path("chassis.log"), "a") as f:
+        with open(self.path("state/log"), "a") as f:
             f.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), message))
 
-    # ---- boot device ---------------------------------------------------------------------
+    # ---- boot device and power files -------------------------------------------------------
 
     def boot_device(self):
         try:
-            with open(self.path("boot-device")) as f:
-                return BOOT_DEVICES.get(f.read().strip(), "disk")
+            with open(self.path("state/boot")) as f:
+                device = f.read().strip()
         except FileNotFoundError:
-            return "disk"
+            return "default"
+        return device if device in BOOT_DEVICES else "default"
 
-    def set_boot_device(self, name):
-        device = BOOT_DEVICES.get(name)
-        if device is None:
-            raise ValueError("unknown boot device %r" % name)
-        tmp = self.path("boot-device.tmp")
+    def set_boot_device(self, device):
+        if device not in BOOT_DEVICES:
+            raise ValueError("unknown boot device %r" % device)
+        self.write_state("boot", device)
+
+    def write_state(self, name, value):
+        tmp = self.path("state/%s.tmp" % name)
         with open(tmp, "w") as f:
-            f.write(device + "\n")
-        os.replace(tmp, self.path("boot-device"))
+            f.write("%s\n" % value)
+        os.replace(tmp, self.path("state/" + name))
+
+    def powered(self):
+        on = self.qemu_pid() is not None
+        self.write_state("power", 1 if on else 0)
+        return on
 
     # ---- QEMU ----------------------------------------------------------------------------
 
@@ -134,8 +140,8 @@ class Vm:
                                     start_new_session=True)
         with open(self.path("qemu.pid"), "w") as f:
             f.write("%d\n" % proc.pid)
+        self.write_state("power", 1)
         self.log("power on: qemu pid %d, boot %s" % (proc.pid, boot))
-        self.hook("power-on", boot)
 
     def power_off(self):
         pid = self.qemu_pid()
@@ -153,17 +159,17 @@ class Vm:
             os.remove(self.path("qemu.pid"))
         except FileNotFoundError:
             pass
-        self.hook("power-off", self.boot_device())
+        self.write_state("power", 0)
 
     def reset(self):
         # A reset starts QEMU afresh so that a boot device set since the last power on takes
         # effect (QEMU's bootindex is fixed at start).
         if not self.qemu_pid():
             self.log("reset while off: nothing to do")
-            return
+            return False
         self.power_off()
         self.power_on()
-        self.hook("reset", self.boot_device())
+        return True
 
     def soft_off(self):
         # ACPI power button, over QMP; a guest without ACPI handling ignores it, as a real
@@ -183,40 +189,46 @@ class Vm:
         except OSError as e:
             self.log("soft off: QMP failed: %s" % e)
 
-    def hook(self, event, boot):
+    def hook(self, event):
         hook = self.path(os.path.join("hooks", event))
         if not os.access(hook, os.X_OK):
             return
-        with open(self.path("chassis.log"), "ab") as out:
-            rc = subprocess.call([hook, event, boot], cwd=self.dir, stdin=subprocess.DEVNULL,
-                                 stdout=out, stderr=out, timeout=0.5)
-        self.log("hook %s %s: exit %d" % (event, boot, rc))
+        with open(self.path("hooks.log"), "ab") as out:
+            subprocess.Popen([hook, self.boot_device()], cwd=self.dir,
+                             stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             start_new_session=True)
+        self.log("hook %s started" % event)
 
 
 def ipmi_sim_call(vm, args):
     """The ipmi_sim chassis_control protocol; returns the process exit code."""
+    vm.log("request: %s" % " ".join(args))
     if args[0] == "get":
         for what in args[1:]:
             if what == "power":
-                print("power:%d" % (1 if vm.qemu_pid() else 0))
+                print("power:%d" % (1 if vm.powered() else 0))
             elif what == "boot":
-                device = vm.boot_device()
-                print("boot:%s" % ("default" if device == "disk" else device))
+                print("boot:%s" % vm.boot_device())
+            else:
+                print("%s:0" % what)
         return 0
     if args[0] == "set":
-        pairs = list(zip(args[1::2], args[2::2]))
-        for what, value in pairs:
-            vm.log("ipmi: set %s %s" % (what, value))
-            if what == "power":
-                vm.power_on() if value == "1" else vm.power_off()
-            elif what == "reset":
-                vm.reset()
-            elif what == "shutdown":
+        for what, value in zip(args[1::2], args[2::2]):
+            if what == "power" and value == "1":
+                vm.power_on()
+                vm.hook("power-on")
+            elif what == "power" and value == "0":
+                vm.power_off()
+                vm.hook("power-off")
+            elif what == "reset" and value == "1":
+                if vm.reset():
+                    vm.hook("reset")
+            elif what == "shutdown" and value == "1":
                 vm.soft_off()
             elif what == "boot":
                 vm.set_boot_device(value)
             else:
-                vm.log("ipmi: unsupported %s" % what)
+                vm.log("unsupported: set %s %s" % (what, value))
                 return 1
         return 0
     return 1
@@ -232,12 +244,12 @@ def main(argv):
         return ipmi_sim_call(vm, args)
     if args[0] == "on":
         if len(args) > 1:
-            vm.set_boot_device(args[1])
+            vm.set_boot_device("default" if args[1] == "disk" else args[1])
         vm.power_on()
     elif args[0] == "off":
         vm.power_off()
     elif args[0] == "status":
-        print("on" if vm.qemu_pid() else "off")
+        print("on" if vm.powered() else "off")
     elif args[0] == "command":
         print(" ".join(vm.qemu_command(args[1] if len(args) > 1 else vm.boot_device())))
     else:

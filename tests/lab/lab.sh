@@ -205,7 +205,7 @@ make_vm() { # I FIRMWARE MEMORY DISK-SIZE
     local vmdir mac shares=""
     vmdir="$(vm_dir "$i")"
     mac="$(vm_mac "$i")"
-    mkdir -p "$vmdir/hooks" "$vmdir/bmc-state"
+    mkdir -p "$vmdir/hooks" "$vmdir/state" "$vmdir/bmc-state"
     ip -n "$NAME" tuntap add dev "tap$i" mode tap
     ip -n "$NAME" link set "tap$i" master "$BRIDGE" up
     qemu-img create -q -f qcow2 "$vmdir/disk.qcow2" "$disk_size"
@@ -238,7 +238,9 @@ BMC_PORT=$(bmc_port "$i")
 BMC_USER=$BMC_USER
 BMC_PASSWORD=$BMC_PASSWORD
 EOF
-    echo disk >"$vmdir/boot-device"
+    echo default >"$vmdir/state/boot"
+    echo 0 >"$vmdir/state/power"
+    : >"$vmdir/state/log"
     : >"$vmdir/serial.log"
     cat >"$vmdir/bmc.conf" <<EOF
 name "$NAME-vm$i"
@@ -331,7 +333,7 @@ cmd_status() {
             echo "vm=${vmdir##*/} name=$NAME mac=$MAC firmware=$FIRMWARE" \
                 "bmc_address=$BMC_ADDRESS bmc_port=$BMC_PORT bmc_user=$BMC_USER" \
                 "bmc_password=$BMC_PASSWORD power=$("$PYTHON" "$HERE/chassis.py" "$vmdir" status)" \
-                "boot_device=$(cat "$vmdir/boot-device")" \
+                "boot_device=$(cat "$vmdir/state/boot")" \
                 "serial_log=$SERIAL_LOG serial_port=$SERIAL_PORT disk=$DISK vm_dir=$vmdir"
         )
     done
