@@ -11,6 +11,10 @@
 #       stop every process the lab started, by PID; delete the namespace; --rm: and DIR
 #   lab.sh status [--name NAME] [--dir DIR]      one line per VM, KEY=VALUE words
 #   lab.sh exec [--name NAME] -- COMMAND...      run COMMAND inside the lab's namespace
+#   lab.sh forward [--name NAME] [--to-host PORT]... [--from-host HOSTPORT:PORT]...
+#       --to-host: the namespace's 127.0.0.1:PORT reaches the host's 127.0.0.1:PORT (MariaDB,
+#       RabbitMQ); --from-host: the host's 127.0.0.1:HOSTPORT reaches 198.51.100.1:PORT in the
+#       namespace (Ferrum's API). socat pairs joined by a Unix socket in DIR; down stops them.
 #   lab.sh build-ramdisk OUTDIR                  vmlinuz + initramfs that run the agent
 #   lab.sh build-image OUTFILE                   a bootable whole-disk instance image (qcow2)
 #   lab.sh selftest [--firmware uefi|bios] [--keep]
@@ -299,6 +303,10 @@ cmd_down() {
         done
     fi
     stop_pidfile "$DIR/dnsmasq.pid" "$DIR/dhcp-hosts" dnsmasq
+    local f
+    for f in "$DIR"/forwards/*.pid; do
+        [ -f "$f" ] && stop_pidfile "$f" "$DIR/forwards/" "socat ($(basename "$f" .pid))"
+    done
     if ns_exists "$NAME"; then
         pids="$(ip netns pids "$NAME" | tr '\n' ' ')"
         if [ -n "$pids" ]; then
@@ -347,13 +355,58 @@ cmd_exec() {
     exec ip netns exec "$NAME" "${REST[@]}"
 }
 
+# A TCP port joined across the namespace boundary: two socat processes, one on each side,
+# meeting at a Unix socket (the file system is shared; the network is not). No interface,
+# route or firewall rule is made on the host.
+cmd_forward() {
+    require_root
+    require_tools socat:socat
+    parse_common "$@"
+    set -- "${REST[@]+"${REST[@]}"}"
+    ns_exists "$NAME" || fail "lab $NAME is not up"
+    mkdir -p "$DIR/forwards"
+    local arg sock
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --to-host)
+                arg="${2:-}"; shift 2
+                [[ "$arg" =~ ^[0-9]+$ ]] || fail "--to-host takes a port"
+                sock="$DIR/forwards/to-host-$arg.sock"
+                rm -f "$sock"
+                socat "UNIX-LISTEN:$sock,fork" "TCP:127.0.0.1:$arg" </dev/null \
+                    >>"$DIR/forwards/socat.log" 2>&1 &
+                echo $! >"$DIR/forwards/to-host-$arg-host.pid"
+                ip netns exec "$NAME" socat "TCP-LISTEN:$arg,bind=127.0.0.1,reuseaddr,fork" \
+                    "UNIX-CONNECT:$sock" </dev/null >>"$DIR/forwards/socat.log" 2>&1 &
+                echo $! >"$DIR/forwards/to-host-$arg-ns.pid"
+                say "namespace 127.0.0.1:$arg -> host 127.0.0.1:$arg"
+                ;;
+            --from-host)
+                arg="${2:-}"; shift 2
+                [[ "$arg" =~ ^[0-9]+:[0-9]+$ ]] || fail "--from-host takes HOSTPORT:PORT"
+                sock="$DIR/forwards/from-host-${arg%%:*}.sock"
+                rm -f "$sock"
+                ip netns exec "$NAME" socat "UNIX-LISTEN:$sock,fork" "TCP:$HOST_IP:${arg#*:}" \
+                    </dev/null >>"$DIR/forwards/socat.log" 2>&1 &
+                echo $! >"$DIR/forwards/from-host-${arg%%:*}-ns.pid"
+                socat "TCP-LISTEN:${arg%%:*},bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$sock" \
+                    </dev/null >>"$DIR/forwards/socat.log" 2>&1 &
+                echo $! >"$DIR/forwards/from-host-${arg%%:*}-host.pid"
+                say "host 127.0.0.1:${arg%%:*} -> namespace $HOST_IP:${arg#*:}"
+                ;;
+            *) fail "forward: unknown argument $1" ;;
+        esac
+    done
+}
+
 case "${1:-}" in
     up) shift; cmd_up "$@" ;;
+    forward) shift; cmd_forward "$@" ;;
     down) shift; cmd_down "$@" ;;
     status) shift; cmd_status "$@" ;;
     exec) shift; cmd_exec "$@" ;;
     build-ramdisk) shift; source "$HERE/build.sh"; build_ramdisk "$@" ;;
     build-image) shift; source "$HERE/build.sh"; build_image "$@" ;;
     selftest) shift; source "$HERE/build.sh"; source "$HERE/selftest.sh"; selftest "$@" ;;
-    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
