@@ -53,7 +53,7 @@ build_ramdisk() {
     file -b /bin/busybox 2>/dev/null | grep -q "statically linked" \
         || [ ! -x /usr/bin/file ] || fail "/bin/busybox is not static (apt-get install busybox-static)"
     copy_modules "$root" "$kver" virtio_pci virtio_net virtio_blk 9pnet_virtio 9p overlay \
-        efivarfs
+        efivarfs button evdev
     cp "$HERE/ramdisk-init.sh" "$root/init"
     chmod 755 "$root/init"
     printf 'IPA_VENV=%s\nKVER=%s\n' "$IPA_VENV" "$kver" >"$root/etc/ramdisk.env"
@@ -110,7 +110,7 @@ build_image() {
     root="$work/initramfs"
     mkdir -p "$root"/{bin,etc,lib,proc,sys,dev,mnt,tmp}
     cp /bin/busybox "$root/bin/busybox"
-    copy_modules "$root" "$kver" virtio_pci virtio_blk isofs
+    copy_modules "$root" "$kver" virtio_pci virtio_blk isofs button evdev
     cp "$HERE/instance-init.sh" "$root/init"
     chmod 755 "$root/init"
     (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -9) >"$work/initrd"

@@ -9,6 +9,14 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec </dev/console >/dev/console 2>&1
 for m in $(cat /lib/modules/load-order); do insmod "/lib/modules/$m" 2>/dev/null; done
+# The ACPI power button (IPMI `power soft`, QEMU's system_powerdown) powers the machine off,
+# as a distribution's acpid or logind would.
+for ev in /sys/class/input/event*; do
+    if grep -q "Power Button" "$ev/device/name" 2>/dev/null; then
+        (head -c 1 "/dev/input/${ev##*/}" >/dev/null && echo "power button: powering off" \
+            && sync && poweroff -f) &
+    fi
+done
 echo "FERRUM-LAB-INSTANCE-BOOTED"
 hostname=""
 for _ in $(seq 50); do

@@ -25,9 +25,18 @@ die() {
 say "init at $(uptime_s) s, kernel $(uname -r)"
 
 for m in $(cat /lib/modules/load-order); do
+    [ "$m" = efivarfs.ko ] && [ ! -d /sys/firmware/efi ] && continue   # booted by BIOS
     insmod "/lib/modules/$m" || say "insmod $m failed"
 done
 
+# The ACPI power button (IPMI `power soft`, QEMU's system_powerdown) powers the machine off,
+# as a distribution's acpid or logind would.
+for ev in /sys/class/input/event*; do
+    if grep -q "Power Button" "$ev/device/name" 2>/dev/null; then
+        (head -c 1 "/dev/input/${ev##*/}" >/dev/null && echo "power button: powering off" \
+            && sync && poweroff -f) &
+    fi
+done
 bootif=""
 for word in $(cat /proc/cmdline); do
     case "$word" in

@@ -82,6 +82,12 @@ selftest() {
         grep -q " GET /v1/lookup?addresses=.*${mac//:/%3A}" "$DIR/api.log"
     echo "  agent's requests: $(head -n 2 "$DIR/api.log" | cut -d' ' -f2- | tr '\n' ';')"
 
+    local soft
+    soft="$(clock)"
+    step "IPMI: chassis power soft" \
+        expect_output "Chassis Power Control: Soft" "${bmc[@]}" chassis power soft
+    milestone "$soft" 120 "the VM powered itself off (ACPI button)" \
+        grep -q "power button: powering off" "$vmdir/serial.log"
     step "IPMI: chassis power off" \
         expect_output "Chassis Power Control: Down/Off" "${bmc[@]}" chassis power off
     step "IPMI: chassis power status is off, QEMU gone" \
