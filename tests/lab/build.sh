@@ -40,7 +40,7 @@ copy_modules() { # ROOT KVER MODULES...
 build_ramdisk() {
     local out="${1:-}"
     [ -n "$out" ] || fail "build-ramdisk OUTDIR"
-    require_tools busybox:busybox-static cpio:cpio
+    require_tools
     [ -x "$IPA_VENV/bin/ironic-python-agent" ] \
         || fail "no agent venv at $IPA_VENV: run tests/peers/ipa-sandbox.sh setup first"
     local t0 kver root
@@ -50,8 +50,6 @@ build_ramdisk() {
     root="$(mktemp -d /tmp/ferrum-lab-initramfs.XXXXXX)"
     mkdir -p "$root"/{bin,etc,lib,proc,sys,dev,root,tmp}
     cp /bin/busybox "$root/bin/busybox"
-    file -b /bin/busybox 2>/dev/null | grep -q "statically linked" \
-        || [ ! -x /usr/bin/file ] || fail "/bin/busybox is not static (apt-get install busybox-static)"
     copy_modules "$root" "$kver" virtio_pci virtio_net virtio_blk 9pnet_virtio 9p overlay \
         efivarfs button evdev
     cp "$HERE/ramdisk-init.sh" "$root/init"
@@ -99,8 +97,7 @@ EOF
 build_image() {
     local out="${1:-}"
     [ -n "$out" ] || fail "build-image OUTFILE"
-    require_tools busybox:busybox-static cpio:cpio syslinux:syslinux mcopy:mtools \
-        mkfs.fat:dosfstools sfdisk:fdisk qemu-img:qemu-utils
+    require_tools
     [ -r /usr/lib/syslinux/mbr/mbr.bin ] || fail "no /usr/lib/syslinux/mbr/mbr.bin (syslinux-common)"
     [ -r /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi ] || fail "no syslinux.efi (apt-get install syslinux-efi)"
     local t0 kver work root part_mib=40 start=2048

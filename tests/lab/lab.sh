@@ -15,6 +15,7 @@
 #       --to-host: the namespace's 127.0.0.1:PORT reaches the host's 127.0.0.1:PORT (MariaDB,
 #       RabbitMQ); --from-host: the host's 127.0.0.1:HOSTPORT reaches 198.51.100.1:PORT in the
 #       namespace (Ferrum's API). socat pairs joined by a Unix socket in DIR; down stops them.
+#   lab.sh setup                                 apt-get install what is missing
 #   lab.sh build-ramdisk OUTDIR                  vmlinuz + initramfs that run the agent
 #   lab.sh build-image OUTFILE                   a bootable whole-disk instance image (qcow2)
 #   lab.sh selftest [--firmware uefi|bios] [--keep]
@@ -52,18 +53,55 @@ require_root() {
     [ "$(id -u)" = 0 ] || fail "run me as root: I create a network namespace and tap devices"
 }
 
-# command:package pairs the lab needs.
-TOOLS="ip:iproute2 qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils dnsmasq:dnsmasq-base
-    ipmi_sim:openipmi ipmitool:ipmitool"
+# What the lab needs, as COMMAND-or-FILE:debian-package. lshw is for the agent inside the VMs
+# (they run the host's /usr).
+NEEDS="ip:iproute2 qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils
+    $OVMF_CODE:ovmf /usr/lib/ipxe/qemu/efi-virtio.rom:ipxe-qemu /usr/lib/ipxe/snponly.efi:ipxe
+    dnsmasq:dnsmasq-base ipmi_sim:openipmi ipmitool:ipmitool socat:socat
+    /usr/lib/modules/*/kernel/fs/9p/9p.ko:linux-image-amd64 busybox:busybox-static cpio:cpio
+    syslinux:syslinux /usr/lib/syslinux/mbr/mbr.bin:syslinux-common
+    /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi:syslinux-efi mcopy:mtools mkfs.fat:dosfstools
+    sfdisk:fdisk lshw:lshw"
+
+missing_packages() {
+    local pair what missing=""
+    for pair in $NEEDS; do
+        what="${pair%%:*}"
+        case "$what" in
+            /*) compgen -G "$what" >/dev/null || missing="$missing ${pair#*:}" ;;
+            *) PATH="$PATH:/usr/sbin:/sbin" command -v "$what" >/dev/null 2>&1 \
+                   || missing="$missing ${pair#*:}" ;;
+        esac
+    done
+    # busybox must be the static one: the ramdisk has no libc of its own.
+    if command -v busybox >/dev/null && ldd "$(command -v busybox)" >/dev/null 2>&1; then
+        missing="$missing busybox-static"
+    fi
+    echo "$missing"
+}
 
 require_tools() {
-    local pair missing=""
-    for pair in $TOOLS "$@"; do
-        PATH="$PATH:/usr/sbin:/sbin" command -v "${pair%%:*}" >/dev/null 2>&1 \
-            || missing="$missing ${pair#*:}"
-    done
-    [ -z "$missing" ] || fail "missing Debian packages:$missing (apt-get install$missing)"
+    local missing
+    missing="$(missing_packages)"
+    [ -z "$missing" ] || fail "missing Debian packages:$missing ('lab.sh setup' installs them)"
     [ -c /dev/net/tun ] || fail "/dev/net/tun is missing: the lab's VMs need tap devices"
+}
+
+# Installs the missing packages (as tests/peers/ipa-sandbox.sh does; FERRUM_PEERS_NO_APT=1:
+# fail instead).
+cmd_setup() {
+    require_root
+    local missing
+    missing="$(missing_packages)"
+    if [ -n "$missing" ]; then
+        [ "${FERRUM_PEERS_NO_APT:-0}" != 1 ] || fail "missing Debian packages:$missing"
+        say "installing$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq $missing >&2 \
+            || { apt-get update -qq >&2 && apt-get install -y -qq $missing >&2; } \
+            || fail "apt-get install$missing failed"
+    fi
+    require_tools
 }
 
 # Options shared by up/down/status/exec: --name, --dir. Sets NAME, DIR, REST (the others).
@@ -365,7 +403,7 @@ cmd_exec() {
 # route or firewall rule is made on the host.
 cmd_forward() {
     require_root
-    require_tools socat:socat
+    require_tools
     parse_common "$@"
     set -- "${REST[@]+"${REST[@]}"}"
     ns_exists "$NAME" || fail "lab $NAME is not up"
@@ -405,6 +443,7 @@ cmd_forward() {
 }
 
 case "${1:-}" in
+    setup) shift; cmd_setup ;;
     up) shift; cmd_up "$@" ;;
     forward) shift; cmd_forward "$@" ;;
     down) shift; cmd_down "$@" ;;

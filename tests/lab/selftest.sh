@@ -20,7 +20,7 @@ selftest() {
             *) fail "selftest: unknown argument $1" ;;
         esac
     done
-    require_tools busybox:busybox-static cpio:cpio
+    cmd_setup
     local t0
     t0="$(clock)"
     NAME="lab-selftest-$$"
