@@ -83,7 +83,10 @@ chmod 1777 /root/tmp /root/var/tmp
 cp -a /etc/. /root/etc/
 # Container runners on the host's /usr would make the agent load its container hardware
 # manager: a ramdisk has none. Removed in the overlay only (a whiteout), never on the host.
-rm -f /root/usr/bin/docker /root/usr/bin/podman
+for runner in docker podman; do
+    rm -f "/root/usr/bin/$runner" "/root/usr/sbin/$runner" "/root/usr/local/bin/$runner" \
+        "/root/usr/local/sbin/$runner"
+done
 mount -t 9p -o "$ninep" ipa "/root$IPA_VENV" || die "cannot mount the 9p share 'ipa' (the venv)"
 mount -t proc proc /root/proc
 mount -t sysfs sysfs /root/sys

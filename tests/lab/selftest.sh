@@ -2,13 +2,17 @@
 #
 # One VM, booted the way Ironic's ipxe boot interface with the dnsmasq DHCP provider boots a
 # node: the files a conductor writes (a host file, an options file, boot.ipxe, the node's
-# iPXE config, its kernel and ramdisk), then IPMI `chassis bootdev pxe` and `power on`; passes
-# when the unmodified agent, inside the VM, sends its lookup to the API URL on its kernel
-# command line. Prints each step's time since power on.
+# iPXE config, its kernel and ramdisk), then IPMI `chassis bootdev pxe` and `power on`, up to
+# the unmodified agent's lookup, inside the VM, at the API URL on its kernel command line. Then
+# a stand-in conductor (standin_conductor.py) has the agent write the instance image and a
+# config drive to the VM's disk and power off; over IPMI `bootdev disk`, `power on`: the image
+# prints its marker and the config drive's host name; `power soft`; `power off`. Prints each
+# step's time.
 
 SELFTEST_HTTP_PORT=8080
 SELFTEST_API_PORT=6385
 SELFTEST_NODE=1be26c0b-03f2-4d2e-ae87-c02d7f33c123
+SELFTEST_HOSTNAME=lab-selftest-instance
 
 selftest() {
     require_root
@@ -34,8 +38,13 @@ selftest() {
 
     step "the agent's venv" \
         bash "$REPO/tests/peers/ipa-sandbox.sh" setup
+    local clients
+    clients="$(bash "$REPO/tests/peers/clients-venv.sh" setup)" \
+        || fail "tests/peers/clients-venv.sh setup failed (pycdlib for the config drive)"
     step "build the deploy ramdisk" \
         build_ramdisk "$DIR/ramdisk"
+    step "build the instance image" \
+        build_image "$DIR/images/instance.qcow2"
     step "lab up (1 VM, $firmware)" \
         cmd_up --name "$NAME" --dir "$DIR" --vms 1 --firmware "$firmware"
     local vmdir mac bmc
@@ -50,8 +59,10 @@ selftest() {
         --port "$SELFTEST_HTTP_PORT" --root "$DIR/http" --log "$DIR/http.log" \
         >"$DIR/http.out" 2>&1 &
     SELFTEST_PIDS+=("$!")
-    ip netns exec "$NAME" "$PYTHON" "$HERE/httpd.py" --bind "$HOST_IP" \
-        --port "$SELFTEST_API_PORT" --log "$DIR/api.log" >"$DIR/api.out" 2>&1 &
+    ip netns exec "$NAME" "$clients/bin/python" "$HERE/standin_conductor.py" \
+        --bind "$HOST_IP" --port "$SELFTEST_API_PORT" --mac "$mac" \
+        --image "$DIR/images/instance.qcow2" --hostname "$SELFTEST_HOSTNAME" \
+        --log "$DIR/api.log" >"$DIR/conductor.out" 2>&1 &
     SELFTEST_PIDS+=("$!")
     step "HTTP servers on $HOST_IP:$SELFTEST_HTTP_PORT and :$SELFTEST_API_PORT" \
         wait_for 10 "HTTP servers" http_servers_up
@@ -80,15 +91,32 @@ selftest() {
     milestone "$on" 600 "the agent's first request" test -s "$DIR/api.log"
     milestone "$on" 600 "the agent's lookup (GET /v1/lookup)" \
         grep -q " GET /v1/lookup?addresses=.*${mac//:/%3A}" "$DIR/api.log"
-    echo "  agent's requests: $(head -n 2 "$DIR/api.log" | cut -d' ' -f2- | tr '\n' ';')"
+    milestone "$on" 600 "the agent's first heartbeat" \
+        grep -q " POST /v1/heartbeat/" "$DIR/api.log"
+    milestone "$on" 900 "the agent wrote the image and config drive" \
+        grep -q "^ok   write_image" "$DIR/conductor.out"
+    milestone "$on" 300 "the agent powered the VM off" \
+        expect_output "Chassis Power is off" "${bmc[@]}" chassis power status
+    sed 's/^/       conductor: /' "$DIR/conductor.out"
+    step "IPMI: chassis bootdev disk" \
+        expect_output "Set Boot Device to disk" "${bmc[@]}" chassis bootdev disk
+    on="$(clock)"
+    step "IPMI: chassis power on" \
+        expect_output "Chassis Power Control: Up/On" "${bmc[@]}" chassis power on
+    echo "  times since power on:"
+    milestone "$on" 300 "the instance image booted from the disk" \
+        grep -q "FERRUM-LAB-INSTANCE-BOOTED" "$vmdir/serial.log"
+    milestone "$on" 300 "it read its host name from the config drive" \
+        grep -q "FERRUM-LAB-INSTANCE-HOSTNAME=$SELFTEST_HOSTNAME" "$vmdir/serial.log"
+    echo "  $(grep -a -o "FERRUM-LAB-INSTANCE-CONFIG-DRIVE=[^[:space:]]*" "$vmdir/serial.log" | tail -n 1)"
 
     local soft
     soft="$(clock)"
     step "IPMI: chassis power soft" \
         expect_output "Chassis Power Control: Soft" "${bmc[@]}" chassis power soft
     milestone "$soft" 120 "the VM powered itself off (ACPI button)" \
-        grep -q "power button: powering off" "$vmdir/serial.log"
-    step "IPMI: chassis power off" \
+        expect_output "Chassis Power is off" "${bmc[@]}" chassis power status
+    step "IPMI: chassis power off (already off)" \
         expect_output "Chassis Power Control: Down/Off" "${bmc[@]}" chassis power off
     step "IPMI: chassis power status is off, QEMU gone" \
         expect_output "Chassis Power is off" "${bmc[@]}" chassis power status
@@ -200,6 +228,10 @@ milestone() { # START SECONDS WHAT COMMAND...
         printf '  FAIL %-48s (not within %s s)\n' "$what" "$seconds"
         echo "       the serial console's last lines:"
         tail -n 15 "$DIR/vms/vm1/serial.log" 2>/dev/null | cut -c1-200 | sed 's/^/       /'
+        if [ -s "$DIR/conductor.out" ]; then
+            echo "       the stand-in conductor's output:"
+            sed 's/^/       /' "$DIR/conductor.out"
+        fi
         exit 1
     fi
 }
