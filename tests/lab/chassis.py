@@ -20,8 +20,10 @@ reads either BMC the same way; here the power state is QEMU's, not a file's:
                       power-on, power-off and reset, with the boot device as their argument;
                       their output goes to VMDIR/hooks.log
 
-Also run by lab.sh: `chassis.py VMDIR on|off|status|command [BOOT-DEVICE]` (`command` prints
-the QEMU command line, for debugging).
+Also run by hand or by lab.sh: `chassis.py VMDIR on [BOOT-DEVICE]|off|status|command`
+(`command` prints the QEMU command line, for debugging), and
+`chassis.py VMDIR on-kernel KERNEL INITRD CMDLINE`: QEMU boots that kernel directly (-kernel),
+a quick check of a ramdisk without DHCP or iPXE; the BMC then reads and powers it off as usual.
 """
 import os
 import signal
@@ -130,12 +132,23 @@ class Vm:
         name = args[args.index(b"-name") + 1].decode(errors="replace").split(",")[0]
         return pid if name == self.env["NAME"] else None
 
-    def power_on(self):
+    def power_on(self, direct=()):
+        """DIRECT: (kernel, initrd, kernel command line) to boot those instead of the
+        firmware's boot order (QEMU -kernel; for quick checks, not over IPMI)."""
         if self.qemu_pid():
             return
         boot = self.boot_device()
+        cmd = self.qemu_command(boot)
+        if direct:
+            cmd += ["-kernel", direct[0], "-initrd", direct[1], "-append", direct[2]]
+            boot = "kernel %s" % direct[0]
+        # QEMU must run in the lab's namespace, where its tap is (ipmi_sim runs there; a
+        # person running this by hand may not): outside, it would make a tap on the host.
+        netns = "/run/netns/" + self.env["NETNS"]
+        if os.stat("/proc/self/ns/net").st_ino != os.stat(netns).st_ino:
+            cmd = ["ip", "netns", "exec", self.env["NETNS"]] + cmd
         with open(self.path("qemu.log"), "ab") as out:
-            proc = subprocess.Popen(self.qemu_command(boot), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=out, cwd=self.dir,
                                     start_new_session=True)
         with open(self.path("qemu.pid"), "w") as f:
@@ -246,6 +259,8 @@ def main(argv):
         if len(args) > 1:
             vm.set_boot_device("default" if args[1] == "disk" else args[1])
         vm.power_on()
+    elif args[0] == "on-kernel" and len(args) == 4:
+        vm.power_on(direct=(os.path.abspath(args[1]), os.path.abspath(args[2]), args[3]))
     elif args[0] == "off":
         vm.power_off()
     elif args[0] == "status":

@@ -268,6 +268,7 @@ make_vm() { # I FIRMWARE MEMORY DISK-SIZE
     fi
     cat >"$vmdir/vm.env" <<EOF
 NAME=$NAME-vm$i
+NETNS=$NAME
 MAC=$mac
 FIRMWARE=$firmware
 MEMORY=$memory
