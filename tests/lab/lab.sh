@@ -237,7 +237,8 @@ start_dnsmasq() {
         </dev/null >>"$DIR/dnsmasq.log" 2>&1 &
     echo $! >"$DIR/dnsmasq.pid"
     local _
-    for _ in $(seq 50); do
+    # Up to 30 s: on a loaded machine (builds on both cores) dnsmasq has taken more than 5.
+    for _ in $(seq 300); do
         grep -q "DHCP, IP range" "$DIR/dnsmasq.log" && break
         pid_is "$(cat "$DIR/dnsmasq.pid")" dnsmasq || break
         sleep 0.1

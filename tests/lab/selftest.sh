@@ -32,6 +32,9 @@ selftest() {
     SELFTEST_KEEP="$keep"
     SELFTEST_PIDS=()
     SELFTEST_OK=0
+    # The report's stream, kept for the clean-up: a signal may come while a step's output is
+    # redirected.
+    exec 3>&1
     trap selftest_cleanup EXIT
     trap "exit 130" INT TERM
     echo "lab selftest: $firmware, namespace $NAME, state in $DIR"
@@ -237,7 +240,9 @@ milestone() { # START SECONDS WHAT COMMAND...
 }
 
 selftest_cleanup() {
-    local pid
+    local status=$? pid
+    trap '' INT TERM
+    [ "$SELFTEST_OK" = 1 ] || echo "lab selftest: FAIL (exit $status); taking the lab down" >&3
     for pid in "${SELFTEST_PIDS[@]+"${SELFTEST_PIDS[@]}"}"; do
         kill "$pid" 2>/dev/null || true
     done
@@ -248,5 +253,4 @@ selftest_cleanup() {
         cmd_down --name "$NAME" --dir "$DIR" --rm 2>/dev/null || true
         rm -rf "$DIR"
     fi
-    [ "$SELFTEST_OK" = 1 ] || echo "lab selftest: FAIL"
 }
