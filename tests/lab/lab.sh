@@ -123,7 +123,6 @@ parse_common() {
 }
 
 ns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
-in_ns() { ip netns exec "$NAME" "$@"; }
 
 # True if PID lives and its command line contains WORD (so a reused PID is never killed).
 pid_is() { # PID WORD
@@ -175,7 +174,10 @@ cmd_up() {
         fail "lab $NAME is already up (namespace $NAME exists): 'lab.sh down --name $NAME' first"
     fi
     if [ -f "$DIR/lab.env" ]; then
-        fail "$DIR holds a lab already (lab.env): 'lab.sh down --name $NAME --rm', or another --dir"
+        local other
+        other="$(sed -n 's/^NAME=//p' "$DIR/lab.env")"
+        fail "$DIR holds lab $other already: 'lab.sh down --name $other --dir $DIR --rm'," \
+            "or another --dir"
     fi
     local t0
     t0="$(clock)"
@@ -192,8 +194,8 @@ cmd_up() {
         echo "LAB_ID=$LAB_ID"
         echo "HOST_IP=$HOST_IP"
     } >"$DIR/lab.env"
-    # From here on a failure takes down what was made.
-    trap 'say "up failed: taking down what was made"; cmd_down --name "$NAME" --dir "$DIR" || true' ERR
+    # From here on a failure (an error or a `fail`) takes down what was made; the logs stay.
+    trap 'say "up failed: taking down what was made"; cmd_down --name "$NAME" --dir "$DIR" || true' EXIT
 
     ip netns add "$NAME"
     ip -n "$NAME" link set lo up
@@ -209,7 +211,7 @@ cmd_up() {
     for i in $(seq "$vms"); do
         make_vm "$i" "$firmware" "$memory" "$disk_size"
     done
-    trap - ERR
+    trap - EXIT
     say "lab $NAME up in $(since "$t0") s: $vms VM(s), $firmware, state in $DIR"
 }
 
@@ -318,7 +320,7 @@ EOF
     echo $! >"$vmdir/bmc.pid"
     local _ out=""
     for _ in $(seq 30); do
-        out="$(in_ns ipmitool -I lanplus -C 3 -H 127.0.0.1 -p "$(bmc_port "$i")" \
+        out="$(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H 127.0.0.1 -p "$(bmc_port "$i")" \
             -U "$BMC_USER" -P "$BMC_PASSWORD" -N 1 -R 1 chassis power status 2>&1 || true)"
         [[ "$out" == "Chassis Power is"* ]] && break
         sleep 0.2
