@@ -15,11 +15,13 @@
 #       --to-host: the namespace's 127.0.0.1:PORT reaches the host's 127.0.0.1:PORT (MariaDB,
 #       RabbitMQ); --from-host: the host's 127.0.0.1:HOSTPORT reaches 198.51.100.1:PORT in the
 #       namespace (Ferrum's API). socat pairs joined by a Unix socket in DIR; down stops them.
+#   lab.sh bmc [--name NAME] VM-NUMBER stop|start   a BMC stops answering / comes back
 #   lab.sh setup                                 apt-get install what is missing
 #   lab.sh build-ramdisk OUTDIR                  vmlinuz + initramfs that run the agent
 #   lab.sh build-image OUTFILE                   a bootable whole-disk instance image (qcow2)
 #   lab.sh selftest [--firmware uefi|bios] [--keep]
-#       up 1 VM, boot it by IPMI -> DHCP -> iPXE -> the ramdisk -> the agent's lookup; down
+#       up 1 VM; IPMI -> DHCP -> iPXE -> the ramdisk -> the agent, which writes the instance
+#       image and a config drive to the VM's disk; IPMI bootdev disk -> the image; down
 #
 # NAME defaults to ferrum-lab, DIR to /tmp/NAME. Run as root (namespaces, taps). Messages go
 # to stderr; status and selftest print to stdout.
@@ -315,18 +317,50 @@ mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr
 sel_enable 0x20 1000 0x0a
 mc_enable 0x20
 EOF
+    start_bmc "$i"
+    [[ "$BMC_ANSWER" == "Chassis Power is off" ]] || fail "BMC of vm$i answers: $BMC_ANSWER"
+    say "vm$i: mac $mac, BMC 127.0.0.1:$(bmc_port "$i") (ipmi_sim pid $(cat "$vmdir/bmc.pid"))"
+}
+
+# Starts VM I's ipmi_sim and waits until it answers; BMC_ANSWER is its power status line.
+start_bmc() { # I
+    local i="$1" vmdir _
+    vmdir="$(vm_dir "$i")"
     ip netns exec "$NAME" ipmi_sim -n -c "$vmdir/bmc.conf" -f "$vmdir/bmc.emu" -s "$vmdir/bmc-state" \
         </dev/null >>"$vmdir/bmc.log" 2>&1 &
     echo $! >"$vmdir/bmc.pid"
-    local _ out=""
+    BMC_ANSWER=""
     for _ in $(seq 30); do
-        out="$(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H 127.0.0.1 -p "$(bmc_port "$i")" \
-            -U "$BMC_USER" -P "$BMC_PASSWORD" -N 1 -R 1 chassis power status 2>&1 || true)"
-        [[ "$out" == "Chassis Power is"* ]] && break
+        BMC_ANSWER="$(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H 127.0.0.1 \
+            -p "$(bmc_port "$i")" -U "$BMC_USER" -P "$BMC_PASSWORD" -N 1 -R 1 \
+            chassis power status 2>&1 || true)"
+        [[ "$BMC_ANSWER" == "Chassis Power is"* ]] && return 0
         sleep 0.2
     done
-    [[ "$out" == "Chassis Power is off" ]] || fail "BMC of vm$i does not answer: $out"
-    say "vm$i: mac $mac, BMC 127.0.0.1:$(bmc_port "$i") (ipmi_sim pid $(cat "$vmdir/bmc.pid"))"
+    fail "BMC of vm$i does not answer: $BMC_ANSWER"
+}
+
+# A BMC that stops answering (for failure tests) and comes back; its VM runs on meanwhile.
+cmd_bmc() {
+    require_root
+    parse_common "$@"
+    set -- "${REST[@]+"${REST[@]}"}"
+    [ $# = 2 ] && [[ "$1" =~ ^[1-9][0-9]?$ ]] || fail "bmc [--name NAME] VM-NUMBER stop|start"
+    local vmdir
+    vmdir="$(vm_dir "$1")"
+    [ -f "$vmdir/vm.env" ] || fail "no vm$1 in $DIR"
+    case "$2" in
+        stop) stop_pidfile "$vmdir/bmc.pid" "$vmdir/bmc.conf" "ipmi_sim of vm$1" ;;
+        start)
+            if pid_is "$(cat "$vmdir/bmc.pid" 2>/dev/null)" "$vmdir/bmc.conf"; then
+                say "the BMC of vm$1 runs already"
+            else
+                start_bmc "$1"
+                say "BMC of vm$1 back (ipmi_sim pid $(cat "$vmdir/bmc.pid")): $BMC_ANSWER"
+            fi
+            ;;
+        *) fail "bmc: stop or start, not $2" ;;
+    esac
 }
 
 # ---- down, status, exec --------------------------------------------------------------------
@@ -450,11 +484,12 @@ case "${1:-}" in
     setup) shift; cmd_setup ;;
     up) shift; cmd_up "$@" ;;
     forward) shift; cmd_forward "$@" ;;
+    bmc) shift; cmd_bmc "$@" ;;
     down) shift; cmd_down "$@" ;;
     status) shift; cmd_status "$@" ;;
     exec) shift; cmd_exec "$@" ;;
     build-ramdisk) shift; source "$HERE/build.sh"; build_ramdisk "$@" ;;
     build-image) shift; source "$HERE/build.sh"; build_image "$@" ;;
     selftest) shift; source "$HERE/build.sh"; source "$HERE/selftest.sh"; selftest "$@" ;;
-    *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
