@@ -27,6 +27,7 @@ a quick check of a ramdisk without DHCP or iPXE; the BMC then reads and powers i
 """
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -187,7 +188,6 @@ class Vm:
     def soft_off(self):
         # ACPI power button, over QMP; a guest without ACPI handling ignores it, as a real
         # machine's OS without acpid would.
-        import socket
         try:
             s = socket.socket(socket.AF_UNIX)
             s.settimeout(0.5)
