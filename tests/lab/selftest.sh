@@ -68,7 +68,7 @@ selftest() {
         --log "$DIR/api.log" >"$DIR/conductor.out" 2>&1 &
     SELFTEST_PIDS+=("$!")
     step "HTTP servers on $HOST_IP:$SELFTEST_HTTP_PORT and :$SELFTEST_API_PORT" \
-        wait_for 10 "HTTP servers" http_servers_up
+        wait_for 30 "HTTP servers" http_servers_up
 
     step "IPMI: chassis bootdev pxe" \
         expect_output "Set Boot Device to pxe" "${bmc[@]}" chassis bootdev pxe
