@@ -236,15 +236,10 @@ pub enum RpcRequest {
         indicator: String,
         state: IndicatorState,
     },
-    /// PUT .../states/boot_mode (1.76).
-    ChangeNodeBootMode {
+    /// PUT .../states/boot_mode or .../states/secure_boot (1.76).
+    ChangeBootSetting {
         node: Box<Node>,
-        mode: crate::drivers::BootMode,
-    },
-    /// PUT .../states/secure_boot (1.76).
-    ChangeNodeSecureBoot {
-        node: Box<Node>,
-        on: bool,
+        setting: crate::node::management::BootSetting,
     },
     /// POST /v1/nodes/{id}/vmedia (1.89). `image_download_source` is as the client gave it
     /// (Ironic's default `local`); the drivers Ferrum has hand the URL to the BMC as it is.
@@ -365,8 +360,7 @@ impl RpcRequest {
             RpcRequest::GetSupportedIndicators { .. } => "get_supported_indicators",
             RpcRequest::GetIndicatorState { .. } => "get_indicator_state",
             RpcRequest::SetIndicatorState { .. } => "set_indicator_state",
-            RpcRequest::ChangeNodeBootMode { .. } => "change_node_boot_mode",
-            RpcRequest::ChangeNodeSecureBoot { .. } => "change_node_secure_boot",
+            RpcRequest::ChangeBootSetting { setting, .. } => setting.rpc_method(),
             RpcRequest::AttachVirtualMedia { .. } => "attach_virtual_media",
             RpcRequest::DetachVirtualMedia { .. } => "detach_virtual_media",
             RpcRequest::GetVirtualMedia { .. } => "get_virtual_media",
@@ -439,8 +433,7 @@ impl RpcRequest {
             | RpcRequest::GetSupportedIndicators { node }
             | RpcRequest::GetIndicatorState { node, .. }
             | RpcRequest::SetIndicatorState { node, .. }
-            | RpcRequest::ChangeNodeBootMode { node, .. }
-            | RpcRequest::ChangeNodeSecureBoot { node, .. } => Route::of(node),
+            | RpcRequest::ChangeBootSetting { node, .. } => Route::of(node),
             RpcRequest::AttachVirtualMedia { node, .. }
             | RpcRequest::DetachVirtualMedia { node, .. }
             | RpcRequest::GetVirtualMedia { node } => Route::of(node),

@@ -297,13 +297,8 @@ async fn dispatch(ctx: Ctx, envelope: Envelope) -> RpcResult {
         } => management::set_indicator_state(&ctx, *node, &component, &indicator, state, deadline)
             .await
             .map(|()| RpcReply::Done),
-        RpcRequest::ChangeNodeBootMode { node, mode } => {
-            management::change_node_boot_mode(&ctx, *node, mode, deadline)
-                .await
-                .map(|()| RpcReply::Accepted)
-        }
-        RpcRequest::ChangeNodeSecureBoot { node, on } => {
-            management::change_node_secure_boot(&ctx, *node, on, deadline)
+        RpcRequest::ChangeBootSetting { node, setting } => {
+            management::change_boot_setting(&ctx, *node, setting, deadline)
                 .await
                 .map(|()| RpcReply::Accepted)
         }

@@ -46,7 +46,7 @@ use super::{
 };
 use crate::{
     db,
-    drivers::Driver,
+    drivers::{Driver, DriverError},
     error::{Error, Result},
     node::{Node, NodeChanges, PowerState},
     states::{Event, ProvisionState},
@@ -279,6 +279,23 @@ pub(super) fn step_id(step: &serde_json::Map<String, Value>) -> Option<String> {
     let interface = step.get("interface").and_then(Value::as_str)?;
     let name = step.get("step").and_then(Value::as_str)?;
     Some(format!("{interface}.{name}"))
+}
+
+/// The end of verification and adoption: the power state read and recorded with the `done` move.
+/// `read_failed` and `write_failed` word a failure as the flow reports it.
+async fn done_with_power_state(
+    task: &mut Task,
+    driver: &Driver,
+    read_failed: impl FnOnce(DriverError) -> String,
+    write_failed: impl FnOnce(Error) -> String,
+) -> std::result::Result<(), String> {
+    let power = hw(task, driver.power.get_power_state(&task.node))
+        .await?
+        .map_err(read_failed)?;
+    let changes = NodeChanges::default().power(Some(power), None);
+    task.process_event(Event::Done, false, changes.release())
+        .await
+        .map_err(write_failed)
 }
 
 #[cfg(test)]

@@ -16,10 +16,10 @@ use super::{
 };
 use crate::{
     drivers::{
-        BootDevice, BootDeviceSetting, BootMode, IndicatorState, Indicators, ManagementInterface,
+        BootDevice, BootDeviceSetting, DriverError, IndicatorState, Indicators, ManagementInterface,
     },
     error::{Error, Result},
-    node::{Json, Node, NodeChanges},
+    node::{Json, Node, NodeChanges, management::BootSetting},
 };
 
 /// The node's management interface, its configuration checked (a failure is the client's 400).
@@ -146,46 +146,75 @@ pub async fn set_indicator_state(
     .await
 }
 
-/// Changes the boot mode (API 1.76, Ironic's `change_node_boot_mode` and
-/// `utils.node_change_boot_mode`) under the exclusive lock: `last_error` cleared, the current
-/// mode read (unreadable is unknown), nothing done when it is already `mode`, else set; the
-/// node's `boot_mode` written after the driver's call, or the failure recorded in `last_error`
-/// (the client was already answered 202 in Ironic, so it is not the client's error), releasing
-/// the lock in the same statement. A management interface that fails validation is the
-/// client's 400.
-pub async fn change_node_boot_mode(
+/// The machine's current value of `setting`'s kind; unreadable is unknown (logged), as Ironic's
+/// `node_change_boot_mode` and `node_change_secure_boot` go on without it.
+async fn current(
+    task: &Task,
+    management: &dyn ManagementInterface,
+    setting: BootSetting,
+) -> Result<Option<BootSetting>> {
+    let node = &task.node;
+    let read = match setting {
+        BootSetting::Mode(_) => hw(task, management.get_boot_mode(node))
+            .await
+            .map_err(Error::TemporaryFailure)?
+            .map(|mode| mode.map(BootSetting::Mode)),
+        BootSetting::SecureBoot(_) => hw(task, management.get_secure_boot_state(node))
+            .await
+            .map_err(Error::TemporaryFailure)?
+            .map(|on| Some(BootSetting::SecureBoot(on))),
+    };
+    Ok(read.unwrap_or_else(|e| {
+        tracing::warn!(node.uuid = %node.uuid, error = %e,
+            "Could not read the {} of node {} while changing it: {e}", setting.what(), node.uuid);
+        None
+    }))
+}
+
+/// Gives the machine `setting`; the outer error is the conductor's (shut down), the inner the
+/// machine's refusal.
+async fn set(
+    task: &Task,
+    management: &dyn ManagementInterface,
+    setting: BootSetting,
+) -> Result<std::result::Result<(), DriverError>> {
+    let node = &task.node;
+    match setting {
+        BootSetting::Mode(mode) => hw(task, management.set_boot_mode(node, mode)).await,
+        BootSetting::SecureBoot(on) => hw(task, management.set_secure_boot_state(node, on)).await,
+    }
+    .map_err(Error::TemporaryFailure)
+}
+
+/// Changes the boot mode or secure boot (API 1.76, Ironic's `change_node_boot_mode`,
+/// `change_node_secure_boot` and their `utils.node_change_*`) under the exclusive lock:
+/// `last_error` cleared, the current value read (unreadable is unknown), nothing done when the
+/// machine already has `setting`, else set; the node's field written after the driver's call, or
+/// the failure recorded in `last_error` (the client was already answered 202 in Ironic, so it is
+/// not the client's error), releasing the lock in the same statement. A management interface
+/// that fails validation is the client's 400.
+pub async fn change_boot_setting(
     ctx: &Ctx,
     node: Node,
-    mode: BootMode,
+    setting: BootSetting,
     deadline: Option<Instant>,
 ) -> Result<()> {
     with_lock(ctx, &node.uuid, deadline, async |task| {
         crate::drivers::refuse_unstable(&task.node)?;
         let management = management(task)?;
-        let current = hw(task, management.get_boot_mode(&task.node))
-            .await
-            .map_err(Error::TemporaryFailure)?
-            .unwrap_or_else(|e| {
-                tracing::warn!(node.uuid = %task.node.uuid, error = %e,
-                    "Could not read the boot mode of node {} while changing it: {e}", task.node.uuid);
-                None
-            });
         let mut changes = NodeChanges {
             last_error: Some(None),
             ..NodeChanges::default()
         };
-        if current != Some(mode) {
-            match hw(task, management.set_boot_mode(&task.node, mode))
-                .await
-                .map_err(Error::TemporaryFailure)?
-            {
-                Ok(()) => changes.boot_mode = Some(Some(mode.api_name().to_owned())),
-                Err(e) => {
-                    changes.last_error = Some(Some(format!(
-                        "Failed to change boot mode to '{}: {e}",
-                        mode.api_name()
-                    )));
-                }
+        if current(task, &*management, setting).await? != Some(setting) {
+            match set(task, &*management, setting).await? {
+                Ok(()) => match setting {
+                    BootSetting::Mode(mode) => {
+                        changes.boot_mode = Some(Some(mode.api_name().to_owned()));
+                    }
+                    BootSetting::SecureBoot(on) => changes.secure_boot = Some(Some(on)),
+                },
+                Err(e) => changes.last_error = Some(Some(setting.failure(&e))),
             }
         }
         task.write(changes.release()).await
@@ -227,47 +256,6 @@ pub async fn attach_virtual_media(
     .await
 }
 
-/// Turns secure boot on or off (API 1.76, Ironic's `change_node_secure_boot`), as
-/// [`change_node_boot_mode`] changes the boot mode.
-pub async fn change_node_secure_boot(
-    ctx: &Ctx,
-    node: Node,
-    on: bool,
-    deadline: Option<Instant>,
-) -> Result<()> {
-    with_lock(ctx, &node.uuid, deadline, async |task| {
-        crate::drivers::refuse_unstable(&task.node)?;
-        let management = management(task)?;
-        let current = hw(task, management.get_secure_boot_state(&task.node))
-            .await
-            .map_err(Error::TemporaryFailure)?
-            .map_err(|e| {
-                tracing::warn!(node.uuid = %task.node.uuid, error = %e,
-                    "Could not read the secure boot state of node {} while changing it: {e}", task.node.uuid);
-            })
-            .ok();
-        let mut changes = NodeChanges {
-            last_error: Some(None),
-            ..NodeChanges::default()
-        };
-        if current != Some(on) {
-            match hw(task, management.set_secure_boot_state(&task.node, on))
-                .await
-                .map_err(Error::TemporaryFailure)?
-            {
-                Ok(()) => changes.secure_boot = Some(Some(on)),
-                Err(e) => {
-                    let shown = if on { "True" } else { "False" };
-                    changes.last_error = Some(Some(format!(
-                        "Failed to change secure_boot state to '{shown}': {e}"
-                    )));
-                }
-            }
-        }
-        task.write(changes.release()).await
-    })
-    .await
-}
 /// Detaches the virtual media of `devices` (all when None) under the exclusive lock.
 pub async fn detach_virtual_media(
     ctx: &Ctx,

@@ -10,7 +10,10 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Ctx, task::change_children};
+use super::{
+    Ctx,
+    task::{change_children, update_child},
+};
 use crate::{
     db::{self, children::ChildWrite},
     error::{Error, Result},
@@ -47,30 +50,16 @@ pub async fn change(
             .await
             .map(|p| RpcReply::Portgroup(Box::new(p))),
         PortsChange::UpdatePort { uuid, patch } => {
-            let writes = change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+            update_child(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
                 update_port(n, &c.ports, &c.portgroups, &uuid, &patch)
             })
-            .await?;
-            match writes.into_iter().next() {
-                Some(ChildWrite::UpdatePort(mut port, changes)) => {
-                    changes.set_into(&mut port);
-                    Ok(RpcReply::Port(Box::new(port)))
-                }
-                other => Err(Error::internal(format!("update_port wrote {other:?}"))),
-            }
+            .await
         }
         PortsChange::UpdatePortgroup { uuid, patch } => {
-            let writes = change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
+            update_child(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {
                 update_portgroup(n, &c.ports, &c.portgroups, &uuid, &patch)
             })
-            .await?;
-            match writes.into_iter().next() {
-                Some(ChildWrite::UpdatePortgroup(mut pg, changes)) => {
-                    changes.set_into(&mut pg);
-                    Ok(RpcReply::Portgroup(Box::new(pg)))
-                }
-                other => Err(Error::internal(format!("update_portgroup wrote {other:?}"))),
-            }
+            .await
         }
         PortsChange::DestroyPort { uuid } => {
             change_children(ctx, &node.uuid.clone(), Some(node), deadline, |n, c| {

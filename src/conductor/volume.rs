@@ -7,7 +7,10 @@
 
 use tokio::time::Instant;
 
-use super::{Ctx, task::change_children};
+use super::{
+    Ctx,
+    task::{change_children, update_child},
+};
 use crate::{
     db::{self, children::ChildWrite},
     error::{Error, Result},
@@ -26,7 +29,7 @@ pub async fn change(
     let hint = Some(node);
     match change {
         VolumeChange::UpdateConnector { uuid: id, patch } => {
-            let writes = change_children(ctx, &uuid, hint, deadline, |n, c| {
+            update_child(ctx, &uuid, hint, deadline, |n, c| {
                 let found = c.connectors.iter().find(|x| x.uuid == id);
                 let connector = found.ok_or_else(|| db::volume::connector_not_found(&id))?;
                 let changes = patch::apply(connector, &patch)?;
@@ -36,35 +39,17 @@ pub async fn change(
                     changes,
                 )])
             })
-            .await?;
-            match writes.into_iter().next() {
-                Some(ChildWrite::UpdateConnector(mut connector, changes)) => {
-                    changes.set_into(&mut connector);
-                    Ok(RpcReply::VolumeConnector(Box::new(connector)))
-                }
-                other => Err(Error::internal(format!(
-                    "update_volume_connector wrote {other:?}"
-                ))),
-            }
+            .await
         }
         VolumeChange::UpdateTarget { uuid: id, patch } => {
-            let writes = change_children(ctx, &uuid, hint, deadline, |n, c| {
+            update_child(ctx, &uuid, hint, deadline, |n, c| {
                 let found = c.targets.iter().find(|x| x.uuid == id);
                 let target = found.ok_or_else(|| db::volume::target_not_found(&id))?;
                 let changes = patch::apply(target, &patch)?;
                 check_update(n, "volume target update", changes.node_uuid.is_some())?;
                 Ok(vec![ChildWrite::UpdateTarget(target.clone(), changes)])
             })
-            .await?;
-            match writes.into_iter().next() {
-                Some(ChildWrite::UpdateTarget(mut target, changes)) => {
-                    changes.set_into(&mut target);
-                    Ok(RpcReply::VolumeTarget(Box::new(target)))
-                }
-                other => Err(Error::internal(format!(
-                    "update_volume_target wrote {other:?}"
-                ))),
-            }
+            .await
         }
         VolumeChange::DestroyConnector { uuid: id } => {
             change_children(ctx, &uuid, hint, deadline, |n, c| {

@@ -19,6 +19,45 @@ pub fn refuse_unstable(node: &Node) -> Result<(), Error> {
     Ok(())
 }
 
+/// A boot setting a client changes through the API (1.76, `/states/boot_mode` and
+/// `/states/secure_boot`): the boot mode or whether UEFI secure boot is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BootSetting {
+    Mode(BootMode),
+    SecureBoot(bool),
+}
+
+impl BootSetting {
+    /// Its name in a log line.
+    pub fn what(self) -> &'static str {
+        match self {
+            BootSetting::Mode(_) => "boot mode",
+            BootSetting::SecureBoot(_) => "secure boot state",
+        }
+    }
+
+    /// Ironic's conductor method that changes it (`change_node_boot_mode`, `..._secure_boot`).
+    pub fn rpc_method(self) -> &'static str {
+        match self {
+            BootSetting::Mode(_) => "change_node_boot_mode",
+            BootSetting::SecureBoot(_) => "change_node_secure_boot",
+        }
+    }
+
+    /// Ironic's `last_error` for a change the machine refused.
+    pub fn failure(self, e: &dyn std::fmt::Display) -> String {
+        match self {
+            BootSetting::Mode(mode) => {
+                format!("Failed to change boot mode to '{}: {e}", mode.api_name())
+            }
+            BootSetting::SecureBoot(on) => {
+                let shown = if on { "True" } else { "False" };
+                format!("Failed to change secure_boot state to '{shown}': {e}")
+            }
+        }
+    }
+}
+
 /// A boot mode, as Ironic names them (`ironic/common/boot_modes.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -14,7 +14,7 @@ use crate::{
         extract::{ApiJson, ApiPath, ApiVersion, RequestId},
     },
     error::{Error, Result},
-    node::management::{BootMode, refuse_unstable},
+    node::management::{BootMode, BootSetting, refuse_unstable},
     resource,
     rpc::RpcRequest,
 };
@@ -51,23 +51,19 @@ pub async fn set_boot_mode(
     ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<TargetBody>,
 ) -> Result<Response> {
-    let node = find(&state, &ident, version).await?;
-    require_endpoint(version)?;
-    let mode = match body.target.ok_or_else(missing_target)? {
-        Value::String(name) => BootMode::parse(&name)?,
-        other => {
-            return Err(Error::InvalidParameterValue(format!(
-                "Expected string for target: {other}"
-            )));
-        }
+    let request = Request {
+        version,
+        request_id: &request_id,
+        base: &base,
+        ident: &ident,
     };
-    refuse_unstable(&node)?;
-    let request = RpcRequest::ChangeNodeBootMode {
-        node: Box::new(node),
-        mode,
-    };
-    call(&state, &request_id, request).await?;
-    Ok(accepted(&base, &ident))
+    change(&state, request, body, |target| match target {
+        Value::String(name) => Ok(BootSetting::Mode(BootMode::parse(&name)?)),
+        other => Err(Error::InvalidParameterValue(format!(
+            "Expected string for target: {other}"
+        ))),
+    })
+    .await
 }
 
 pub async fn set_secure_boot(
@@ -78,20 +74,48 @@ pub async fn set_secure_boot(
     ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<TargetBody>,
 ) -> Result<Response> {
-    let node = find(&state, &ident, version).await?;
-    require_endpoint(version)?;
-    let target = body.target.ok_or_else(missing_target)?;
-    let shown = target.to_string();
-    let Some(on) = resource::boolean("target", target)? else {
-        return Err(Error::InvalidParameterValue(format!(
-            "Invalid secure_boot {shown} requested for node. Allowed secure_boot states are: True, False) "
-        )));
+    let request = Request {
+        version,
+        request_id: &request_id,
+        base: &base,
+        ident: &ident,
     };
+    change(&state, request, body, |target| {
+        let shown = target.to_string();
+        match resource::boolean("target", target)? {
+            Some(on) => Ok(BootSetting::SecureBoot(on)),
+            None => Err(Error::InvalidParameterValue(format!(
+                "Invalid secure_boot {shown} requested for node. Allowed secure_boot states are: True, False) "
+            ))),
+        }
+    })
+    .await
+}
+
+/// What a change request names besides its body.
+struct Request<'a> {
+    version: ApiVersion,
+    request_id: &'a RequestId,
+    base: &'a str,
+    ident: &'a str,
+}
+
+/// Reads the body's target as `setting` reads it and asks the node's conductor to change it, the
+/// node not moving (202, as Ironic's).
+async fn change(
+    state: &ApiState,
+    request: Request<'_>,
+    body: TargetBody,
+    setting: impl FnOnce(Value) -> Result<BootSetting>,
+) -> Result<Response> {
+    let node = find(state, request.ident, request.version).await?;
+    require_endpoint(request.version)?;
+    let setting = setting(body.target.ok_or_else(missing_target)?)?;
     refuse_unstable(&node)?;
-    let request = RpcRequest::ChangeNodeSecureBoot {
+    let rpc = RpcRequest::ChangeBootSetting {
         node: Box::new(node),
-        on,
+        setting,
     };
-    call(&state, &request_id, request).await?;
-    Ok(accepted(&base, &ident))
+    call(state, request.request_id, rpc).await?;
+    Ok(accepted(request.base, request.ident))
 }

@@ -1,14 +1,14 @@
 //! Adoption (`adopt`): a node already running its instance is taken over without deploying
 //! (`Adopt`).
 
+use super::done_with_power_state;
 use crate::{
     conductor::{
         task::Task,
-        worker::{Failure, Flow, hw},
+        worker::{Failure, Flow},
     },
     drivers::Driver,
-    node::{Node, NodeChanges},
-    states::Event,
+    node::Node,
 };
 
 /// Adopting the node, run by a worker ([`adopt`]).
@@ -33,16 +33,12 @@ impl Flow for Adopt {
 /// state, and call it active without deploying.
 async fn adopt(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
     let uuid = task.node.uuid.clone();
+    let failed =
+        |e: &dyn std::fmt::Display| format!("Error while attempting to adopt node {uuid}: {e}.");
     driver
         .power
         .validate(&task.node)
         .and_then(|()| driver.deploy.validate(&task.node))
-        .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
-    let power = hw(task, driver.power.get_power_state(&task.node))
-        .await?
-        .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))?;
-    let changes = NodeChanges::default().power(Some(power), None);
-    task.process_event(Event::Done, false, changes.release())
-        .await
-        .map_err(|e| format!("Error while attempting to adopt node {uuid}: {e}."))
+        .map_err(|e| failed(&e))?;
+    done_with_power_state(task, driver, |e| failed(&e), |e| failed(&e)).await
 }

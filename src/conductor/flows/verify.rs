@@ -1,14 +1,14 @@
 //! Verification (`manage` from `enroll`): the power credentials checked and the power state
 //! read (`Verify`).
 
+use super::done_with_power_state;
 use crate::{
     conductor::{
         task::Task,
-        worker::{Failure, Flow, hw},
+        worker::{Failure, Flow},
     },
     drivers::Driver,
-    node::{Node, NodeChanges},
-    states::Event,
+    node::Node,
 };
 
 /// Verifying the node, run by a worker ([`verify`]).
@@ -36,11 +36,11 @@ async fn verify(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
         .power
         .validate(&task.node)
         .map_err(|e| format!("Failed to validate power driver interface for node {uuid}: {e}"))?;
-    let power = hw(task, driver.power.get_power_state(&task.node))
-        .await?
-        .map_err(|e| format!("Failed to get power state for node {uuid}: {e}"))?;
-    let changes = NodeChanges::default().power(Some(power), None);
-    task.process_event(Event::Done, false, changes.release())
-        .await
-        .map_err(|e| format!("Failed to finish verification: {e}"))
+    done_with_power_state(
+        task,
+        driver,
+        |e| format!("Failed to get power state for node {uuid}: {e}"),
+        |e| format!("Failed to finish verification: {e}"),
+    )
+    .await
 }

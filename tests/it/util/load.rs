@@ -976,8 +976,9 @@ impl Verdict {
         }
         if t.conn_errors > 0 {
             failures.push(format!(
-                "{} requests failed on the connection while the API process was up",
-                t.conn_errors
+                "{} requests failed on the connection while the API process was up: {}",
+                t.conn_errors,
+                sample(&t.conn_error_samples)
             ));
         }
         if let Some(n) = t.statuses.get(&500) {
