@@ -149,6 +149,13 @@ impl ImageDownloadSource {
     }
 }
 
+/// Who hands out DHCP for network boot ([`ConductorConfig::dhcp_provider`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DhcpProvider {
+    None,
+    Dnsmasq,
+}
+
 /// What becomes of notifications without a broker ([`NotificationsConfig::without_broker`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WithoutBroker {

@@ -3,6 +3,7 @@
 //! database or the state machine: the conductor does both around it.
 
 pub mod agent_client;
+pub mod boot;
 pub mod direct;
 pub mod fake;
 pub mod local_image;
@@ -14,7 +15,10 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use serde_json::Value;
 
-pub use self::registry::{HardwareType, Registry, catalogue};
+pub use self::{
+    boot::BootInterface,
+    registry::{HardwareType, Registry, catalogue},
+};
 use crate::{
     config::ConductorConfig,
     error::Error,
@@ -519,6 +523,7 @@ impl StepInterface for NoSteps {
 pub struct Driver {
     pub power: Arc<dyn PowerInterface>,
     pub management: Arc<dyn ManagementInterface>,
+    pub boot: Arc<dyn BootInterface>,
     pub deploy: Arc<dyn DeployInterface>,
     pub vendor: Arc<dyn VendorInterface>,
     pub bios: Arc<dyn StepInterface>,

@@ -343,6 +343,7 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
         reason,
     };
     let mut out = vec![
+        entry("boot", verdict(driver.boot.validate(node))),
         entry("deploy", verdict(driver.deploy.validate(node))),
         entry("management", verdict(driver.management.validate(node))),
         entry("power", verdict(driver.power.validate(node))),
@@ -354,8 +355,6 @@ pub fn validate(ctx: &Ctx, node: &Node) -> Result<Vec<InterfaceValidation>> {
     for (kind, name) in node.interfaces.passive().chain(stepped) {
         let verdict = if name.starts_with("no-") {
             (None, Some("not supported".to_owned()))
-        } else if kind == InterfaceKind::Boot && name == "redfish-virtual-media" {
-            verdict(crate::drivers::redfish::validate_virtual_media_boot(node))
         } else {
             (Some(true), None)
         };

@@ -13,8 +13,8 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use super::{
-    AuthStrategy, HARDWARE_TYPES, INSPECTION_HOOKS, ImageDownloadSource, Process, Processes,
-    Setting, TlsVersion, WithoutBroker, default_host_name, value::Value,
+    AuthStrategy, DhcpProvider, HARDWARE_TYPES, INSPECTION_HOOKS, ImageDownloadSource, Process,
+    Processes, Setting, TlsVersion, WithoutBroker, default_host_name, value::Value,
 };
 use crate::notifications::Level;
 
@@ -381,6 +381,52 @@ settings! {
         /// server must serve it at `http_url`. A host name is resolved as `api.bind`'s.
         http_bind: Option<SocketAddr> = None,
             env "FERRUM_HTTP_BIND" flag "http-bind", for CONDUCTOR;
+        /// The URL of the API as the deploy ramdisk reaches it, passed to it on its kernel
+        /// command line as `ipa-api-url` by the network boot interfaces (Ironic's
+        /// `[service_catalog]` endpoint); `pxe` and `ipxe` refuse to boot a node without it.
+        api_url: Option<String> = None,
+            env "FERRUM_API_URL" flag "api-url", for CONDUCTOR, check http_url;
+        /// The directory the `pxe` boot interface publishes boot files in, which a TFTP server
+        /// serves (Ironic's `[pxe]tftp_root`).
+        tftp_root: PathBuf = PathBuf::from("ferrum-tftpboot"),
+            env "FERRUM_TFTP_ROOT" flag "tftp-root", for CONDUCTOR;
+        /// The TFTP server's address handed out by DHCP (options 66, 150 and dnsmasq's
+        /// `server-ip-address`); unset, DHCP names none (Ironic's `[pxe]tftp_server`).
+        tftp_server: Option<String> = None,
+            env "FERRUM_TFTP_SERVER" flag "tftp-server", for CONDUCTOR;
+        /// Kernel parameters of the deploy ramdisk booted by `pxe` or `ipxe`; a node's
+        /// `driver_info.kernel_append_params` replaces them (Ironic's
+        /// `[pxe]kernel_append_params`).
+        kernel_append_params: String = "nofb vga=normal".to_owned(),
+            env "FERRUM_KERNEL_APPEND_PARAMS" flag "kernel-append-params", for CONDUCTOR;
+        /// The boot file DHCP names for `pxe`, BIOS (Ironic's `[pxe]pxe_bootfile_name`).
+        pxe_bootfile_name: String = "pxelinux.0".to_owned(), for CONDUCTOR;
+        /// The boot file DHCP names for `pxe`, UEFI (`[pxe]uefi_pxe_bootfile_name`).
+        uefi_pxe_bootfile_name: String = "bootx64.efi".to_owned(), for CONDUCTOR;
+        /// The iPXE image DHCP names for `ipxe` to firmware that is not iPXE, BIOS
+        /// (`[pxe]ipxe_bootfile_name`).
+        ipxe_bootfile_name: String = "undionly.kpxe".to_owned(), for CONDUCTOR;
+        /// The same, UEFI (`[pxe]uefi_ipxe_bootfile_name`).
+        uefi_ipxe_bootfile_name: String = "snponly.efi".to_owned(), for CONDUCTOR;
+        /// How much the cache of deploy kernels and ramdisks may hold, MiB; 0 is unbounded
+        /// (Ironic's `[pxe]image_cache_size`).
+        image_cache_size: u32 = 20480,
+            env "FERRUM_IMAGE_CACHE_SIZE" flag "image-cache-size", for CONDUCTOR;
+        /// How long a cached deploy kernel or ramdisk is used before it is fetched again,
+        /// seconds (Ironic's `[pxe]image_cache_ttl`, a week).
+        image_cache_ttl: Duration = Duration::from_secs(7 * 24 * 3600),
+            env "FERRUM_IMAGE_CACHE_TTL" flag "image-cache-ttl", for CONDUCTOR;
+        /// Who hands out DHCP for network boot: `none` (the operator's DHCP server) or
+        /// `dnsmasq`, through the files of `dnsmasq_dhcp_hostsdir` and `dnsmasq_dhcp_optsdir`
+        /// (Ironic's `[dhcp]dhcp_provider`).
+        dhcp_provider: DhcpProvider = DhcpProvider::None,
+            env "FERRUM_DHCP_PROVIDER" flag "dhcp-provider", for CONDUCTOR;
+        /// The directory of dnsmasq's `--dhcp-hostsdir` (Ironic's `[dnsmasq]dhcp_hostsdir`).
+        dnsmasq_dhcp_hostsdir: PathBuf = PathBuf::from("ferrum-dnsmasq/hosts"),
+            env "FERRUM_DNSMASQ_DHCP_HOSTSDIR" flag "dnsmasq-dhcp-hostsdir", for CONDUCTOR;
+        /// The directory of dnsmasq's `--dhcp-optsdir` (Ironic's `[dnsmasq]dhcp_optsdir`).
+        dnsmasq_dhcp_optsdir: PathBuf = PathBuf::from("ferrum-dnsmasq/opts"),
+            env "FERRUM_DNSMASQ_DHCP_OPTSDIR" flag "dnsmasq-dhcp-optsdir", for CONDUCTOR;
         /// Where a `ferrum conductor` process serves its Prometheus metrics (`GET /metrics`);
         /// unset, none. All-in-one ignores it: the API's `/metrics` covers its conductor. A host
         /// name is resolved as `api.bind`'s.

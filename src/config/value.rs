@@ -5,7 +5,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use super::{AuthStrategy, ImageDownloadSource, TlsVersion, WithoutBroker};
+use super::{AuthStrategy, DhcpProvider, ImageDownloadSource, TlsVersion, WithoutBroker};
 use crate::notifications::Level;
 
 /// A setting's type.
@@ -183,6 +183,7 @@ macro_rules! named {
 named!(AuthStrategy: "noauth" => AuthStrategy::Noauth, "http_basic" => AuthStrategy::HttpBasic);
 named!(TlsVersion: "1.2" => TlsVersion::V1_2, "1.3" => TlsVersion::V1_3);
 named!(ImageDownloadSource: "http" => ImageDownloadSource::Http, "local" => ImageDownloadSource::Local);
+named!(DhcpProvider: "none" => DhcpProvider::None, "dnsmasq" => DhcpProvider::Dnsmasq);
 named!(WithoutBroker: "log" => WithoutBroker::Log, "off" => WithoutBroker::Off);
 
 impl Value for Level {

@@ -38,9 +38,7 @@ use self::{
         AgentStep, agent_clean_steps, clean_step_failed, get_agent_steps, node_for_agent,
         poll_agent_step,
     },
-    deploy_steps::{
-        boot_ramdisk, eject_deploy_iso, prepare_instance_boot, tear_down_agent, write_image,
-    },
+    deploy_steps::{boot_ramdisk, prepare_instance_boot, tear_down_agent, write_image},
     image::info_str,
 };
 use super::{
@@ -319,7 +317,7 @@ impl DeployInterface for DirectDeploy {
     }
 
     async fn clean_up_boot(&self, node: &Node, driver: &Driver) -> Result<(), DriverError> {
-        eject_deploy_iso(node, driver.management.as_ref()).await
+        driver.boot.clean_up_ramdisk(node, driver).await
     }
 
     fn cleans_in_band(&self) -> bool {

@@ -33,7 +33,9 @@ pub use self::{
     step_interfaces::{FakeBios, FakeFirmware},
     vendor::FakeVendor,
 };
-use super::{HardwareType, NoSteps, NoVendor, direct::DirectDeploy, local_image::LocalImages};
+use super::{
+    HardwareType, NoSteps, NoVendor, boot::FakeBoot, direct::DirectDeploy, local_image::LocalImages,
+};
 use crate::config::ConductorConfig;
 use crate::node::InterfaceKind;
 
@@ -49,7 +51,6 @@ pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> Hard
     HardwareType {
         name: "fake-hardware",
         passive: vec![
-            (InterfaceKind::Boot, vec!["fake"]),
             (
                 InterfaceKind::Console,
                 vec!["fake", "no-console", "fake-graphical"],
@@ -62,6 +63,7 @@ pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> Hard
         ],
         power: vec![Arc::new(FakePower)],
         management: vec![Arc::new(FakeManagement)],
+        boot: vec![Arc::new(FakeBoot)],
         deploy: vec![
             Arc::new(FakeDeploy { gate }),
             Arc::new(DirectDeploy {

@@ -319,6 +319,16 @@ async fn download(url: &str, path: &Path, algo: HashAlgo) -> Result<String, Driv
     Ok(hasher.hex())
 }
 
+/// Streams `url` into `path`; the SHA-256 of what arrived (the boot interfaces' image cache).
+pub(crate) async fn download_sha256(url: &str, path: &Path) -> Result<String, DriverError> {
+    download(url, path, HashAlgo::Sha256).await
+}
+
+/// The SHA-256 of the file at `path`.
+pub(crate) async fn sha256_of_file(path: &Path) -> Result<String, DriverError> {
+    hash_file(path, HashAlgo::Sha256).await
+}
+
 async fn hash_file(path: &Path, algo: HashAlgo) -> Result<String, DriverError> {
     let fail =
         |e: std::io::Error| DriverError::Failed(format!("Cannot read {}: {e}", path.display()));

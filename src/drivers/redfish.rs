@@ -1,7 +1,7 @@
 //! `redfish`: the hardware type of servers whose BMC speaks DMTF Redfish, with Ironic's `redfish`
-//! power and management interfaces, `redfish-virtual-media` beside `ipxe` and `pxe` as boot
-//! interfaces (names; the `direct` deploy inserts the deploy ISO when a node's is
-//! `redfish-virtual-media`, `drivers::direct`), and the `direct` deploy.
+//! power and management interfaces, `ipxe` (the default, as Ironic's `enabled_boot_interfaces`
+//! puts it first), `pxe` and `redfish-virtual-media` as boot interfaces (`drivers::boot`), and
+//! the `direct` deploy.
 //!
 //! The node's `driver_info` is read as Ironic's `redfish_utils.parse_driver_info` reads it, with
 //! its messages ([`parse_driver_info`], `driver_info.rs`); `redfish_password` is masked wherever
@@ -40,13 +40,11 @@ pub use self::{
     management::RedfishManagement,
     power::RedfishPower,
 };
-use super::{HardwareType, NoSteps, NoVendor, direct::DirectDeploy, local_image::LocalImages};
+use super::{
+    HardwareType, NoSteps, NoVendor, boot::vmedia::VirtualMediaBoot, direct::DirectDeploy,
+    local_image::LocalImages,
+};
 use crate::{config::ConductorConfig, node::InterfaceKind};
-
-/// The boot interfaces a `redfish` node may name (Ironic's `RedfishHardware` offers these and
-/// more); the first is the default, as Ironic's default `enabled_boot_interfaces` puts `ipxe`
-/// first. Names only: stored and validated.
-pub const BOOT_INTERFACES: &[&str] = &["ipxe", "pxe", "redfish-virtual-media"];
 
 /// `redfish`, its clients made as `config` says.
 pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
@@ -58,7 +56,6 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
     HardwareType {
         name: "redfish",
         passive: vec![
-            (InterfaceKind::Boot, BOOT_INTERFACES.to_vec()),
             // Ironic's generic consoles follow its Redfish and IPMI ones (not built here).
             (InterfaceKind::Console, vec!["no-console", "fake-graphical"]),
             (InterfaceKind::Inspect, vec!["no-inspect", "agent"]),
@@ -72,6 +69,11 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
             connections: connections.clone(),
         })],
         management: vec![Arc::new(RedfishManagement { connections })],
+        boot: {
+            let mut boot = super::boot::network_boot(config);
+            boot.push(Arc::new(VirtualMediaBoot));
+            boot
+        },
         deploy: vec![Arc::new(DirectDeploy {
             images: LocalImages::new(config),
         })],

@@ -11,8 +11,8 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    DeployInterface, Driver, ManagementInterface, PowerInterface, StepInterface, VendorInterface,
-    fake, redfish,
+    BootInterface, DeployInterface, Driver, ManagementInterface, PowerInterface, StepInterface,
+    VendorInterface, fake, redfish,
 };
 use crate::{
     config::ConductorConfig,
@@ -32,6 +32,7 @@ pub struct HardwareType {
     pub passive: Vec<(InterfaceKind, Vec<&'static str>)>,
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
+    pub boot: Vec<Arc<dyn BootInterface>>,
     pub deploy: Vec<Arc<dyn DeployInterface>>,
     pub vendor: Vec<Arc<dyn VendorInterface>>,
     pub bios: Vec<Arc<dyn StepInterface>>,
@@ -45,11 +46,11 @@ impl HardwareType {
             InterfaceKind::Deploy => self.deploy.iter().map(|i| i.name()).collect(),
             InterfaceKind::Power => self.power.iter().map(|i| i.name()).collect(),
             InterfaceKind::Management => self.management.iter().map(|i| i.name()).collect(),
+            InterfaceKind::Boot => self.boot.iter().map(|i| i.name()).collect(),
             InterfaceKind::Vendor => self.vendor.iter().map(|i| i.name()).collect(),
             InterfaceKind::Bios => self.bios.iter().map(|i| i.name()).collect(),
             InterfaceKind::Firmware => self.firmware.iter().map(|i| i.name()).collect(),
-            InterfaceKind::Boot
-            | InterfaceKind::Console
+            InterfaceKind::Console
             | InterfaceKind::Inspect
             | InterfaceKind::Network
             | InterfaceKind::Raid
@@ -88,13 +89,13 @@ impl HardwareType {
                 InterfaceKind::Management => {
                     keep(&mut self.management, |i| i.name(), enabled, default);
                 }
+                InterfaceKind::Boot => keep(&mut self.boot, |i| i.name(), enabled, default),
                 InterfaceKind::Vendor => keep(&mut self.vendor, |i| i.name(), enabled, default),
                 InterfaceKind::Bios => keep(&mut self.bios, |i| i.name(), enabled, default),
                 InterfaceKind::Firmware => {
                     keep(&mut self.firmware, |i| i.name(), enabled, default);
                 }
-                InterfaceKind::Boot
-                | InterfaceKind::Console
+                InterfaceKind::Console
                 | InterfaceKind::Inspect
                 | InterfaceKind::Network
                 | InterfaceKind::Raid
@@ -133,6 +134,7 @@ impl HardwareType {
         let defaults = [
             self.power.first().map(|i| i.properties()),
             self.management.first().map(|i| i.properties()),
+            self.boot.first().map(|i| i.properties()),
             self.deploy.first().map(|i| i.properties()),
         ];
         defaults
@@ -372,6 +374,7 @@ impl Registry {
         Ok(Driver {
             power: hw.power[pick(InterfaceKind::Power)?].clone(),
             management: hw.management[pick(InterfaceKind::Management)?].clone(),
+            boot: hw.boot[pick(InterfaceKind::Boot)?].clone(),
             deploy: hw.deploy[pick(InterfaceKind::Deploy)?].clone(),
             vendor: hw.vendor[pick(InterfaceKind::Vendor)?].clone(),
             bios: hw.bios[pick(InterfaceKind::Bios)?].clone(),

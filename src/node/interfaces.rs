@@ -44,8 +44,7 @@ impl InterfaceKind {
     ];
 
     /// The kinds the conductor only stores and validates, in name order.
-    pub const PASSIVE: [InterfaceKind; 7] = [
-        InterfaceKind::Boot,
+    pub const PASSIVE: [InterfaceKind; 6] = [
         InterfaceKind::Console,
         InterfaceKind::Inspect,
         InterfaceKind::Network,
@@ -168,41 +167,35 @@ fn default_storage() -> String {
     "noop".to_owned()
 }
 
+/// The field of `$owner` (an [`Interfaces`] or an [`InterfaceChanges`], whose fields are named
+/// after the kinds) for `kind`: `field_of_kind!(kind, &self)` is `&self.deploy` for Deploy.
+macro_rules! field_of_kind {
+    ($kind:expr, $($owner:tt)+) => {
+        match $kind {
+            InterfaceKind::Deploy => $($owner)+.deploy,
+            InterfaceKind::Power => $($owner)+.power,
+            InterfaceKind::Management => $($owner)+.management,
+            InterfaceKind::Bios => $($owner)+.bios,
+            InterfaceKind::Boot => $($owner)+.boot,
+            InterfaceKind::Console => $($owner)+.console,
+            InterfaceKind::Inspect => $($owner)+.inspect,
+            InterfaceKind::Network => $($owner)+.network,
+            InterfaceKind::Raid => $($owner)+.raid,
+            InterfaceKind::Rescue => $($owner)+.rescue,
+            InterfaceKind::Storage => $($owner)+.storage,
+            InterfaceKind::Vendor => $($owner)+.vendor,
+            InterfaceKind::Firmware => $($owner)+.firmware,
+        }
+    };
+}
+
 impl Interfaces {
     pub fn get(&self, kind: InterfaceKind) -> &str {
-        match kind {
-            InterfaceKind::Deploy => &self.deploy,
-            InterfaceKind::Power => &self.power,
-            InterfaceKind::Management => &self.management,
-            InterfaceKind::Bios => &self.bios,
-            InterfaceKind::Boot => &self.boot,
-            InterfaceKind::Console => &self.console,
-            InterfaceKind::Inspect => &self.inspect,
-            InterfaceKind::Network => &self.network,
-            InterfaceKind::Raid => &self.raid,
-            InterfaceKind::Rescue => &self.rescue,
-            InterfaceKind::Storage => &self.storage,
-            InterfaceKind::Vendor => &self.vendor,
-            InterfaceKind::Firmware => &self.firmware,
-        }
+        field_of_kind!(kind, &self)
     }
 
     fn get_mut(&mut self, kind: InterfaceKind) -> &mut String {
-        match kind {
-            InterfaceKind::Deploy => &mut self.deploy,
-            InterfaceKind::Power => &mut self.power,
-            InterfaceKind::Management => &mut self.management,
-            InterfaceKind::Bios => &mut self.bios,
-            InterfaceKind::Boot => &mut self.boot,
-            InterfaceKind::Console => &mut self.console,
-            InterfaceKind::Inspect => &mut self.inspect,
-            InterfaceKind::Network => &mut self.network,
-            InterfaceKind::Raid => &mut self.raid,
-            InterfaceKind::Rescue => &mut self.rescue,
-            InterfaceKind::Storage => &mut self.storage,
-            InterfaceKind::Vendor => &mut self.vendor,
-            InterfaceKind::Firmware => &mut self.firmware,
-        }
+        field_of_kind!(kind, &mut self)
     }
 
     /// The passive interfaces by kind, as [`InterfaceKind::PASSIVE`] orders them.
@@ -247,39 +240,11 @@ pub struct InterfaceChanges {
 
 impl InterfaceChanges {
     fn slot(&mut self, kind: InterfaceKind) -> &mut Option<String> {
-        match kind {
-            InterfaceKind::Deploy => &mut self.deploy,
-            InterfaceKind::Power => &mut self.power,
-            InterfaceKind::Management => &mut self.management,
-            InterfaceKind::Bios => &mut self.bios,
-            InterfaceKind::Boot => &mut self.boot,
-            InterfaceKind::Console => &mut self.console,
-            InterfaceKind::Inspect => &mut self.inspect,
-            InterfaceKind::Network => &mut self.network,
-            InterfaceKind::Raid => &mut self.raid,
-            InterfaceKind::Rescue => &mut self.rescue,
-            InterfaceKind::Storage => &mut self.storage,
-            InterfaceKind::Vendor => &mut self.vendor,
-            InterfaceKind::Firmware => &mut self.firmware,
-        }
+        field_of_kind!(kind, &mut self)
     }
 
     pub fn get(&self, kind: InterfaceKind) -> Option<&str> {
-        match kind {
-            InterfaceKind::Deploy => self.deploy.as_deref(),
-            InterfaceKind::Power => self.power.as_deref(),
-            InterfaceKind::Management => self.management.as_deref(),
-            InterfaceKind::Bios => self.bios.as_deref(),
-            InterfaceKind::Boot => self.boot.as_deref(),
-            InterfaceKind::Console => self.console.as_deref(),
-            InterfaceKind::Inspect => self.inspect.as_deref(),
-            InterfaceKind::Network => self.network.as_deref(),
-            InterfaceKind::Raid => self.raid.as_deref(),
-            InterfaceKind::Rescue => self.rescue.as_deref(),
-            InterfaceKind::Storage => self.storage.as_deref(),
-            InterfaceKind::Vendor => self.vendor.as_deref(),
-            InterfaceKind::Firmware => self.firmware.as_deref(),
-        }
+        field_of_kind!(kind, &self).as_deref()
     }
 
     pub fn set(&mut self, kind: InterfaceKind, name: String) {

@@ -236,3 +236,232 @@ async fn a_redfish_deploy_that_times_out_is_powered_off_and_its_iso_ejected(stac
     cluster.assert_no_locks().await;
 }
 }
+
+/// A temporary directory of the test's own (the conductor's HTTP root and dnsmasq files).
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "ferrum-{name}-{}-{}",
+        std::process::id(),
+        crate::util::cluster::free_port()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A cluster whose one conductor boots nodes over the network: `http_root` under `dir`, served
+/// by the conductor itself, and the dnsmasq DHCP provider writing under `dir/dhcp`.
+async fn network_boot_cluster(stack: crate::util::Stack, dir: &std::path::Path) -> Option<Cluster> {
+    let http_port = crate::util::cluster::free_port();
+    Cluster::start(ClusterOptions {
+        stack,
+        conductors: 1,
+        rpc_timeout: 15.0,
+        env: vec![
+            ("FERRUM_DEPLOY_CALLBACK_TIMEOUT", "120".to_owned()),
+            ("FERRUM_CLEAN_CALLBACK_TIMEOUT", "120".to_owned()),
+            ("FERRUM_CHECK_PROVISION_STATE_INTERVAL", "1".to_owned()),
+            ("FERRUM_HTTP_ROOT", dir.join("http").display().to_string()),
+            ("FERRUM_HTTP_BIND", format!("127.0.0.1:{http_port}")),
+            ("FERRUM_HTTP_URL", format!("http://127.0.0.1:{http_port}")),
+            ("FERRUM_DHCP_PROVIDER", "dnsmasq".to_owned()),
+            (
+                "FERRUM_DNSMASQ_DHCP_HOSTSDIR",
+                dir.join("dhcp/hosts").display().to_string(),
+            ),
+            (
+                "FERRUM_DNSMASQ_DHCP_OPTSDIR",
+                dir.join("dhcp/opts").display().to_string(),
+            ),
+        ],
+        ..ClusterOptions::default()
+    })
+    .await
+}
+
+/// What the network boot of node `uuid` (MAC `mac`) leaves behind while its ramdisk does not
+/// run: DHCP ignores the MAC, and neither the node's options nor its boot files remain.
+fn assert_network_boot_withdrawn(dir: &std::path::Path, uuid: &str, mac: &str) {
+    let host = std::fs::read_to_string(dir.join(format!("dhcp/hosts/ironic-{mac}.conf")))
+        .unwrap_or_default();
+    assert_eq!(host, format!("{mac},ignore\n"), "DHCP still serves {mac}");
+    assert!(
+        !dir.join(format!("dhcp/opts/ironic-{uuid}.conf")).exists(),
+        "the node's DHCP options remain"
+    );
+    assert!(
+        !dir.join("http").join(uuid).exists(),
+        "the node's boot files remain"
+    );
+    assert!(
+        !dir.join("http/pxelinux.cfg")
+            .join(mac.replace(':', "-"))
+            .exists(),
+        "the MAC's boot configuration remains"
+    );
+}
+
+on_both_stacks! {
+/// A `redfish` node with the `ipxe` boot interface is cleaned and deployed with the real agent,
+/// its ramdisk booted over the network: each ramdisk boot publishes the deploy kernel and ramdisk
+/// (fetched once into the image cache), an iPXE configuration for the node's MAC and the DHCP
+/// files that hand iPXE the boot script, and sets the next boot to the network; the test's
+/// firmware follows exactly that chain, over the conductor's own HTTP server. Once the ramdisk's
+/// work is done, all of it is withdrawn and the node boots from its disk, persistently.
+async fn an_ipxe_node_boots_its_ramdisk_over_the_network_and_deploys(stack) {
+    if ipa_sandbox().is_none() {
+        return;
+    }
+    let Some(emu) = Emulator::start(EmulatorOptions {
+        power_delay: Some(2),
+        ..EmulatorOptions::default()
+    }) else {
+        return;
+    };
+    let dir = temp_dir("ipxe");
+    let Some(cluster) = network_boot_cluster(stack, &dir).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let kernel = vec![0x4b_u8; 96 << 10];
+    let ramdisk = vec![0x52_u8; 160 << 10];
+    let mut info = emu.driver_info(0);
+    info["deploy_kernel"] = images.add("ipa.kernel", kernel.clone()).into();
+    info["deploy_ramdisk"] = images.add("ipa.initramfs", ramdisk.clone()).into();
+    info["deploy_forces_oob_reboot"] = true.into();
+    let image = raw_disk_image(IMAGE_SIZE, 11);
+    let node = api.create_node(json!({
+        "name": "vm-ipxe",
+        "driver": "redfish",
+        "boot_interface": "ipxe",
+        "deploy_interface": "direct",
+        "driver_info": info,
+        "instance_info": {
+            "image_source": images.add("disk.raw", image.clone()),
+            "image_os_hash_algo": "sha256",
+            "image_os_hash_value": sha256_hex(&image),
+            "image_disk_format": "raw",
+        },
+    })).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let mac = emu.mac(0).await;
+    let firmware = emu.network_firmware(0, &mac, &dir.join("dhcp"));
+    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = api.get(&format!("/v1/nodes/{uuid}/validate")).await;
+    for interface in ["boot", "deploy", "power", "management"] {
+        assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
+    }
+
+    api.accepted(&uuid, "manage").await;
+    wait_state(api, &uuid, "manageable", Duration::from_secs(30), &firmware).await;
+    api.accepted(&uuid, "provide").await;
+    let available = wait_state(api, &uuid, "available", Duration::from_secs(120), &firmware).await;
+    assert!(available["last_error"].is_null(), "{available}");
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+
+    api.accepted(&uuid, "active").await;
+    let active = wait_state(api, &uuid, "active", Duration::from_secs(120), &firmware).await;
+    assert_eq!(active["power_state"], "power on", "{active}");
+    assert!(active["last_error"].is_null(), "{active}");
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+    let system = emu.get(&emu.systems[0]).await;
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Hdd", "{system}");
+    assert_eq!(system["Boot"]["BootSourceOverrideEnabled"], "Continuous", "{system}");
+
+    let events = firmware
+        .events_ending_with(|e| e.contains("booting from Hdd") && e.contains("no ramdisk"), Duration::from_secs(10))
+        .await;
+    let net_boots: Vec<&String> = events.iter().filter(|e| e.contains("network boot: kernel")).collect();
+    assert_eq!(net_boots.len(), 2, "a cleaning and a deploy each boot the ramdisk: {events:?}");
+    let expected = format!("kernel {} bytes, ramdisk {} bytes, agent for {}", kernel.len(), ramdisk.len(), api.base);
+    assert!(net_boots.iter().all(|e| e.contains(&expected)), "{events:?}");
+    assert_eq!((images.served("ipa.kernel"), images.served("ipa.initramfs")), (1, 1), "the image cache fetches each once");
+    let written = firmware.with_log(|log| log.agents[1].disk_prefix(image.len()));
+    assert!(written == image, "the deploy's agent's disk does not hold the image\n{}", firmware.agent_logs());
+    cluster.assert_no_locks().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+}
+
+/// The founding bug on a network-booted node: a deploy whose image fails its checksum ends in
+/// `deploy failed`, naming the checksum, with the node powered off, its network boot withdrawn
+/// (no DHCP, no boot files) and its lock released; the node can be PATCHed and deployed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ipxe_deploy_with_a_bad_checksum_fails_withdraws_its_network_boot_and_can_be_redeployed()
+{
+    if ipa_sandbox().is_none() {
+        return;
+    }
+    let Some(emu) = Emulator::start(EmulatorOptions {
+        power_delay: Some(2),
+        ..EmulatorOptions::default()
+    }) else {
+        return;
+    };
+    let dir = temp_dir("ipxe-fail");
+    let Some(cluster) = network_boot_cluster(crate::util::Stack::Embedded, &dir).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let mut info = emu.driver_info(0);
+    info["deploy_kernel"] = images.add("ipa.kernel", vec![1_u8; 4096]).into();
+    info["deploy_ramdisk"] = images.add("ipa.initramfs", vec![2_u8; 4096]).into();
+    info["deploy_forces_oob_reboot"] = true.into();
+    let image = raw_disk_image(IMAGE_SIZE, 12);
+    let node = api
+        .available_node(json!({
+            "name": "vm-ipxe-fail",
+            "driver": "redfish",
+            "boot_interface": "ipxe",
+            "deploy_interface": "direct",
+            "automated_clean": false,
+            "driver_info": info,
+            "instance_info": {
+                "image_source": images.add("disk.raw", image.clone()),
+                "image_os_hash_algo": "sha256",
+                "image_os_hash_value": sha256_hex(b"not the image"),
+                "image_disk_format": "raw",
+            },
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let mac = emu.mac(0).await;
+    let firmware = emu.network_firmware(0, &mac, &dir.join("dhcp"));
+    let r = api
+        .request(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": mac})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+
+    api.accepted(&uuid, "active").await;
+    let failed = wait_state(
+        api,
+        &uuid,
+        "deploy failed",
+        Duration::from_secs(120),
+        &firmware,
+    )
+    .await;
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.to_lowercase().contains("checksum") || error.contains("hash"),
+        "{failed}"
+    );
+    assert_eq!(failed["power_state"], "power off", "{failed}");
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+    cluster.assert_no_locks().await;
+
+    let r = api.patch(&uuid, json!([{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": sha256_hex(&image)}])).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted(&uuid, "active").await;
+    let active = wait_state(api, &uuid, "active", Duration::from_secs(120), &firmware).await;
+    assert!(active["last_error"].is_null(), "{active}");
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+    cluster.assert_no_locks().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

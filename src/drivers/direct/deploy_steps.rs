@@ -1,7 +1,7 @@
 //! The work of the direct deploy's steps that is more than a call: booting the deploy ramdisk
-//! (with the deploy ISO in the virtual CD for `redfish-virtual-media`), having the agent write
-//! the image, making the node boot from its disk, and powering the node off once the agent is
-//! done. Cleaning boots the ramdisk and ejects the ISO with the same functions.
+//! (prepared by the node's boot interface), having the agent write the image, making the node
+//! boot from its disk, and powering the node off once the agent is done. Cleaning boots the
+//! ramdisk with the same function.
 
 use serde_json::{Value, json};
 
@@ -13,20 +13,20 @@ use super::{
 use crate::{
     config::ImageDownloadSource,
     drivers::{
-        BootDevice, DriverError, ManagementInterface, StepContext, StepDone,
+        DriverError, StepContext, StepDone,
         agent_client::{AgentClient, CommandStatus},
         local_image::LocalImages,
     },
-    node::{JsonObject, Node, PowerState},
+    node::{Node, PowerState},
 };
 
-/// Boots the deploy ramdisk: (re)starts the node, then waits for its agent. With the
-/// `redfish-virtual-media` boot interface the deploy ISO goes into the virtual CD first.
+/// Boots the deploy ramdisk: the node's boot interface prepares its next boot
+/// (`drivers::boot`), then the node is (re)started and the agent waited for.
 pub(super) async fn boot_ramdisk(
     node: &Node,
     ctx: &StepContext<'_>,
 ) -> Result<StepDone, DriverError> {
-    let remember = insert_deploy_iso(node, ctx).await?;
+    let remember = ctx.driver.boot.prepare_ramdisk(node, ctx).await?;
     let power = ctx.driver.power.get_power_state(node).await?;
     match power {
         PowerState::On => ctx.driver.power.reboot(node, POWER_TIMEOUT).await?,
@@ -42,56 +42,6 @@ pub(super) async fn boot_ramdisk(
         remember,
         ..StepDone::wait()
     })
-}
-
-/// The boot interface that inserts the deploy ISO as virtual media.
-const VMEDIA_BOOT: &str = "redfish-virtual-media";
-
-/// With the `redfish-virtual-media` boot interface: the deploy ISO (`driver_info.deploy_iso`,
-/// an http(s) URL) inserted into the node's virtual CD and the CD set as its next boot device
-/// (Ironic's `RedfishVirtualMediaBoot.prepare_ramdisk`, without building an ISO from
-/// `deploy_kernel` and `deploy_ramdisk`, which Ferrum does not do yet). What the management
-/// interface asks to keep is returned to be remembered.
-async fn insert_deploy_iso(node: &Node, ctx: &StepContext<'_>) -> Result<JsonObject, DriverError> {
-    if node.interfaces.boot != VMEDIA_BOOT {
-        return Ok(JsonObject::new());
-    }
-    let iso = node
-        .driver_info
-        .get("deploy_iso")
-        .and_then(Value::as_str)
-        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-        .ok_or_else(|| {
-            DriverError::InvalidParameterValue(format!(
-                "Node {} boots by redfish-virtual-media: driver_info deploy_iso must be the http(s) URL of the deploy ISO (Ferrum does not build one from deploy_kernel and deploy_ramdisk yet)",
-                node.uuid
-            ))
-        })?;
-    let management = &ctx.driver.management;
-    let mut kept = management
-        .attach_virtual_media(node, BootDevice::Cdrom, iso)
-        .await?;
-    kept.extend(
-        management
-            .set_boot_device(node, BootDevice::Cdrom, false)
-            .await?,
-    );
-    Ok(kept)
-}
-
-/// With the `redfish-virtual-media` boot interface: the virtual CD ejected (Ironic's
-/// `_eject_all` of the boot interface, for the CD: Ferrum inserts nothing else).
-pub(super) async fn eject_deploy_iso(
-    node: &Node,
-    management: &dyn ManagementInterface,
-) -> Result<(), DriverError> {
-    if node.interfaces.boot != VMEDIA_BOOT {
-        return Ok(());
-    }
-    management
-        .detach_virtual_media(node, Some(&[BootDevice::Cdrom]))
-        .await
-        .map(|_| ())
 }
 
 /// Has the agent write the image, asynchronously: the deploy waits for the command. A `local`
@@ -161,14 +111,12 @@ pub(super) async fn prepare_instance_boot(
         tracing::error!(node.uuid = %node.uuid, partitions = %uuids,
             "No root UUID returned from the ramdisk for node {}, the deploy will likely fail", node.uuid);
     }
-    // The ramdisk's work is done: its ISO leaves the virtual CD before the disk boots.
-    eject_deploy_iso(node, ctx.driver.management.as_ref())
-        .await
-        .map_err(|e| DriverError::Failed(format!("Failed to prepare instance for booting: {e}")))?;
+    // The ramdisk's boot is undone (its ISO ejected, its network boot withdrawn) and the disk
+    // boots from now on.
     let kept = ctx
         .driver
-        .management
-        .set_boot_device(node, BootDevice::Disk, true)
+        .boot
+        .prepare_instance(node, ctx.driver)
         .await
         .map_err(|e| DriverError::Failed(format!("Failed to prepare instance for booting: {e}")))?;
     done.remember.extend(kept);

@@ -142,6 +142,8 @@ impl Cluster {
             ("FERRUM_TRANSPORT_URL", transport),
             ("FERRUM_TRANSPORT_PREFIX", format!("t{id}")),
             ("FERRUM_API_BIND", format!("127.0.0.1:{port}")),
+            // Where a network-booted ramdisk calls back (`pxe`, `ipxe`).
+            ("FERRUM_API_URL", format!("http://127.0.0.1:{port}")),
             (
                 "FERRUM_LOCK_RETRY_ATTEMPTS",
                 options.lock_retry_attempts.to_string(),

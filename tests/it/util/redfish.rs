@@ -279,6 +279,28 @@ impl Emulator {
     /// The firmware of system `i`, booting ramdisks that talk to the API at `api_url` when the
     /// system boots from its CD holding `iso_url`.
     pub fn firmware(&self, i: usize, api_url: &str, mac: &str, iso_url: &str) -> Firmware {
+        self.watched(i, api_url, mac, iso_url, None)
+    }
+
+    /// The firmware of system `i` as a network boot would have it: when the system is powered
+    /// on to boot from the network, it does what iPXE does with what Ferrum published: asks
+    /// DHCP (the dnsmasq files under `dhcp`: `hosts/`, `opts/`) for its boot file, fetches the
+    /// iPXE script over HTTP, the configuration it chains to for the NIC's MAC, and the kernel
+    /// and ramdisk that names; then starts the agent as the ramdisk would, with the
+    /// `ipa-api-url` of the kernel command line. A step that fails is noted and boots nothing,
+    /// as a machine would sit in its firmware.
+    pub fn network_firmware(&self, i: usize, mac: &str, dhcp: &std::path::Path) -> Firmware {
+        self.watched(i, "", mac, "", Some(dhcp.to_owned()))
+    }
+
+    fn watched(
+        &self,
+        i: usize,
+        api_url: &str,
+        mac: &str,
+        iso_url: &str,
+        dhcp: Option<std::path::PathBuf>,
+    ) -> Firmware {
         let seen = Arc::new(Mutex::new(FirmwareLog::default()));
         let noted = Arc::new(tokio::sync::Notify::new());
         let watch = Watch {
@@ -289,6 +311,7 @@ impl Emulator {
             api_url: api_url.to_owned(),
             mac: mac.to_owned(),
             iso_url: iso_url.to_owned(),
+            dhcp,
             seen: seen.clone(),
             noted: noted.clone(),
         };
@@ -373,8 +396,17 @@ struct Watch {
     api_url: String,
     mac: String,
     iso_url: String,
+    /// The dnsmasq directories of a network boot (`hosts/`, `opts/`).
+    dhcp: Option<std::path::PathBuf>,
     seen: Arc<Mutex<FirmwareLog>>,
     noted: Arc<tokio::sync::Notify>,
+}
+
+/// What a network boot fetched: the kernel command line's API URL and the sizes it read.
+struct NetBooted {
+    api_url: String,
+    kernel: usize,
+    ramdisk: usize,
 }
 
 impl Watch {
@@ -388,6 +420,81 @@ impl Watch {
             return None;
         }
         r.json().await.ok()
+    }
+
+    /// iPXE's part of a network boot over what Ferrum published (see
+    /// [`Emulator::network_firmware`]).
+    async fn net_boot(&self, dhcp: &std::path::Path) -> Result<NetBooted, String> {
+        let read = |path: std::path::PathBuf| {
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let host = read(dhcp.join(format!("hosts/ironic-{}.conf", self.mac)))?;
+        let tag = host
+            .trim()
+            .split(',')
+            .find_map(|field| field.strip_prefix("set:"))
+            .filter(|_| !host.contains(",ignore"))
+            .ok_or_else(|| format!("DHCP ignores {}: {host:?}", self.mac))?
+            .to_owned();
+        let options = read(dhcp.join(format!("opts/ironic-{tag}.conf")))?;
+        let script_url = options
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("tag:{tag},tag:ipxe,67,")))
+            .ok_or_else(|| format!("no iPXE boot file for tag {tag}: {options:?}"))?
+            .to_owned();
+        let get = async |url: &str| -> Result<Vec<u8>, String> {
+            let r = self
+                .http
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            if !r.status().is_success() {
+                return Err(format!("{url}: HTTP {}", r.status()));
+            }
+            Ok(r.bytes().await.map_err(|e| format!("{url}: {e}"))?.to_vec())
+        };
+        let script = String::from_utf8_lossy(&get(&script_url).await?).into_owned();
+        if !script.starts_with("#!ipxe")
+            || !script.contains("pxelinux.cfg/${net${netid}/mac:hexhyp}")
+        {
+            return Err(format!(
+                "{script_url} is not the chaining iPXE script: {script:?}"
+            ));
+        }
+        let base = script_url
+            .rsplit_once('/')
+            .map(|(b, _)| b)
+            .unwrap_or_default();
+        let config_url = format!("{base}/pxelinux.cfg/{}", self.mac.replace(':', "-"));
+        let config = String::from_utf8_lossy(&get(&config_url).await?).into_owned();
+        let line = |word: &str| {
+            config
+                .lines()
+                .find_map(|l| l.strip_prefix(word))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{config_url} has no {word}line: {config:?}"))
+        };
+        let kernel_line = line("kernel ")?;
+        let mut words = kernel_line.split_whitespace();
+        let kernel_url = words.next().unwrap_or_default().to_owned();
+        let api_url = words
+            .find_map(|w| w.strip_prefix("ipa-api-url="))
+            .ok_or_else(|| format!("no ipa-api-url on the kernel line {kernel_line:?}"))?
+            .to_owned();
+        let initrd_line = line("initrd ")?;
+        let ramdisk_url = initrd_line
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let kernel = get(&kernel_url).await?.len();
+        let ramdisk = get(&ramdisk_url).await?.len();
+        Ok(NetBooted {
+            api_url,
+            kernel,
+            ramdisk,
+        })
     }
 
     fn note(&self, event: String) {
@@ -421,7 +528,26 @@ impl Watch {
                 };
                 let image = cd["Image"].as_str().unwrap_or_default();
                 let inserted = cd["Inserted"] == true;
-                if target == "Cd" && inserted && image == self.iso_url {
+                if let (Some(dhcp), "Pxe") = (&self.dhcp, target.as_str()) {
+                    match self.net_boot(dhcp).await {
+                        Ok(booted) => {
+                            self.note(format!(
+                                "powered on, network boot: kernel {} bytes, ramdisk {} bytes, agent for {}",
+                                booted.kernel, booted.ramdisk, booted.api_url
+                            ));
+                            let mac = self.mac.clone();
+                            let agent = tokio::task::spawn_blocking(move || {
+                                Agent::start(&booted.api_url, &mac, "16M")
+                            })
+                            .await
+                            .expect("start the agent");
+                            let mut seen = self.seen.lock().expect("firmware log");
+                            seen.agents.extend(agent);
+                            seen.running = true;
+                        }
+                        Err(e) => self.note(format!("powered on, network boot failed: {e}")),
+                    }
+                } else if target == "Cd" && inserted && image == self.iso_url {
                     self.note(format!(
                         "powered on, booting the deploy ISO {image} from Cd"
                     ));

@@ -1,0 +1,230 @@
+//! Boot interfaces (Ironic's `BootInterface`): how a node's next boot is made its agent's ramdisk
+//! for a deploy or a cleaning, how that is undone, and how the node is then made to boot its
+//! written image from its own disk (local boot, Ironic's only mode now).
+//!
+//! - `fake`: nothing to prepare (fake hardware and the sandboxed agent).
+//! - `redfish-virtual-media` ([`vmedia`]): the deploy ISO in the BMC's virtual CD.
+//! - `pxe` and `ipxe` ([`pxe`]): the deploy kernel and ramdisk fetched once into a shared cache
+//!   ([`image_cache`]) and published per node with a boot configuration per MAC, over TFTP
+//!   (`tftp_root`) or HTTP (`http_root`), and the node's MACs allowed DHCP with the boot file
+//!   options while the ramdisk runs ([`dhcp`], Ironic's `dnsmasq` provider).
+//!
+//! A boot interface never writes the database: what it must remember (the MACs it allowed) it
+//! returns as `driver_internal_info` keys, as the other interfaces do.
+
+pub mod dhcp;
+pub mod image_cache;
+pub mod pxe;
+pub mod vmedia;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{BootDevice, Driver, DriverError, Properties, StepContext};
+use crate::node::{JsonObject, Node, management::BootMode};
+
+#[async_trait]
+pub trait BootInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// What it reads from `driver_info`.
+    fn properties(&self) -> Properties {
+        &[]
+    }
+    /// Checks what it needs of the node to boot its ramdisk, without touching hardware.
+    fn validate(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// Makes the node's next boot its agent's ramdisk (Ironic's `prepare_ramdisk`); what it
+    /// returns are `driver_internal_info` keys for the conductor to record.
+    async fn prepare_ramdisk(
+        &self,
+        node: &Node,
+        ctx: &StepContext<'_>,
+    ) -> Result<JsonObject, DriverError>;
+    /// Undoes [`prepare_ramdisk`](BootInterface::prepare_ramdisk) (Ironic's `clean_up_ramdisk`):
+    /// safe to run twice, or with nothing prepared.
+    async fn clean_up_ramdisk(&self, node: &Node, driver: &Driver) -> Result<(), DriverError>;
+    /// Makes the node boot its written image from its own disk from now on (Ironic's
+    /// `prepare_instance` for local boot): the ramdisk's boot undone, then the disk the boot
+    /// device, persistent. What it returns are `driver_internal_info` keys to record.
+    async fn prepare_instance(
+        &self,
+        node: &Node,
+        driver: &Driver,
+    ) -> Result<JsonObject, DriverError> {
+        self.clean_up_ramdisk(node, driver).await?;
+        driver
+            .management
+            .set_boot_device(node, BootDevice::Disk, true)
+            .await
+    }
+}
+
+/// `ipxe` and `pxe`, in Ironic's order of `enabled_boot_interfaces`, sharing their settings.
+pub fn network_boot(
+    config: &crate::config::ConductorConfig,
+) -> Vec<std::sync::Arc<dyn BootInterface>> {
+    let settings = pxe::NetworkBootSettings::new(config);
+    vec![
+        std::sync::Arc::new(pxe::NetworkBoot {
+            ipxe: true,
+            settings: settings.clone(),
+        }),
+        std::sync::Arc::new(pxe::NetworkBoot {
+            ipxe: false,
+            settings,
+        }),
+    ]
+}
+
+/// `fake`: the ramdisk needs no preparing (fake hardware, and the sandboxed agent of the tests,
+/// which runs without a boot).
+pub struct FakeBoot;
+
+#[async_trait]
+impl BootInterface for FakeBoot {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+
+    async fn prepare_ramdisk(
+        &self,
+        _node: &Node,
+        _ctx: &StepContext<'_>,
+    ) -> Result<JsonObject, DriverError> {
+        Ok(JsonObject::new())
+    }
+
+    async fn clean_up_ramdisk(&self, _node: &Node, _driver: &Driver) -> Result<(), DriverError> {
+        Ok(())
+    }
+}
+
+/// Puts a new file at `path`: `make` makes it beside (at the temporary path it is given), then
+/// it is renamed into place, so a reader (dnsmasq, a TFTP or HTTP server, a booting node) sees
+/// the old file or the new one, never half of one. The directory is made if missing.
+pub(crate) async fn replace_file(
+    path: &Path,
+    make: impl AsyncFnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(), DriverError> {
+    if let Some(dir) = path.parent() {
+        tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(|e| io_failed("create", dir, &e))?;
+    }
+    let staged = path.with_extension(format!("new-{}", std::process::id()));
+    let _ = tokio::fs::remove_file(&staged).await;
+    make(&staged)
+        .await
+        .map_err(|e| io_failed("write", &staged, &e))?;
+    tokio::fs::rename(&staged, path)
+        .await
+        .map_err(|e| io_failed("rename into", path, &e))
+}
+
+/// A file operation on `path` that failed, in words.
+pub(crate) fn io_failed(what: &str, path: &Path, e: &std::io::Error) -> DriverError {
+    DriverError::Failed(format!("Cannot {what} {}: {e}", path.display()))
+}
+
+/// Writes `text` at `path` through [`replace_file`].
+pub(crate) async fn write_whole(path: &Path, text: &str) -> Result<(), DriverError> {
+    replace_file(path, async |staged| tokio::fs::write(staged, text).await).await
+}
+
+/// The boot mode a node is deployed in (Ironic's `boot_mode_utils.get_boot_mode`): the
+/// instance's `deploy_boot_mode`, else the `boot_mode` capability, else the mode the node was
+/// last seen in, else UEFI (Ironic's `[deploy]default_boot_mode`).
+pub fn boot_mode_of(node: &Node) -> BootMode {
+    let named = |v: &str| BootMode::parse(&v.trim().to_ascii_lowercase()).ok();
+    node.instance_info
+        .get("deploy_boot_mode")
+        .and_then(Value::as_str)
+        .and_then(named)
+        .or_else(|| capability(node, "boot_mode").and_then(|v| named(&v)))
+        .or_else(|| node.boot_mode.as_deref().and_then(named))
+        .unwrap_or(BootMode::Uefi)
+}
+
+/// A capability of the node (`properties.capabilities`, `"k1:v1,k2:v2"` or an object).
+fn capability(node: &Node, key: &str) -> Option<String> {
+    match node.properties.get("capabilities")? {
+        Value::String(list) => list.split(',').find_map(|pair| {
+            let (k, v) = pair.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_owned())
+        }),
+        Value::Object(map) => map.get(key).and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// The MAC addresses a node boots from over the network: its ports with `pxe_enabled`, as the
+/// agent is shown them (`StepContext::ports`), lower case.
+pub fn pxe_macs(ports: &[Value]) -> Vec<String> {
+    let mut macs: Vec<String> = ports
+        .iter()
+        .filter(|p| p.get("pxe_enabled").and_then(Value::as_bool) != Some(false))
+        .filter_map(|p| p.get("address").and_then(Value::as_str))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    macs.sort();
+    macs.dedup();
+    macs
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(instance_info: Value, properties: Value, boot_mode: Option<&str>) -> Node {
+        let mut node: Node = crate::node::tests_support::node();
+        node.instance_info = serde_json::from_value(instance_info).unwrap();
+        node.properties = serde_json::from_value(properties).unwrap();
+        node.boot_mode = boot_mode.map(str::to_owned);
+        node
+    }
+
+    #[test]
+    fn the_boot_mode_is_the_instances_then_the_capabilitys_then_the_nodes_then_uefi() {
+        let both = node(
+            json!({"deploy_boot_mode": "bios"}),
+            json!({"capabilities": "boot_mode:uefi"}),
+            Some("uefi"),
+        );
+        assert_eq!(boot_mode_of(&both), BootMode::Bios);
+        let capability = node(
+            json!({}),
+            json!({"capabilities": "x:y, boot_mode:bios"}),
+            None,
+        );
+        assert_eq!(boot_mode_of(&capability), BootMode::Bios);
+        let as_object = node(
+            json!({}),
+            json!({"capabilities": {"boot_mode": "bios"}}),
+            None,
+        );
+        assert_eq!(boot_mode_of(&as_object), BootMode::Bios);
+        assert_eq!(
+            boot_mode_of(&node(json!({}), json!({}), Some("bios"))),
+            BootMode::Bios
+        );
+        assert_eq!(
+            boot_mode_of(&node(json!({}), json!({}), None)),
+            BootMode::Uefi
+        );
+    }
+
+    #[test]
+    fn the_pxe_macs_are_the_pxe_enabled_ports_lower_case_once_each() {
+        let ports = [
+            json!({"address": "52:54:00:AA:BB:01", "pxe_enabled": true}),
+            json!({"address": "52:54:00:aa:bb:02", "pxe_enabled": false}),
+            json!({"address": "52:54:00:aa:bb:01", "pxe_enabled": true}),
+        ];
+        assert_eq!(pxe_macs(&ports), vec!["52:54:00:aa:bb:01".to_owned()]);
+    }
+}
