@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{
     DeployInterface, Driver, ManagementInterface, PowerInterface, StepInterface, VendorInterface,
-    fake, redfish,
+    fake, ipmi, redfish,
 };
 use crate::{
     config::ConductorConfig,
@@ -170,7 +170,7 @@ impl Registry {
     }
 
     /// Every hardware type of this build, enabled or not (what the API describes).
-    pub const BUILT: [&'static str; 2] = crate::config::HARDWARE_TYPES;
+    pub const BUILT: [&'static str; 3] = crate::config::HARDWARE_TYPES;
 
     /// The built-in hardware types, the fake deploy waiting at `gate` (for tests; see
     /// [`fake::DeployGate`]).
@@ -184,6 +184,10 @@ impl Registry {
         if enabled("fake-hardware") {
             let fake = fake::hardware_type(gate, config);
             types.insert(fake.name, fake);
+        }
+        if enabled("ipmi") {
+            let ipmi = ipmi::hardware_type(config);
+            types.insert(ipmi.name, ipmi);
         }
         if enabled("redfish") {
             let redfish = redfish::hardware_type(config);
