@@ -469,7 +469,7 @@ mod tests {
             ..ConductorConfig::default()
         });
         assert!(
-            err.contains("For hardware type 'redfish', no default value found for power interface"),
+            err.contains("For hardware type 'ipmi', no default value found for power interface"),
             "{err}"
         );
         let err = check(ConductorConfig {
