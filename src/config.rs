@@ -118,7 +118,7 @@ pub const INSPECTION_HOOKS: &[&str] = &[
 ];
 
 /// Every hardware type of this build (`drivers::Registry` builds them).
-pub const HARDWARE_TYPES: [&str; 2] = ["fake-hardware", "redfish"];
+pub const HARDWARE_TYPES: [&str; 3] = ["fake-hardware", "ipmi", "redfish"];
 
 /// Who may use the API ([`ApiConfig::auth_strategy`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@ pub mod agent_client;
 pub mod boot;
 pub mod direct;
 pub mod fake;
+pub mod ipmi;
 pub mod local_image;
 pub mod redfish;
 mod registry;

@@ -434,7 +434,7 @@ settings! {
             env "FERRUM_CONDUCTOR_METRICS_BIND" flag "conductor-metrics-bind",
             for CONDUCTOR_PROCESS;
         /// The hardware types this conductor offers (Ironic's `[DEFAULT]enabled_hardware_types`;
-        /// Ferrum builds `fake-hardware` and `redfish`); comma-separated in a variable.
+        /// Ferrum builds `fake-hardware`, `ipmi` and `redfish`); comma-separated in a variable.
         enabled_hardware_types: Vec<String> = HARDWARE_TYPES.map(str::to_owned).to_vec(),
             env "FERRUM_ENABLED_HARDWARE_TYPES" flag "enabled-hardware-types", for CONDUCTOR,
             check hardware_types;
@@ -455,6 +455,23 @@ settings! {
         /// The pause between those attempts, seconds (`[redfish]connection_retry_interval`).
         redfish_connection_retry_interval: Duration = Duration::from_secs(4),
             env "FERRUM_REDFISH_CONNECTION_RETRY_INTERVAL" flag "redfish-connection-retry-interval",
+            for CONDUCTOR;
+        /// How long an IPMI command is tried again after it fails, and how long one `ipmitool` may
+        /// run before it is killed, seconds (Ironic's `[ipmi]command_retry_timeout`).
+        ipmi_command_retry_timeout: Duration = Duration::from_secs(60),
+            env "FERRUM_IPMI_COMMAND_RETRY_TIMEOUT" flag "ipmi-command-retry-timeout",
+            for CONDUCTOR, check above_0;
+        /// The least time between two IPMI commands to one BMC, seconds; commands to one BMC
+        /// also never overlap (Ironic's `[ipmi]min_command_interval`; some BMCs crash when
+        /// asked faster).
+        ipmi_min_command_interval: Duration = Duration::from_secs(5),
+            env "FERRUM_IPMI_MIN_COMMAND_INTERVAL" flag "ipmi-min-command-interval",
+            for CONDUCTOR;
+        /// Send the raw IPMI command that turns off the BMC's 60 s expiry of a boot device
+        /// setting before each setting, unless a node's `ipmi_disable_boot_timeout` says
+        /// otherwise (Ironic's `[ipmi]disable_boot_timeout`).
+        ipmi_disable_boot_timeout: bool = true,
+            env "FERRUM_IPMI_DISABLE_BOOT_TIMEOUT" flag "ipmi-disable-boot-timeout",
             for CONDUCTOR;
         /// How often the power state of the nodes this conductor owns is read from their hardware
         /// and compared with the recorded one, seconds; 0 turns the sync off (Ironic's

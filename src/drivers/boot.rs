@@ -3,7 +3,7 @@
 //! written image from its own disk (local boot, Ironic's only mode now).
 //!
 //! - `fake`: nothing to prepare (fake hardware and the sandboxed agent).
-//! - `redfish-virtual-media` ([`vmedia`]): the deploy ISO in the BMC's virtual CD.
+//! - `redfish-virtual-media` (`drivers::redfish`'s `boot.rs`): the deploy ISO in the BMC's virtual CD.
 //! - `pxe` and `ipxe` ([`pxe`]): the deploy kernel and ramdisk fetched once into a shared cache
 //!   ([`image_cache`]) and published per node with a boot configuration per MAC, over TFTP
 //!   (`tftp_root`) or HTTP (`http_root`), and the node's MACs allowed DHCP with the boot file
@@ -15,7 +15,6 @@
 pub mod dhcp;
 pub mod image_cache;
 pub mod pxe;
-pub mod vmedia;
 
 use std::path::Path;
 
@@ -134,29 +133,51 @@ pub(crate) async fn write_whole(path: &Path, text: &str) -> Result<(), DriverErr
     replace_file(path, async |staged| tokio::fs::write(staged, text).await).await
 }
 
-/// The boot mode a node is deployed in (Ironic's `boot_mode_utils.get_boot_mode`): the
-/// instance's `deploy_boot_mode`, else the `boot_mode` capability, else the mode the node was
-/// last seen in, else UEFI (Ironic's `[deploy]default_boot_mode`).
+/// The boot mode a node deploys in (Ironic's `boot_mode_utils.get_boot_mode`): asked for in
+/// `instance_info` (capabilities, or the older `deploy_boot_mode`), else the node's
+/// `properties.capabilities`, else what the deploy recorded, else UEFI (Ironic's default
+/// `[deploy]default_boot_mode`).
 pub fn boot_mode_of(node: &Node) -> BootMode {
-    let named = |v: &str| BootMode::parse(&v.trim().to_ascii_lowercase()).ok();
-    node.instance_info
-        .get("deploy_boot_mode")
-        .and_then(Value::as_str)
-        .and_then(named)
-        .or_else(|| capability(node, "boot_mode").and_then(|v| named(&v)))
-        .or_else(|| node.boot_mode.as_deref().and_then(named))
-        .unwrap_or(BootMode::Uefi)
-}
-
-/// A capability of the node (`properties.capabilities`, `"k1:v1,k2:v2"` or an object).
-fn capability(node: &Node, key: &str) -> Option<String> {
-    match node.properties.get("capabilities")? {
-        Value::String(list) => list.split(',').find_map(|pair| {
-            let (k, v) = pair.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().to_owned())
-        }),
-        Value::Object(map) => map.get(key).and_then(Value::as_str).map(str::to_owned),
-        _ => None,
+    let capability = |value: Option<&Value>, name: &str| -> Option<String> {
+        match value? {
+            Value::Object(map) => map.get(name).map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+            Value::String(text) => {
+                // A JSON object in a string, or Ironic's "key:value,key:value".
+                if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) {
+                    return map.get(name).and_then(Value::as_str).map(str::to_owned);
+                }
+                text.split(',').find_map(|pair| {
+                    let (k, v) = pair.split_once(':')?;
+                    (k.trim() == name).then(|| v.trim().to_owned())
+                })
+            }
+            _ => None,
+        }
+    };
+    let instance_caps = node.instance_info.get("capabilities");
+    if capability(instance_caps, "secure_boot").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return BootMode::Uefi;
+    }
+    let wanted = capability(instance_caps, "boot_mode")
+        .or_else(|| {
+            node.instance_info
+                .get("deploy_boot_mode")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .or_else(|| capability(node.properties.get("capabilities"), "boot_mode"))
+        .or_else(|| {
+            node.driver_internal_info
+                .get("deploy_boot_mode")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+    match wanted.map(|m| m.to_ascii_lowercase()).as_deref() {
+        Some("bios") => BootMode::Bios,
+        _ => BootMode::Uefi,
     }
 }
 
@@ -189,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn the_boot_mode_is_the_instances_then_the_capabilitys_then_the_nodes_then_uefi() {
+    fn the_boot_mode_is_the_instances_then_the_capabilitys_then_uefi() {
         let both = node(
             json!({"deploy_boot_mode": "bios"}),
             json!({"capabilities": "boot_mode:uefi"}),
@@ -208,10 +229,6 @@ mod tests {
             None,
         );
         assert_eq!(boot_mode_of(&as_object), BootMode::Bios);
-        assert_eq!(
-            boot_mode_of(&node(json!({}), json!({}), Some("bios"))),
-            BootMode::Bios
-        );
         assert_eq!(
             boot_mode_of(&node(json!({}), json!({}), None)),
             BootMode::Uefi

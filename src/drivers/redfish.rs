@@ -24,6 +24,7 @@
 //! `BootSourceOverrideMode`, NMIs through the reset type `Nmi`, the system's indicator LED, and
 //! virtual media through the system's (else its managers') `VirtualMedia` members.
 
+mod boot;
 pub mod client;
 mod driver_info;
 mod management;
@@ -32,7 +33,10 @@ mod system;
 
 use std::sync::Arc;
 
-use self::client::{ClientSettings, Connections};
+use self::{
+    boot::VirtualMediaBoot,
+    client::{ClientSettings, Connections},
+};
 pub use self::{
     driver_info::{
         AuthType, RedfishInfo, VerifyCa, parse_driver_info, validate_virtual_media_boot,
@@ -40,10 +44,7 @@ pub use self::{
     management::RedfishManagement,
     power::RedfishPower,
 };
-use super::{
-    HardwareType, NoSteps, NoVendor, boot::vmedia::VirtualMediaBoot, direct::DirectDeploy,
-    local_image::LocalImages,
-};
+use super::{HardwareType, NoSteps, NoVendor, direct::DirectDeploy, local_image::LocalImages};
 use crate::{config::ConductorConfig, node::InterfaceKind};
 
 /// `redfish`, its clients made as `config` says.

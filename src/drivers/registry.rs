@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{
     BootInterface, DeployInterface, Driver, ManagementInterface, PowerInterface, StepInterface,
-    VendorInterface, fake, redfish,
+    VendorInterface, fake, ipmi, redfish,
 };
 use crate::{
     config::ConductorConfig,
@@ -172,7 +172,7 @@ impl Registry {
     }
 
     /// Every hardware type of this build, enabled or not (what the API describes).
-    pub const BUILT: [&'static str; 2] = crate::config::HARDWARE_TYPES;
+    pub const BUILT: [&'static str; 3] = crate::config::HARDWARE_TYPES;
 
     /// The built-in hardware types, the fake deploy waiting at `gate` (for tests; see
     /// [`fake::DeployGate`]).
@@ -186,6 +186,10 @@ impl Registry {
         if enabled("fake-hardware") {
             let fake = fake::hardware_type(gate, config);
             types.insert(fake.name, fake);
+        }
+        if enabled("ipmi") {
+            let ipmi = ipmi::hardware_type(config);
+            types.insert(ipmi.name, ipmi);
         }
         if enabled("redfish") {
             let redfish = redfish::hardware_type(config);
@@ -468,7 +472,7 @@ mod tests {
             ..ConductorConfig::default()
         });
         assert!(
-            err.contains("For hardware type 'redfish', no default value found for power interface"),
+            err.contains("For hardware type 'ipmi', no default value found for power interface"),
             "{err}"
         );
         let err = check(ConductorConfig {

@@ -134,7 +134,7 @@ def cli_suite():
     expect(n["instance_info"], {}, "instance_info cleared by undeploy")
 
     drivers = cli("driver", "list", "-f", "json")
-    expect([d["name"] for d in drivers], ["fake-hardware", "redfish"], "driver list")
+    expect([d["name"] for d in drivers], ["fake-hardware", "ipmi", "redfish"], "driver list")
     d = cli("driver", "show", "fake-hardware", "-f", "json")
     expect(d["name"], "fake-hardware", "driver show")
     expect(len(d["hosts"]) >= 1, True, "driver has hosts")
@@ -171,7 +171,7 @@ def cli_suite():
     expect((conductors[0]["conductor_group"], conductors[0]["alive"]), ("", True), "conductor list")
     host = conductors[0]["hostname"]
     c = cli("conductor", "show", host, "-f", "json")
-    expect((c["hostname"], c["drivers"], c["alive"]), (host, ["fake-hardware", "redfish"], True),
+    expect((c["hostname"], c["drivers"], c["alive"]), (host, ["fake-hardware", "ipmi", "redfish"], True),
            "conductor show")
     expect(show("cli-1")["conductor"], host, "node conductor field")
     expect([x["uuid"] for x in cli("node", "list", "--conductor", host, "-f", "json")], [uuid],
@@ -679,11 +679,11 @@ def sdk_suite():
     n = bm.set_node_provision_state(n, "deleted", wait=True, timeout=30)
     expect(n.provision_state, "available", "sdk undeploy")
     expect([x.name for x in bm.nodes(provision_state="available")], ["sdk-1"], "sdk list filter")
-    expect([d.name for d in bm.drivers()], ["fake-hardware", "redfish"], "sdk drivers")
+    expect([d.name for d in bm.drivers()], ["fake-hardware", "ipmi", "redfish"], "sdk drivers")
     conductors = list(bm.conductors(details=True))
     expect(len(conductors), 1, "sdk conductors")
     c = bm.get_conductor(conductors[0].hostname)
-    expect((c.alive, c.conductor_group, c.drivers), (True, "", ["fake-hardware", "redfish"]),
+    expect((c.alive, c.conductor_group, c.drivers), (True, "", ["fake-hardware", "ipmi", "redfish"]),
            "sdk conductor")
     expect(bm.get_node("sdk-1").conductor, c.hostname, "sdk node conductor")
     bm.add_node_trait(n, "CUSTOM_SDK")

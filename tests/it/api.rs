@@ -242,16 +242,16 @@ async fn maintenance_validate_drivers_and_listing() {
     let r = api.get("/v1/drivers").await;
     assert_eq!(r.status, StatusCode::OK);
     let drivers = r.body["drivers"].as_array().unwrap();
-    // Ironic's default enables redfish beside fake-hardware; so does Ferrum's.
+    // Ironic's default enables ipmi and redfish; Ferrum's also fake-hardware.
     let names: Vec<&str> = drivers.iter().filter_map(|d| d["name"].as_str()).collect();
-    assert_eq!(names, ["fake-hardware", "redfish"]);
+    assert_eq!(names, ["fake-hardware", "ipmi", "redfish"]);
     for d in drivers {
         assert_eq!(d["hosts"], json!([app.host()]), "{d}");
     }
     let r = api.get("/v1/drivers/fake-hardware").await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body["type"], "dynamic");
-    assert_eq!(api.get("/v1/drivers/ipmi").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(api.get("/v1/drivers/idrac").await.status, StatusCode::NOT_FOUND);
 
     // Listing: filters, fields, sorting, and pages whose next link keeps the filters.
     let r = api.get("/v1/nodes?resource_class=big&fields=name,resource_class").await;

@@ -142,11 +142,11 @@ async fn drivers_show_their_interfaces_by_version() {
     assert_eq!(r.status, 406, "fields came with 1.77: {}", r.body);
     let r = app.get("/v1/drivers?detail=maybe").await;
     assert_eq!(r.status, 400, "{}", r.body);
-    let r = app.get("/v1/drivers/ipmi").await;
+    let r = app.get("/v1/drivers/idrac").await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(
         r.fault(),
-        "Could not find the following driver(s) or hardware type(s): ipmi."
+        "Could not find the following driver(s) or hardware type(s): idrac."
     );
 }
 
@@ -172,7 +172,28 @@ async fn driver_properties_and_raid_logical_disk_properties() {
             .values()
             .all(|v| v.as_str().is_some_and(|s| !s.is_empty()))
     );
+    // ipmi: its ipmitool interfaces' properties, the address required.
     let r = app.get("/v1/drivers/ipmi/properties").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for key in [
+        "ipmi_address",
+        "ipmi_password",
+        "ipmi_port",
+        "ipmi_priv_level",
+        "ipmi_protocol_version",
+        "ipmi_terminal_port",
+    ] {
+        assert!(r.body[key].is_string(), "{key}: {}", r.body);
+    }
+    assert!(
+        r.body["ipmi_address"]
+            .as_str()
+            .unwrap()
+            .contains("Required."),
+        "{}",
+        r.body
+    );
+    let r = app.get("/v1/drivers/idrac/properties").await;
     assert_eq!(r.status, 404, "{}", r.body);
 
     let r = app
@@ -211,7 +232,7 @@ async fn driver_properties_and_raid_logical_disk_properties() {
         .await;
     assert_eq!(r.status, 406, "{}", r.body);
     let r = app
-        .get("/v1/drivers/ipmi/raid/logical_disk_properties")
+        .get("/v1/drivers/idrac/raid/logical_disk_properties")
         .await;
     assert_eq!(r.status, 404, "{}", r.body);
 }

@@ -50,11 +50,11 @@ async fn enabled_interfaces_are_configuration() {
     assert_eq!(fake["default_inspect_interface"], "agent", "{fake}");
     assert_eq!(fake["enabled_deploy_interfaces"], json!(["fake", "direct"]), "{fake}");
     let listed = ok(api, "/v1/drivers?detail=True").await;
-    assert_eq!(listed["drivers"][1]["enabled_boot_interfaces"], redfish["enabled_boot_interfaces"], "{listed}");
+    assert_eq!(listed["drivers"][2]["enabled_boot_interfaces"], redfish["enabled_boot_interfaces"], "{listed}");
     assert_eq!(listed["drivers"][0]["enabled_raid_interfaces"], json!(["no-raid"]), "{listed}");
     let conductors = ok(api, "/v1/conductors?detail=True").await;
     for c in conductors["conductors"].as_array().unwrap() {
-        assert_eq!(c["drivers"], json!(["fake-hardware", "redfish"]), "{conductors}");
+        assert_eq!(c["drivers"], json!(["fake-hardware", "ipmi", "redfish"]), "{conductors}");
     }
 
     // New nodes get the defaults.

@@ -36,6 +36,7 @@ mod inprocess;
 mod inspection;
 mod inspection_rules;
 mod interfaces_config;
+mod ipmi;
 mod layers;
 mod limits;
 mod locking;

@@ -156,9 +156,17 @@ async fn boot_cleaning_ramdisk(
     driver: &Driver,
 ) -> std::result::Result<bool, String> {
     let uuid = task.node.uuid.clone();
+    // A ramdisk booted over the network needs the node's MACs; out of band nothing is booted.
+    let ports = if driver.deploy.cleans_in_band() {
+        ports_for_agent(task)
+            .await
+            .map_err(|e| format!("Failed to read the ports of node {uuid}: {e}"))?
+    } else {
+        Vec::new()
+    };
     let context = StepContext {
         driver,
-        ports: &[],
+        ports: &ports,
         config: &task.ctx().config,
     };
     let done = hw(task, driver.deploy.prepare_cleaning(&task.node, &context))

@@ -218,8 +218,10 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             0
         }
     };
-    // The agent is shown the node's ports; only a deploy that has an agent reads them.
-    let ports = if resumed.is_some() {
+    // The agent is shown the node's ports, and a ramdisk booted over the network needs their
+    // MACs: only a deploy that has an agent (in band, as its cleaning) reads them; a fake one
+    // does not, so the hot path has no statement more.
+    let ports = if resumed.is_some() || driver.deploy.cleans_in_band() {
         ports_for_agent(task)
             .await
             .map_err(|e| format!("Failed to read the ports of node {}: {e}", task.node.uuid))?

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod cluster;
 pub mod ipa;
+pub mod ipmi_bmc;
 pub mod link_proxy;
 pub mod load;
 pub mod mysql_template;

@@ -7,13 +7,13 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::BootInterface;
+use super::validate_virtual_media_boot;
 use crate::{
-    drivers::{BootDevice, Driver, DriverError, StepContext, redfish::validate_virtual_media_boot},
+    drivers::{BootDevice, BootInterface, Driver, DriverError, StepContext},
     node::{JsonObject, Node},
 };
 
-pub struct VirtualMediaBoot;
+pub(super) struct VirtualMediaBoot;
 
 #[async_trait]
 impl BootInterface for VirtualMediaBoot {

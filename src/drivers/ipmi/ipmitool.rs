@@ -1,0 +1,239 @@
+//! Running `ipmitool` as Ironic's `_exec_ipmitool` does: a child process (no shell), the
+//! password in a file only its owner reads (`-f`, removed afterwards), killed when it outlives
+//! `command_retry_timeout` (Ironic's `kill_on_timeout`), tried again until that timeout, and at
+//! most one command at a time to one BMC, at least `min_command_interval` after the one before.
+//!
+//! `ipmitool` exits 0 on some refusals (a BMC answering "Set Chassis Boot Parameter 5 failed:
+//! Unspecified error"), so a line of stderr saying `failed` is a failure whatever the exit
+//! status.
+
+use std::{
+    collections::HashMap,
+    io::Write,
+    os::unix::fs::OpenOptionsExt,
+    path::PathBuf,
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::time::Instant;
+
+use super::driver_info::IpmiInfo;
+use crate::drivers::DriverError;
+
+/// How `ipmitool` is run (the conductor's `ipmi_*` settings).
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    /// How long a failing command is tried again, and how long one process may run.
+    pub(super) command_retry_timeout: Duration,
+    /// The least time between two commands to one BMC.
+    pub(super) min_command_interval: Duration,
+}
+
+/// What a command printed.
+#[derive(Debug)]
+pub(super) struct Output {
+    pub(super) stdout: String,
+}
+
+/// The runner a hardware type's interfaces share, so that their commands to one BMC queue up.
+pub(super) struct Ipmitool {
+    settings: Settings,
+    /// Per BMC: when its last command ended. Holding its lock is holding the BMC.
+    bmcs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Instant>>>>>,
+}
+
+impl Ipmitool {
+    pub(super) fn new(settings: Settings) -> Self {
+        Ipmitool {
+            settings,
+            bmcs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn bmc_slot(&self, bmc: String) -> Arc<tokio::sync::Mutex<Option<Instant>>> {
+        let mut bmcs = self.bmcs.lock().unwrap_or_else(|e| e.into_inner());
+        bmcs.entry(bmc).or_default().clone()
+    }
+
+    /// Runs `ipmitool <command>` against the node's BMC, retrying a failure until
+    /// `command_retry_timeout` has passed (Ironic retries every failure when it, not ipmitool,
+    /// does the retries). A failure is Ironic's "IPMI call failed: <command>." with the BMC's
+    /// (or ipmitool's) words.
+    pub(super) async fn run(
+        &self,
+        info: &IpmiInfo,
+        node: &str,
+        command: &[&str],
+    ) -> Result<Output, DriverError> {
+        let Settings {
+            command_retry_timeout: timeout,
+            min_command_interval: interval,
+        } = self.settings;
+        let shown = command.join(" ");
+        let deadline = Instant::now() + timeout;
+        let mut tries_left = if interval.is_zero() {
+            u128::MAX
+        } else {
+            (timeout.as_millis() / interval.as_millis().max(1)).max(1)
+        };
+        let slot = self.bmc_slot(info.bmc());
+        loop {
+            tries_left -= 1;
+            let result = {
+                let mut last = slot.lock().await;
+                if let Some(last) = *last {
+                    tokio::time::sleep_until(last + interval).await;
+                }
+                let result = self.once(info, node, command).await;
+                *last = Some(Instant::now());
+                result
+            };
+            match result {
+                Ok(output) => return Ok(output),
+                Err(reason) if Instant::now() >= deadline || tries_left == 0 => {
+                    tracing::error!(node.uuid = %node,
+                        "IPMI Error while attempting \"{shown}\" for node {node}. Error: {reason}");
+                    return Err(DriverError::Failed(format!(
+                        "IPMI call failed: {shown}. Error: {reason}"
+                    )));
+                }
+                Err(reason) => {
+                    tracing::warn!(node.uuid = %node,
+                        "IPMI Error encountered, retrying \"{shown}\" for node {node}. Error: {reason}");
+                }
+            }
+        }
+    }
+
+    /// One `ipmitool` process; the error is what it (or the BMC through it) said.
+    async fn once(&self, info: &IpmiInfo, node: &str, command: &[&str]) -> Result<Output, String> {
+        let password = PasswordFile::write(node, &info.password)
+            .map_err(|e| format!("Failed to create the password file for ipmitool: {e}"))?;
+        // Ironic's timing arguments when it does the retries: one retransmission, the
+        // interval as ipmitool's timeout (whole seconds, at least one).
+        let ipmitool_timeout = self
+            .settings
+            .min_command_interval
+            .as_secs_f64()
+            .ceil()
+            .max(1.0);
+        let mut child = tokio::process::Command::new("ipmitool");
+        child
+            .args(info.ipmitool_args(&password.path.to_string_lossy()))
+            .args(["-R", "1", "-N", &format!("{ipmitool_timeout}")])
+            .args(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Dropped on timeout: killed, as Ironic's kill_on_timeout.
+            .kill_on_drop(true);
+        let child = child.spawn().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                "ipmitool was not found on the conductor's PATH (install ipmitool)".to_owned()
+            } else {
+                format!("could not start ipmitool: {e}")
+            }
+        })?;
+        let limit = self.settings.command_retry_timeout;
+        let output = match tokio::time::timeout(limit, child.wait_with_output()).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(e)) => return Err(format!("could not run ipmitool: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "ipmitool did not finish within {} s and was killed",
+                    limit.as_secs_f64()
+                ));
+            }
+        };
+        drop(password);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if !output.status.success() {
+            let said = stderr.trim();
+            return Err(if said.is_empty() {
+                format!("ipmitool exited with {}", output.status)
+            } else {
+                said.lines().collect::<Vec<_>>().join("; ")
+            });
+        }
+        if let Some(refusal) = stderr.lines().find(|l| says_failed(l)) {
+            return Err(refusal.trim().to_owned());
+        }
+        Ok(Output { stdout })
+    }
+}
+
+/// Whether a line of ipmitool's stderr, when it exits 0, reports a refusal ("Set Chassis Boot
+/// Parameter 5 failed: ..."); its warnings ("Unable to Get Channel Cipher Suites") are not.
+fn says_failed(line: &str) -> bool {
+    line.contains(" failed")
+}
+
+/// The BMC password in a file only the conductor's user can read, removed when dropped.
+struct PasswordFile {
+    path: PathBuf,
+}
+
+impl PasswordFile {
+    fn write(node: &str, password: &str) -> std::io::Result<PasswordFile> {
+        let path = std::env::temp_dir().join(format!(
+            "ferrum-ipmi-{node}-{}.pw",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        // Made first, so that a failed write still removes the file.
+        let written = PasswordFile { path };
+        // An empty password is a NUL, so that ipmitool does not prompt (as Ironic writes it).
+        let content = if password.is_empty() { "\0" } else { password };
+        file.write_all(content.as_bytes())?;
+        Ok(written)
+    }
+}
+
+impl Drop for PasswordFile {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!(
+                "Could not remove the IPMI password file {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_found_in_stderr() {
+        assert!(says_failed(
+            "Set Chassis Boot Parameter 5 failed: Unspecified error"
+        ));
+        assert!(says_failed(
+            "Set Chassis Power Control to Diag failed: Invalid data field in request"
+        ));
+        assert!(!says_failed("Unable to Get Channel Cipher Suites"));
+        assert!(!says_failed("Chassis Power is on"));
+    }
+
+    #[test]
+    fn the_password_file_is_private_and_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let file = PasswordFile::write("n1", "s3cret").unwrap();
+        let meta = std::fs::metadata(&file.path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&file.path).unwrap(), "s3cret");
+        let path = file.path.clone();
+        drop(file);
+        assert!(!path.exists());
+        let empty = PasswordFile::write("n1", "").unwrap();
+        assert_eq!(std::fs::read(&empty.path).unwrap(), b"\0");
+    }
+}
