@@ -337,7 +337,7 @@ async fn a_wrong_checksum_fails_with_the_agents_error_and_a_redeploy_succeeds(st
 on_both_stacks! {
 /// An agent that never calls back, and one killed while it writes: the callback timeout fails
 /// the deploy, saying which step waited for what, and the node is unlocked and can be torn
-/// down.
+/// down. The two nodes wait out their timeouts side by side.
 async fn a_silent_or_dead_agent_times_out(stack) {
     let Some(cluster) = cluster(stack, 15).await else { return };
     let api = &cluster.api;
@@ -348,38 +348,43 @@ async fn a_silent_or_dead_agent_times_out(stack) {
     images.drip("slow.raw", Duration::from_millis(500));
 
     // Nobody heartbeats.
-    let silent = node_for(api, &random_mac(), &url, &sha256_hex(&raw), "raw").await;
-    api.accepted(&silent, "active").await;
-    let failed = wait_state(api, &silent, "deploy failed", Duration::from_secs(30), None).await;
-    let error = failed["last_error"].as_str().unwrap();
-    assert!(error.starts_with(&format!("Timeout reached while waiting for callback for node {silent}")), "{error}");
-    assert!(error.contains("deploy.deploy waited for the agent's first heartbeat"), "{error}");
-    assert_eq!(failed["power_state"], "power off", "off after the timeout: {failed}");
-    api.accepted(&silent, "deleted").await;
-    wait_state(api, &silent, "available", Duration::from_secs(20), None).await;
+    let silent_node = async {
+        let silent = node_for(api, &random_mac(), &url, &sha256_hex(&raw), "raw").await;
+        api.accepted(&silent, "active").await;
+        let failed = wait_state(api, &silent, "deploy failed", Duration::from_secs(30), None).await;
+        let error = failed["last_error"].as_str().unwrap();
+        assert!(error.starts_with(&format!("Timeout reached while waiting for callback for node {silent}")), "{error}");
+        assert!(error.contains("deploy.deploy waited for the agent's first heartbeat"), "{error}");
+        assert_eq!(failed["power_state"], "power off", "off after the timeout: {failed}");
+        api.accepted(&silent, "deleted").await;
+        wait_state(api, &silent, "available", Duration::from_secs(20), None).await;
+    };
 
     // The agent dies while it writes.
-    let mac = random_mac();
-    let dying = node_for(api, &mac, &url, &sha256_hex(&raw), "raw").await;
-    // The agent starts first and looks the node up until it waits for it: its start (seconds
-    // on a loaded machine) does not count against the callback timeout.
-    let agent = Agent::start(&api.base, &mac, "16M").unwrap();
-    api.accepted(&dying, "active").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let node = api.node(&dying).await;
-        if node["deploy_step"]["step"] == "write_image" && node["provision_state"] == "wait call-back" {
-            break;
+    let dying_node = async {
+        let mac = random_mac();
+        let dying = node_for(api, &mac, &url, &sha256_hex(&raw), "raw").await;
+        // The agent starts first and looks the node up until it waits for it: its start
+        // (seconds on a loaded machine) does not count against the callback timeout.
+        let agent = Agent::start(&api.base, &mac, "16M").unwrap();
+        api.accepted(&dying, "active").await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let node = api.node(&dying).await;
+            if node["deploy_step"]["step"] == "write_image" && node["provision_state"] == "wait call-back" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never wrote: {node}\n{}", agent.log_text());
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(Instant::now() < deadline, "never wrote: {node}\n{}", agent.log_text());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // SIGTERM to its process group: IPA has no graceful shutdown, the write is simply cut.
-    agent.stop();
-    let failed = wait_state(api, &dying, "deploy failed", Duration::from_secs(30), None).await;
-    let error = failed["last_error"].as_str().unwrap();
-    assert!(error.contains("deploy step deploy.write_image waited for the agent to finish it"), "{error}");
-    assert!(failed["reservation"].is_null(), "{failed}");
+        // SIGTERM to its process group: IPA has no graceful shutdown, the write is simply cut.
+        agent.stop();
+        let failed = wait_state(api, &dying, "deploy failed", Duration::from_secs(30), None).await;
+        let error = failed["last_error"].as_str().unwrap();
+        assert!(error.contains("deploy step deploy.write_image waited for the agent to finish it"), "{error}");
+        assert!(failed["reservation"].is_null(), "{failed}");
+    };
+    tokio::join!(silent_node, dying_node);
     cluster.assert_no_locks().await;
 }
 }

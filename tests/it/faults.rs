@@ -17,7 +17,7 @@
 //! no other test process can touch their database. Where a service or a server binary is
 //! missing they say so and return (they fail under `FERRUM_REQUIRE_SERVICES=1`).
 //!
-//! The load (`util/load.rs`): 200 nodes, `fake_deploy_delay` 1.5 s, 16 clients, each deploying
+//! The load (`util/load.rs`): 96 nodes, `fake_deploy_delay` 1.5 s, 16 clients, each deploying
 //! its nodes one after the other, waiting for each to settle, then PATCHing a unique
 //! `extra/<key>`; a client timeout of 15 s (no answer), and the retries of an Ironic client
 //! (503, 409, no answer, connection errors) with backoff until the window closes. Around a
