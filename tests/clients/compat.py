@@ -187,7 +187,8 @@ def cli_suite():
            "driver show: raid and bios interfaces")
     drivers = cli("driver", "list", "--long", "-f", "json")
     expect([(x["name"], x["type"], x["default_inspect_interface"]) for x in drivers],
-           [("fake-hardware", "dynamic", "fake"), ("redfish", "dynamic", "no-inspect")],
+           [("fake-hardware", "dynamic", "fake"), ("ipmi", "dynamic", "no-inspect"),
+            ("redfish", "dynamic", "no-inspect")],
            "driver list --long")
     expect(drivers[0]["enabled_rescue_interfaces"], "fake, no-rescue",
            "driver list --long: rescue interfaces")
