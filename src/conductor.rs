@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod allocations;
+mod children;
 pub mod dispatch;
 pub mod flows;
 pub mod image_server;

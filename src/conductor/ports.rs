@@ -10,10 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{
-    Ctx,
-    task::{change_children, update_child},
-};
+use super::{Ctx, children::update_child, task::change_children};
 use crate::{
     db::{self, children::ChildWrite},
     error::{Error, Result},

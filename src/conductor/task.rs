@@ -28,7 +28,6 @@ use crate::{
     error::{Error, Result},
     node::{Node, NodeChanges, history::HistoryEntry},
     notifications::node as notify_node,
-    rpc::RpcReply,
     states::{self, Event, ProvisionState},
 };
 
@@ -361,38 +360,6 @@ pub async fn change_children(
             )));
         }
         node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
-    }
-}
-
-/// Updates one child of the node (a port, portgroup, volume connector or target) with
-/// [`change_children`], and answers with the child as written: the first of the writes `decide`
-/// chooses (the others follow from it, as a portgroup's physical network its ports').
-pub async fn update_child(
-    ctx: &Ctx,
-    uuid: &str,
-    hint: Option<Node>,
-    deadline: Option<Instant>,
-    decide: impl FnMut(&Node, &Children) -> Result<Vec<ChildWrite>> + Send,
-) -> Result<RpcReply> {
-    let writes = change_children(ctx, uuid, hint, deadline, decide).await?;
-    match writes.into_iter().next() {
-        Some(ChildWrite::UpdatePort(mut port, changes)) => {
-            changes.set_into(&mut port);
-            Ok(RpcReply::Port(Box::new(port)))
-        }
-        Some(ChildWrite::UpdatePortgroup(mut portgroup, changes)) => {
-            changes.set_into(&mut portgroup);
-            Ok(RpcReply::Portgroup(Box::new(portgroup)))
-        }
-        Some(ChildWrite::UpdateConnector(mut connector, changes)) => {
-            changes.set_into(&mut connector);
-            Ok(RpcReply::VolumeConnector(Box::new(connector)))
-        }
-        Some(ChildWrite::UpdateTarget(mut target, changes)) => {
-            changes.set_into(&mut target);
-            Ok(RpcReply::VolumeTarget(Box::new(target)))
-        }
-        other => Err(Error::internal(format!("a child's update wrote {other:?}"))),
     }
 }
 
