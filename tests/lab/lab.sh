@@ -102,6 +102,13 @@ cmd_setup() {
         apt-get install -y -qq $missing >&2 \
             || { apt-get update -qq >&2 && apt-get install -y -qq $missing >&2; } \
             || fail "apt-get install$missing failed"
+        # A newer qemu-utils (a backport) gives way to qemu-system-x86's own release in the
+        # same install, leaving none: a second pass installs the matching one.
+        missing="$(missing_packages)"
+        if [ -n "$missing" ]; then
+            say "installing$missing (second pass)"
+            apt-get install -y -qq $missing >&2 || fail "apt-get install$missing failed"
+        fi
     fi
     require_tools
 }
