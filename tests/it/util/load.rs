@@ -85,6 +85,10 @@ impl Client {
             http: reqwest::Client::builder()
                 .timeout(timeout)
                 .connect_timeout(Duration::from_secs(2))
+                // The API closes a keep-alive connection idle for `header_read_timeout` (10 s):
+                // a request sent on it just then fails on the connection. A client keeps idle
+                // connections for less, as HTTP clients facing such servers do.
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .expect("http client"),
             base: base.to_owned(),
@@ -112,7 +116,14 @@ impl Client {
             if e.is_timeout() {
                 Outcome::NoAnswer
             } else {
-                Outcome::ConnError(e.to_string())
+                // With its causes: "error sending request" alone does not say what broke.
+                let mut said = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    said.push_str(&format!(": {c}"));
+                    cause = c.source();
+                }
+                Outcome::ConnError(said)
             }
         };
         let resp = match req.send().await {
