@@ -202,14 +202,11 @@ static FIELDS: &[Field<Allocation>] = &[
 /// A new allocation (state `allocating`) as a create request's `body` asks for it; the
 /// request's `node` (1.58) is not a field and was taken out by the API.
 pub fn from_create(body: JsonObject) -> Result<Allocation> {
-    let mut allocation = Allocation {
-        uuid: uuid::Uuid::new_v4().to_string(),
+    let allocation = Allocation {
         state: ALLOCATING.to_owned(),
-        created_at: crate::node::now(),
-        ..Allocation::default()
+        ..Allocation::new_record()
     };
-    crate::patch::changes_for_create(&allocation, body)?.set_into(&mut allocation);
-    Ok(allocation)
+    crate::patch::created(allocation, body)
 }
 
 /// Whether `node` has every trait of `traits`.

@@ -45,11 +45,5 @@ static FIELDS: &[Field<Chassis>] = &[
 
 /// A new chassis as a create request's `body` asks for it.
 pub fn from_create(body: JsonObject) -> Result<Chassis> {
-    let mut chassis = Chassis {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        created_at: crate::node::now(),
-        ..Chassis::default()
-    };
-    crate::patch::changes_for_create(&chassis, body)?.set_into(&mut chassis);
-    Ok(chassis)
+    crate::patch::created(Chassis::new_record(), body)
 }

@@ -233,16 +233,29 @@ mod tests {
         None
     }
 
+    /// What `script` prints, run by pycdlib's `python` with the path of a file holding `iso`.
+    fn run_pycdlib(python: &str, script: &str, iso: &[u8]) -> String {
+        let path =
+            std::env::temp_dir().join(format!("ferrum-configdrive-{}.iso", uuid::Uuid::new_v4()));
+        std::fs::write(&path, iso).expect("write iso");
+        let out = std::process::Command::new(python)
+            .args(["-c", script])
+            .arg(&path)
+            .output()
+            .expect("run python");
+        let _ = std::fs::remove_file(&path);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "pycdlib failed: {stderr}\n{stdout}");
+        stdout
+    }
+
     /// Reads the drive back with pycdlib, an ISO reader independent of this writer.
     #[test]
     fn pycdlib_reads_the_drive() {
         let Some(python) = pycdlib_python() else {
             return;
         };
-        let iso = unpack(&sample());
-        let path =
-            std::env::temp_dir().join(format!("ferrum-configdrive-{}.iso", uuid::Uuid::new_v4()));
-        std::fs::write(&path, &iso).expect("write iso");
         let script = r#"
 import io, sys, pycdlib
 iso = pycdlib.PyCdlib()
@@ -261,15 +274,7 @@ for root, dirs, files in iso.walk(iso_path="/"):
         print("ISO", root.rstrip("/") + "/" + f)
 iso.close()
 "#;
-        let out = std::process::Command::new(&python)
-            .args(["-c", script])
-            .arg(&path)
-            .output()
-            .expect("run python");
-        let _ = std::fs::remove_file(&path);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "pycdlib failed: {stderr}\n{stdout}");
+        let stdout = run_pycdlib(&python, script, &unpack(&sample()));
         eprintln!("{stdout}");
         assert!(stdout.contains("PVD config-2\n"), "{stdout}");
         assert!(stdout.contains("JOLIET config-2\n"), "{stdout}");
@@ -324,10 +329,6 @@ iso.close()
         let big = vec![b'z'; 3 * 2048 + 5];
         let mut files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
         files.push(("d/big", &big));
-        let iso = iso9660::image("config-2", &files);
-        let path =
-            std::env::temp_dir().join(format!("ferrum-configdrive-{}.iso", uuid::Uuid::new_v4()));
-        std::fs::write(&path, &iso).expect("write iso");
         let script = r#"
 import io, sys, pycdlib
 iso = pycdlib.PyCdlib()
@@ -343,15 +344,7 @@ iso.get_file_from_iso_fp(out, joliet_path="/d/file_number_119.txt;1")
 print("last", out.getvalue().decode())
 iso.close()
 "#;
-        let out = std::process::Command::new(&python)
-            .args(["-c", script])
-            .arg(&path)
-            .output()
-            .expect("run python");
-        let _ = std::fs::remove_file(&path);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "pycdlib failed: {stderr}\n{stdout}");
+        let stdout = run_pycdlib(&python, script, &iso9660::image("config-2", &files));
         assert_eq!(
             stdout,
             "joliet_path 121\niso_path 121\nbig 6149 True\nlast x\n"

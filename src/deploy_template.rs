@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::{
     error::{Error, Result},
     node::{Json, JsonObject},
-    resource::{self, Field, Reset, Resource, Write, set_if},
+    resource::{self, Field, Reset, Write, set_if},
     steps::{DeployStep, DriverStep, StepSchema},
 };
 
@@ -28,18 +28,12 @@ resource::record_type! {
     }
 }
 
-impl Resource for DeployTemplate {
-    type Changes = DeployTemplateChanges;
-    const COLLECTION: &'static str = "deploy_templates";
-
-    fn fields() -> &'static [Field<DeployTemplate>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(
+    DeployTemplate,
+    DeployTemplateChanges,
+    "deploy_templates",
+    FIELDS
+);
 
 /// The API minor version that introduced deploy templates.
 pub const SINCE: u32 = 55;
@@ -100,18 +94,8 @@ pub fn read_steps(v: Value) -> Result<Vec<DeployStep>> {
 
 /// A new template as a create request's `body` asks for it: `name` and `steps` are required.
 pub fn from_create(body: JsonObject) -> Result<DeployTemplate> {
-    for key in ["name", "steps"] {
-        if !body.contains_key(key) {
-            return Err(TEMPLATE_STEPS.invalid(format!("'{key}' is a required property")));
-        }
-    }
-    let mut template = DeployTemplate {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        created_at: crate::node::now(),
-        ..DeployTemplate::default()
-    };
-    crate::patch::changes_for_create(&template, body)?.set_into(&mut template);
-    Ok(template)
+    TEMPLATE_STEPS.require_name_and_steps(&body)?;
+    crate::patch::created(DeployTemplate::new_record(), body)
 }
 
 /// The traits of the instance being deployed (`instance_info.traits`), whose names pick the

@@ -133,9 +133,15 @@ pub enum StepPoll {
 #[async_trait]
 pub trait PowerInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;
-    fn properties(&self) -> Properties;
-    /// Checks `driver_info` has what this interface needs; no hardware access.
-    fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    /// The `driver_info` keys it reads, with what each means (none by default).
+    fn properties(&self) -> Properties {
+        &[]
+    }
+    /// Checks `driver_info` has what this interface needs; no hardware access. By default it
+    /// needs nothing.
+    fn validate(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
     /// The BMC this interface talks to for `node` (scheme, host and port), so that work on many
     /// nodes can bound its requests to one BMC; None when it talks to none, or the node's
     /// `driver_info` does not say.
@@ -143,37 +149,41 @@ pub trait PowerInterface: Send + Sync + 'static {
         None
     }
     async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError>;
-    async fn set_power_state(
-        &self,
-        node: &Node,
-        target: PowerState,
-        timeout: Duration,
-    ) -> Result<(), DriverError>;
-    async fn reboot(&self, node: &Node, timeout: Duration) -> Result<(), DriverError>;
-    /// Reaches what a client asked for (`PUT .../states/power`), waiting at most `timeout`.
-    /// By default a reboot is [`reboot`](Self::reboot) and the rest
-    /// [`set_power_state`](Self::set_power_state), the soft targets as their hard ones; an
-    /// interface that tells them apart (Redfish's graceful resets) overrides it.
+    /// Reaches `target` (what a client asks with `PUT .../states/power`), waiting at most
+    /// `timeout`. An interface that cannot tell soft from hard treats the soft targets as their
+    /// hard ones.
     async fn change_power(
         &self,
         node: &Node,
         target: PowerTarget,
         timeout: Duration,
+    ) -> Result<(), DriverError>;
+    /// Powers the node on or off: the flows' own power changes.
+    async fn set_power_state(
+        &self,
+        node: &Node,
+        target: PowerState,
+        timeout: Duration,
     ) -> Result<(), DriverError> {
-        if target.reboots() {
-            self.reboot(node, timeout).await
-        } else {
-            self.set_power_state(node, target.resulting_state(), timeout)
-                .await
-        }
+        self.change_power(node, target.into(), timeout).await
+    }
+    async fn reboot(&self, node: &Node, timeout: Duration) -> Result<(), DriverError> {
+        self.change_power(node, PowerTarget::Reboot, timeout).await
     }
 }
 
 #[async_trait]
 pub trait ManagementInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;
-    fn properties(&self) -> Properties;
-    fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    /// The `driver_info` keys it reads, with what each means (none by default).
+    fn properties(&self) -> Properties {
+        &[]
+    }
+    /// Checks `driver_info` has what this interface needs; no hardware access. By default it
+    /// needs nothing.
+    fn validate(&self, _node: &Node) -> Result<(), DriverError> {
+        Ok(())
+    }
     /// The devices the node can be told to boot from.
     async fn supported_boot_devices(&self, node: &Node) -> Result<Vec<BootDevice>, DriverError>;
     /// Makes the node boot from `device` next time (every time with `persistent`). What it

@@ -589,13 +589,12 @@ pub fn from_create(mut body: JsonObject) -> Result<InspectionRule> {
             unreachable!("not a string")
         }
     };
-    let mut rule = InspectionRule {
+    let rule = InspectionRule {
         uuid,
         phase: "main".to_owned(),
-        created_at: crate::node::now(),
-        ..InspectionRule::default()
+        ..InspectionRule::new_record()
     };
-    crate::patch::changes_for_create(&rule, body)?.set_into(&mut rule);
+    let rule = crate::patch::created(rule, body)?;
     validate(&rule)?;
     Ok(rule)
 }

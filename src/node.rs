@@ -263,13 +263,7 @@ pub fn without_agent_boot(info: &JsonObject) -> JsonObject {
     info
 }
 
-/// The time as the database keeps it: UTC, to the microsecond (what both backends store).
-pub fn now() -> NaiveDateTime {
-    use chrono::Timelike;
-    let now = chrono::Utc::now().naive_utc();
-    now.with_nanosecond(now.nanosecond() / 1_000 * 1_000)
-        .unwrap_or(now)
-}
+pub use crate::resource::now;
 
 /// Ironic cuts stored errors to `[DEFAULT]log_in_db_max_size`, 4096 characters.
 pub fn truncate_error(mut message: String) -> String {

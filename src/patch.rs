@@ -248,6 +248,14 @@ fn changes_from<R: Resource>(item: &R, doc: Map<String, Value>) -> Result<R::Cha
     Ok(changes)
 }
 
+/// `template` (a new resource with its defaults) made what a create request's `body` asks for
+/// ([`changes_for_create`]).
+pub fn created<R: Resource>(mut template: R, body: JsonObject) -> Result<R, Error> {
+    let changes = changes_for_create(&template, body)?;
+    template.apply(changes);
+    Ok(template)
+}
+
 /// The changes that make `template` (a new resource with its defaults) what a create request's
 /// `body` asks for. A field that cannot be given at create is refused, as an unknown one is.
 pub fn changes_for_create<R: Resource>(

@@ -26,10 +26,20 @@ pub trait Resource: Sized + 'static {
     fn fields() -> &'static [Field<Self>];
     /// The resource's UUID, for its links.
     fn uuid(&self) -> &str;
+    /// Writes `changes` into the resource.
+    fn apply(&mut self, changes: Self::Changes);
     /// Rules across fields, checked once a patch's or a create's values have been read.
     fn check_changes(&self, _changes: &mut Self::Changes) -> Result<()> {
         Ok(())
     }
+}
+
+/// The time as the database keeps it: UTC, to the microsecond (what both backends store).
+pub fn now() -> NaiveDateTime {
+    use chrono::Timelike;
+    let now = chrono::Utc::now().naive_utc();
+    now.with_nanosecond(now.nanosecond() / 1_000 * 1_000)
+        .unwrap_or(now)
 }
 
 /// What a response is rendered from.
@@ -362,6 +372,21 @@ macro_rules! record_resource {
 
             fn uuid(&self) -> &str {
                 &self.uuid
+            }
+
+            fn apply(&mut self, changes: $changes) {
+                changes.set_into(self);
+            }
+        }
+
+        impl $name {
+            /// A new record: a fresh UUID, created now, the rest defaults.
+            pub fn new_record() -> $name {
+                $name {
+                    uuid: uuid::Uuid::new_v4().to_string(),
+                    created_at: $crate::resource::now(),
+                    ..$name::default()
+                }
             }
         }
     };

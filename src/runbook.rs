@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use crate::{
     error::{Error, Result},
-    node::{Json, JsonObject, validate_length, validate_trait},
+    node::{Json, JsonObject, validate_trait},
     patch::{Op, PatchOp},
-    resource::{self, Field, Reset, Resource, Write, boolean, opt_string, set_if},
+    resource::{self, Field, Reset, Write, boolean, set_if},
     steps::{RunbookStep, StepSchema, UserStep},
 };
 
@@ -42,18 +42,7 @@ resource::record_type! {
     }
 }
 
-impl Resource for Runbook {
-    type Changes = RunbookChanges;
-    const COLLECTION: &'static str = "runbooks";
-
-    fn fields() -> &'static [Field<Runbook>] {
-        FIELDS
-    }
-
-    fn uuid(&self) -> &str {
-        &self.uuid
-    }
-}
+resource::record_resource!(Runbook, RunbookChanges, "runbooks", FIELDS);
 
 /// The API minor version that introduced runbooks.
 pub const SINCE: u32 = 92;
@@ -95,25 +84,7 @@ static FIELDS: &[Field<Runbook>] = &[
             },
         }),
     },
-    Field {
-        name: "description",
-        since: SINCE_TRAITS,
-        show: |v| json!(v.item.description),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Null,
-            get: |_, r| json!(r.description),
-            set: |f, r, v, c| {
-                let description = opt_string(f, v)?;
-                if let Some(description) = &description {
-                    validate_length(f, description, 255)?;
-                }
-                set_if(&mut c.description, description, &r.description);
-                Ok(())
-            },
-        }),
-    },
+    resource::bounded_text_field!("description", description, SINCE_TRAITS, 255),
     Field {
         name: "traits",
         since: SINCE_TRAITS,
@@ -184,25 +155,7 @@ static FIELDS: &[Field<Runbook>] = &[
             },
         }),
     },
-    Field {
-        name: "owner",
-        since: SINCE,
-        show: |v| json!(v.item.owner),
-        write: Some(Write {
-            create: true,
-            patch: true,
-            reset: Reset::Null,
-            get: |_, r| json!(r.owner),
-            set: |f, r, v, c| {
-                let owner = opt_string(f, v)?;
-                if let Some(owner) = &owner {
-                    validate_length(f, owner, 255)?;
-                }
-                set_if(&mut c.owner, owner, &r.owner);
-                Ok(())
-            },
-        }),
-    },
+    resource::bounded_text_field!("owner", owner, SINCE, 255),
     resource::document_field!("extra", extra, SINCE),
     resource::created_at_field!(SINCE),
     resource::updated_at_field!(SINCE),
@@ -235,17 +188,8 @@ fn validate_name(name: &str) -> Result<()> {
 /// A new runbook as a create request's `body` at API `minor` asks for it: `name` and `steps`
 /// are required; below 1.112 the name must be a trait name and becomes the runbook's trait.
 pub fn from_create(body: JsonObject, minor: u32) -> Result<Runbook> {
-    for key in ["name", "steps"] {
-        if !body.contains_key(key) {
-            return Err(RUNBOOK_STEPS.invalid(format!("'{key}' is a required property")));
-        }
-    }
-    let mut runbook = Runbook {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        created_at: crate::node::now(),
-        ..Runbook::default()
-    };
-    crate::patch::changes_for_create(&runbook, body)?.set_into(&mut runbook);
+    RUNBOOK_STEPS.require_name_and_steps(&body)?;
+    let mut runbook = crate::patch::created(Runbook::new_record(), body)?;
     if minor < SINCE_TRAITS {
         validate_trait("name", &runbook.name)?;
         runbook.traits = Json(vec![runbook.name.clone()]);

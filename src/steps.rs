@@ -138,6 +138,17 @@ impl StepSchema {
         Error::InvalidParameterValue(format!("Invalid {}: {reason}", self.what))
     }
 
+    /// A create request's `body` of a resource of steps (a template, a runbook) names both.
+    pub fn require_name_and_steps(&self, body: &JsonObject) -> Result<()> {
+        match ["name", "steps"]
+            .into_iter()
+            .find(|key| !body.contains_key(*key))
+        {
+            Some(key) => Err(self.invalid(format!("'{key}' is a required property"))),
+            None => Ok(()),
+        }
+    }
+
     /// A list of at least one step, each an object of exactly `interface` (a deploying or
     /// cleaning interface: the same list), `step` (a non-empty string), `args` (an object) and
     /// the rank (an integer of at least 0, or a string of digits), no two with the same

@@ -23,14 +23,15 @@ pub mod vifs;
 pub mod vmedia;
 
 use axum::{
-    http::{HeaderValue, StatusCode, header},
+    extract::FromRequestParts,
+    http::{HeaderValue, StatusCode, header, request::Parts},
     response::{IntoResponse, Response},
 };
 use serde_json::Value;
 
 use super::{
     ApiState,
-    extract::{ApiVersion, RequestId},
+    extract::{ApiPath, ApiVersion, RequestId},
     views,
 };
 use crate::{
@@ -39,6 +40,22 @@ use crate::{
     node::{Node, fields},
     rpc::{Route, RpcReply, RpcRequest},
 };
+
+/// What a handler of a request on one node (`/v1/nodes/{id}/...`, the path's one parameter)
+/// reads first, in this order: the negotiated version, the request id, the node's name or UUID
+/// (as the path gives it); with the API's state first.
+pub struct OnNode(pub ApiState, pub ApiVersion, pub RequestId, pub String);
+
+impl FromRequestParts<ApiState> for OnNode {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self> {
+        let version = ApiVersion::from_request_parts(parts, state).await?;
+        let request_id = RequestId::from_request_parts(parts, state).await?;
+        let ApiPath(ident) = ApiPath::<String>::from_request_parts(parts, state).await?;
+        Ok(OnNode(state.clone(), version, request_id, ident))
+    }
+}
 
 /// Refuses a field newer than the negotiated version (406), as Ironic does.
 pub(super) fn require_version(version: ApiVersion, minor: u32, what: &str) -> Result<()> {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{
     ApiState, BaseUrl,
     extract::{ApiPath, ApiVersion, OptionalJson, RequestId},
-    nodes::{call, find},
+    nodes::{OnNode, call, find},
 };
 use crate::{
     error::{Error, Result},
@@ -74,10 +74,7 @@ const PUT_USAGE: &str = "A single node trait may be added via PUT /v1/nodes/<nod
 
 /// PUT /v1/nodes/{id}/traits `{"traits": [...]}`: replaces all of them. 204.
 pub async fn replace(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     OptionalJson(body): OptionalJson<TraitsBody>,
 ) -> Result<StatusCode> {
     let Some(body) = body else {
@@ -119,12 +116,7 @@ pub async fn add(
 }
 
 /// DELETE /v1/nodes/{id}/traits: removes all of them. 204.
-pub async fn remove_all(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
-) -> Result<StatusCode> {
+pub async fn remove_all(OnNode(state, version, request_id, ident): OnNode) -> Result<StatusCode> {
     change(&state, version, &request_id, &ident, |node| {
         RpcRequest::RemoveNodeTraits { node, traits: None }
     })

@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::{
     ApiState, drivers,
     extract::{ApiPath, ApiQuery, ApiVersion, OptionalJson, RequestId},
-    nodes::call_on,
+    nodes::{OnNode, call_on},
 };
 use crate::{
     error::{Error, Result},
@@ -114,10 +114,7 @@ pub async fn node_passthru(
 
 /// GET /v1/nodes/{id}/vendor_passthru/methods.
 pub async fn node_methods(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
 ) -> Result<Json<Value>> {
     let reply = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetNodeVendorPassthruMethods { node }

@@ -36,8 +36,6 @@ pub trait Kind: Listed<Sort = SortKey, Filters = Filters> + NodeChild + Clone {
     const REQUIRED: &'static [&'static str];
     fn template() -> Self;
     fn set_node_uuid(&mut self, uuid: String);
-    /// Writes `changes` into the item.
-    fn apply(&mut self, changes: Self::Changes);
     fn insert(db: &Db, item: &Self) -> impl Future<Output = Result<Self>> + Send;
 }
 
@@ -102,9 +100,6 @@ macro_rules! kind {
             }
             fn set_node_uuid(&mut self, uuid: String) {
                 self.node_uuid = uuid;
-            }
-            fn apply(&mut self, changes: Self::Changes) {
-                changes.set_into(self);
             }
             fn insert(db: &Db, item: &Self) -> impl Future<Output = Result<Self>> + Send {
                 db::volume::$insert(db, item)

@@ -77,27 +77,12 @@ impl PowerInterface for Announced {
         self.inner.validate(node)
     }
 
+    fn bmc(&self, node: &Node) -> Option<String> {
+        self.inner.bmc(node)
+    }
+
     async fn get_power_state(&self, node: &Node) -> std::result::Result<PowerState, DriverError> {
         self.inner.get_power_state(node).await
-    }
-
-    async fn set_power_state(
-        &self,
-        node: &Node,
-        target: PowerState,
-        timeout: Duration,
-    ) -> std::result::Result<(), DriverError> {
-        self.announce(
-            node,
-            target.into(),
-            self.inner.set_power_state(node, target, timeout),
-        )
-        .await
-    }
-
-    async fn reboot(&self, node: &Node, timeout: Duration) -> std::result::Result<(), DriverError> {
-        self.announce(node, PowerTarget::Reboot, self.inner.reboot(node, timeout))
-            .await
     }
 
     async fn change_power(

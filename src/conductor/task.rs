@@ -136,14 +136,8 @@ async fn change_node_waiting(
                 if db::nodes::delete_unlocked(&ctx.db, node.id, node.version, deadline).await? {
                     return Ok((node, None));
                 }
-                not_past(deadline, uuid)?;
-                races += 1;
-                if races > MAX_RACES {
-                    return Err(Error::Conflict(format!(
-                        "Node {uuid} kept changing while it was being deleted; please retry."
-                    )));
-                }
-                node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+                node = read_after_race(ctx, uuid, deadline, &mut races, "it was being deleted")
+                    .await?;
                 continue;
             }
         };
@@ -167,14 +161,7 @@ async fn change_node_waiting(
             });
             return Ok((node, task));
         }
-        not_past(deadline, uuid)?;
-        races += 1;
-        if races > MAX_RACES {
-            return Err(Error::Conflict(format!(
-                "Node {uuid} kept changing while this request was applied; please retry."
-            )));
-        }
-        node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+        node = read_after_race(ctx, uuid, deadline, &mut races, "this request was applied").await?;
     }
 }
 
@@ -196,6 +183,26 @@ fn still_held(ctx: &Ctx, uuid: &str) -> Result<()> {
 
 /// After a write of node `uuid` that did not land: DeadlineExceeded if `deadline` has passed
 /// (the write may have been refused for it, and its caller has stopped waiting anyway).
+/// The node read again after a conditional write found it changed since it was read (`doing`
+/// says what was being written), unless the deadline has passed or it has changed
+/// [`MAX_RACES`] times: then the caller is told to retry.
+async fn read_after_race(
+    ctx: &Ctx,
+    uuid: &str,
+    deadline: Option<Instant>,
+    races: &mut u32,
+    doing: &str,
+) -> Result<Node> {
+    not_past(deadline, uuid)?;
+    *races += 1;
+    if *races > MAX_RACES {
+        return Err(Error::Conflict(format!(
+            "Node {uuid} kept changing while {doing}; please retry."
+        )));
+    }
+    db::nodes::get_by_uuid(&ctx.db, uuid).await
+}
+
 fn not_past(deadline: Option<Instant>, uuid: &str) -> Result<()> {
     if db::deadline::passed(deadline) {
         return Err(Error::DeadlineExceeded {
@@ -352,14 +359,7 @@ pub async fn change_children(
         if let Some(writes) = written {
             return Ok(writes);
         }
-        not_past(deadline, uuid)?;
-        races += 1;
-        if races > MAX_RACES {
-            return Err(Error::Conflict(format!(
-                "Node {uuid} kept changing while this request was applied; please retry."
-            )));
-        }
-        node = db::nodes::get_by_uuid(&ctx.db, uuid).await?;
+        node = read_after_race(ctx, uuid, deadline, &mut races, "this request was applied").await?;
     }
 }
 

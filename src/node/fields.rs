@@ -38,6 +38,10 @@ impl resource::Resource for Node {
         &self.uuid
     }
 
+    fn apply(&mut self, changes: NodeChanges) {
+        changes.set_into(self);
+    }
+
     fn check_changes(&self, changes: &mut NodeChanges) -> Result<()> {
         protection_rules(self, changes)?;
         retirement_rules(self, changes)?;

@@ -54,6 +54,10 @@ impl Resource for Port {
         &self.uuid
     }
 
+    fn apply(&mut self, changes: PortChanges) {
+        changes.set_into(self);
+    }
+
     /// A Smart NIC port names its host and port (Ironic's `LOCAL_LINK_SMART_NIC_VALIDATOR`).
     fn check_changes(&self, changes: &mut PortChanges) -> crate::error::Result<()> {
         let smartnic = changes.is_smartnic.unwrap_or(self.is_smartnic);

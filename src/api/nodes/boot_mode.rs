@@ -3,15 +3,15 @@
 //! the management interface and records the outcome on the node (`boot_mode`, `secure_boot`,
 //! 1.75; or `last_error`).
 
-use axum::{extract::State, response::Response};
+use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{accepted, call, find};
+use super::{OnNode, accepted, call, find};
 use crate::{
     api::{
-        ApiState, BaseUrl,
-        extract::{ApiJson, ApiPath, ApiVersion, RequestId},
+        BaseUrl,
+        extract::{ApiJson, ApiVersion},
     },
     error::{Error, Result},
     node::management::{BootMode, BootSetting, refuse_unstable},
@@ -44,20 +44,11 @@ fn missing_target() -> Error {
 }
 
 pub async fn set_boot_mode(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
+    on: OnNode,
     BaseUrl(base): BaseUrl,
-    ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<TargetBody>,
 ) -> Result<Response> {
-    let request = Request {
-        version,
-        request_id: &request_id,
-        base: &base,
-        ident: &ident,
-    };
-    change(&state, request, body, |target| match target {
+    change(on, &base, body, |target| match target {
         Value::String(name) => Ok(BootSetting::Mode(BootMode::parse(&name)?)),
         other => Err(Error::InvalidParameterValue(format!(
             "Expected string for target: {other}"
@@ -67,20 +58,11 @@ pub async fn set_boot_mode(
 }
 
 pub async fn set_secure_boot(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
+    on: OnNode,
     BaseUrl(base): BaseUrl,
-    ApiPath(ident): ApiPath<String>,
     ApiJson(body): ApiJson<TargetBody>,
 ) -> Result<Response> {
-    let request = Request {
-        version,
-        request_id: &request_id,
-        base: &base,
-        ident: &ident,
-    };
-    change(&state, request, body, |target| {
+    change(on, &base, body, |target| {
         let shown = target.to_string();
         match resource::boolean("target", target)? {
             Some(on) => Ok(BootSetting::SecureBoot(on)),
@@ -92,30 +74,22 @@ pub async fn set_secure_boot(
     .await
 }
 
-/// What a change request names besides its body.
-struct Request<'a> {
-    version: ApiVersion,
-    request_id: &'a RequestId,
-    base: &'a str,
-    ident: &'a str,
-}
-
 /// Reads the body's target as `setting` reads it and asks the node's conductor to change it, the
 /// node not moving (202, as Ironic's).
 async fn change(
-    state: &ApiState,
-    request: Request<'_>,
+    OnNode(state, version, request_id, ident): OnNode,
+    base: &str,
     body: TargetBody,
     setting: impl FnOnce(Value) -> Result<BootSetting>,
 ) -> Result<Response> {
-    let node = find(state, request.ident, request.version).await?;
-    require_endpoint(request.version)?;
+    let node = find(&state, &ident, version).await?;
+    require_endpoint(version)?;
     let setting = setting(body.target.ok_or_else(missing_target)?)?;
     refuse_unstable(&node)?;
     let rpc = RpcRequest::ChangeBootSetting {
         node: Box::new(node),
         setting,
     };
-    call(state, request.request_id, rpc).await?;
-    Ok(accepted(request.base, request.ident))
+    call(&state, &request_id, rpc).await?;
+    Ok(accepted(base, &ident))
 }

@@ -1,14 +1,14 @@
 //! PUT and DELETE /v1/nodes/{id}/maintenance, announced as Ironic's API announces them
 //! (`baremetal.node.maintenance_set.{start,end,error}`, `NodePayload`).
 
-use axum::{extract::State, http::StatusCode};
+use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::{call, find};
+use super::{OnNode, call, find};
 use crate::{
     api::{
         ApiState,
-        extract::{ApiPath, ApiVersion, OptionalJson, RequestId},
+        extract::{OptionalJson, RequestId},
     },
     error::Result,
     node::Node,
@@ -24,10 +24,7 @@ pub struct MaintenanceBody {
 
 /// PUT /v1/nodes/{id}/maintenance: 202; the reason is optional.
 pub async fn set_maintenance(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     OptionalJson(body): OptionalJson<MaintenanceBody>,
 ) -> Result<StatusCode> {
     let node = find(&state, &ident, version).await?;
@@ -74,10 +71,7 @@ const ACTION: &str = "maintenance_set";
 
 /// DELETE /v1/nodes/{id}/maintenance: 202.
 pub async fn unset_maintenance(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
 ) -> Result<StatusCode> {
     let node = find(&state, &ident, version).await?;
     set(&state, &request_id, node, false, None).await

@@ -1,16 +1,13 @@
 //! /v1/nodes/{id}/management: the boot device (GET, PUT, and the devices supported) and NMIs
 //! (PUT `inject_nmi`, API 1.29), each answered by the node's conductor once the driver has.
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Json, http::StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::call_on;
+use super::{OnNode, call_on};
 use crate::{
-    api::{
-        ApiState,
-        extract::{ApiJson, ApiPath, ApiVersion, OptionalJson, RequestId, parse_bool},
-    },
+    api::extract::{ApiJson, OptionalJson, parse_bool},
     error::{Error, Result},
     node::management::BootDevice,
     rpc::{RpcReply, RpcRequest},
@@ -19,10 +16,7 @@ use crate::{
 /// GET .../management/boot_device: `{"boot_device", "persistent"}`, null where the hardware
 /// cannot tell.
 pub async fn get_boot_device(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
 ) -> Result<Json<Value>> {
     let setting = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetBootDevice { node }
@@ -40,10 +34,7 @@ pub async fn get_boot_device(
 
 /// GET .../management/boot_device/supported: `{"supported_boot_devices": [...]}`.
 pub async fn supported_boot_devices(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
 ) -> Result<Json<Value>> {
     let devices = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetSupportedBootDevices { node }
@@ -68,10 +59,7 @@ pub struct BootDeviceBody {
 
 /// PUT .../management/boot_device `{"boot_device", "persistent"?}`: 204 once it is set.
 pub async fn set_boot_device(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     ApiJson(body): ApiJson<BootDeviceBody>,
 ) -> Result<StatusCode> {
     let device = BootDevice::parse(&body.boot_device)?;
@@ -103,10 +91,7 @@ pub struct NoArguments {}
 
 /// PUT .../management/inject_nmi (1.29; 404 before, as Ironic): 204 once injected.
 pub async fn inject_nmi(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     OptionalJson(_): OptionalJson<NoArguments>,
 ) -> Result<StatusCode> {
     call_on(&state, &request_id, version, &ident, |node| {

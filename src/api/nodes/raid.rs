@@ -1,14 +1,11 @@
 //! PUT /v1/nodes/{id}/states/raid (API 1.12): the node's target RAID configuration.
 
-use axum::{extract::State, http::StatusCode};
+use axum::http::StatusCode;
 use serde_json::Value;
 
-use super::{call, find, require_version};
+use super::{OnNode, call, find, require_version};
 use crate::{
-    api::{
-        ApiState,
-        extract::{ApiJson, ApiPath, ApiVersion, RequestId},
-    },
+    api::extract::ApiJson,
     error::{Error, Result},
     rpc::RpcRequest,
 };
@@ -18,10 +15,7 @@ use crate::{
 /// interface that does not support it (`no-raid`) with 404 here: RAID is a standard interface
 /// that a driver may lack.
 pub async fn set_target_raid_config(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<StatusCode> {
     let node = find(&state, &ident, version).await?;

@@ -1,25 +1,13 @@
 //! GET /v1/nodes/{id}/validate: each interface's verdict, from the node's conductor.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde_json::{Value, json};
 
-use super::{call, find};
-use crate::{
-    api::{
-        ApiState,
-        extract::{ApiPath, ApiVersion, RequestId},
-    },
-    error::Result,
-    rpc::RpcRequest,
-};
+use super::{OnNode, call, find};
+use crate::{error::Result, rpc::RpcRequest};
 
 /// GET /v1/nodes/{id}/validate: `{<interface>: {"result": bool|null, "reason"?: str}}`.
-pub async fn validate(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
-) -> Result<Json<Value>> {
+pub async fn validate(OnNode(state, version, request_id, ident): OnNode) -> Result<Json<Value>> {
     let node = find(&state, &ident, version).await?;
     let results = call(
         &state,

@@ -5,7 +5,7 @@
 use axum::{Json, extract::State, http::StatusCode};
 use serde_json::{Value, json};
 
-use super::{find, require_version};
+use super::{OnNode, find, require_version};
 use crate::{
     api::{
         ApiState,
@@ -37,10 +37,7 @@ pub async fn list(
 }
 
 pub async fn attach(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     ApiJson(vif_info): ApiJson<JsonObject>,
 ) -> Result<StatusCode> {
     if vif_info.contains_key("port_uuid") || vif_info.contains_key("portgroup_uuid") {

@@ -3,16 +3,13 @@
 //! before, as Ironic). The body and the device types are checked here as Ironic's
 //! `NodeVmediaController` checks them.
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Json, http::StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::call_on;
+use super::{OnNode, call_on};
 use crate::{
-    api::{
-        ApiState,
-        extract::{ApiJson, ApiPath, ApiQuery, ApiVersion, RequestId},
-    },
+    api::extract::{ApiJson, ApiQuery},
     error::{Error, Result},
     node::JsonObject,
     node::management::{BootDevice, VMEDIA_DEVICES},
@@ -84,10 +81,7 @@ fn read_attach(body: &JsonObject) -> Result<(BootDevice, String, String)> {
 
 /// POST: 204 once attached.
 pub async fn attach(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     ApiJson(body): ApiJson<JsonObject>,
 ) -> Result<StatusCode> {
     let (device_type, image_url, image_download_source) = read_attach(&body)?;
@@ -110,10 +104,7 @@ pub struct DetachQuery {
 
 /// DELETE [?device_types=cdrom,floppy]: 204 once detached (all devices without the filter).
 pub async fn detach(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
+    OnNode(state, version, request_id, ident): OnNode,
     ApiQuery(q): ApiQuery<DetachQuery>,
 ) -> Result<StatusCode> {
     let named: Vec<&str> = q
@@ -146,12 +137,7 @@ pub async fn detach(
 }
 
 /// GET (1.93): what the driver reports, as Ironic returns it (a list of devices).
-pub async fn get(
-    State(state): State<ApiState>,
-    version: ApiVersion,
-    request_id: RequestId,
-    ApiPath(ident): ApiPath<String>,
-) -> Result<Json<Value>> {
+pub async fn get(OnNode(state, version, request_id, ident): OnNode) -> Result<Json<Value>> {
     let media = call_on(&state, &request_id, version, &ident, |node| {
         RpcRequest::GetVirtualMedia { node }
     })

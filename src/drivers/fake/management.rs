@@ -9,7 +9,7 @@ use tracing::info;
 use crate::{
     drivers::{
         BootDevice, BootDeviceSetting, BootMode, DriverError, IndicatorInfo, IndicatorState,
-        Indicators, ManagementInterface, Properties, VMEDIA_DEVICES, unsupported,
+        Indicators, ManagementInterface, VMEDIA_DEVICES, unsupported,
     },
     node::{JsonObject, Node},
 };
@@ -38,15 +38,6 @@ const FAKE_BOOT_DEVICES: [BootDevice; 5] = [
 impl ManagementInterface for FakeManagement {
     fn name(&self) -> &'static str {
         "fake"
-    }
-
-    /// None, as Ironic's fake management.
-    fn properties(&self) -> Properties {
-        &[]
-    }
-
-    fn validate(&self, _node: &Node) -> Result<(), DriverError> {
-        Ok(())
     }
 
     async fn supported_boot_devices(&self, _node: &Node) -> Result<Vec<BootDevice>, DriverError> {

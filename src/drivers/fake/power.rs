@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::{
-    drivers::{DriverError, PowerInterface, Properties},
-    node::{Node, PowerState},
+    drivers::{DriverError, PowerInterface},
+    node::{Node, PowerState, PowerTarget},
 };
 
 pub struct FakePower;
@@ -19,31 +19,23 @@ impl PowerInterface for FakePower {
         "fake"
     }
 
-    /// None, as Ironic's fake power.
-    fn properties(&self) -> Properties {
-        &[]
-    }
-
-    fn validate(&self, _node: &Node) -> Result<(), DriverError> {
-        Ok(())
-    }
-
     /// The fake machine is in whatever state it was last put in (off when new).
     async fn get_power_state(&self, node: &Node) -> Result<PowerState, DriverError> {
         Ok(node.power_state.unwrap_or(PowerState::Off))
     }
 
-    async fn set_power_state(
+    async fn change_power(
         &self,
         node: &Node,
-        target: PowerState,
+        target: PowerTarget,
         _timeout: Duration,
     ) -> Result<(), DriverError> {
-        fake_power_failure(node, target.api_name())
-    }
-
-    async fn reboot(&self, node: &Node, _timeout: Duration) -> Result<(), DriverError> {
-        fake_power_failure(node, "rebooting")
+        let change = if target.reboots() {
+            "rebooting"
+        } else {
+            target.resulting_state().api_name()
+        };
+        fake_power_failure(node, change)
     }
 }
 

@@ -111,23 +111,6 @@ impl PowerInterface for IpmiPower {
         self.power_status(&info, node).await
     }
 
-    async fn set_power_state(
-        &self,
-        node: &Node,
-        target: PowerState,
-        timeout: Duration,
-    ) -> Result<(), DriverError> {
-        let target = match target {
-            PowerState::On => PowerTarget::On,
-            PowerState::Off => PowerTarget::Off,
-        };
-        self.change_power(node, target, timeout).await
-    }
-
-    async fn reboot(&self, node: &Node, timeout: Duration) -> Result<(), DriverError> {
-        self.change_power(node, PowerTarget::Reboot, timeout).await
-    }
-
     async fn change_power(
         &self,
         node: &Node,
