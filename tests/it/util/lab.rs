@@ -7,7 +7,8 @@
 //! otherwise [`Lab::up`] says so loudly and returns None (a failure under
 //! `FERRUM_REQUIRE_SERVICES=1`). Everything is taken down on drop: Ferrum by its PID, the lab by
 //! `lab.sh down` (which stops its processes by PID and deletes the namespace); the state
-//! directory goes too unless the test panicked (then it stays, with every log, for a look).
+//! directory goes too unless the test panicked or `FERRUM_LAB_KEEP=1` (then it stays, with every
+//! log, for a look).
 
 use std::{
     path::{Path, PathBuf},
@@ -332,7 +333,9 @@ fn tail(path: &Path, lines: usize) -> String {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let keep = std::thread::panicking();
+        // FERRUM_LAB_KEEP=1 keeps it after a pass too (Ferrum's log, the serial console, ...).
+        let keep =
+            std::thread::panicking() || std::env::var("FERRUM_LAB_KEEP").is_ok_and(|v| v == "1");
         if let Some(mut child) = self.ferrum.take() {
             let _ = child.kill();
             let _ = child.wait();
