@@ -37,6 +37,7 @@ mod inspection;
 mod inspection_rules;
 mod interfaces_config;
 mod ipmi;
+mod lab;
 mod layers;
 mod limits;
 mod locking;

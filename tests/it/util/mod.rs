@@ -6,6 +6,7 @@ pub mod app;
 pub mod cluster;
 pub mod ipa;
 pub mod ipmi_bmc;
+pub mod lab;
 pub mod link_proxy;
 pub mod load;
 pub mod mysql_template;

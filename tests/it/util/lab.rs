@@ -1,0 +1,355 @@
+//! The virtual bare-metal lab (`tests/lab/`, its README's "contract" section): QEMU VMs that boot
+//! over the network behind `ipmi_sim` BMCs, in a network namespace of their own, with a Ferrum
+//! all-in-one process running INSIDE that namespace (bound to the bridge's 198.51.100.1, where the
+//! VMs' iPXE and agent reach it) and its API forwarded to the host's loopback for the test.
+//!
+//! Needs root (namespaces, taps) and the lab's Debian packages (`tests/lab/lab.sh setup`);
+//! otherwise [`Lab::up`] says so loudly and returns None (a failure under
+//! `FERRUM_REQUIRE_SERVICES=1`). Everything is taken down on drop: Ferrum by its PID, the lab by
+//! `lab.sh down` (which stops its processes by PID and deletes the namespace); the state
+//! directory goes too unless the test panicked or `FERRUM_LAB_KEEP=1` (then it stays, with every
+//! log, for a look).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use super::{
+    cluster::{Api, free_port},
+    services::{not_run, random_suffix},
+};
+
+/// The bridge's address in the namespace: the conductor's side of the lab network.
+pub const HOST_IP: &str = "198.51.100.1";
+/// Where Ferrum's API listens inside the namespace (the agent's `ipa-api-url`).
+pub const API_PORT: u16 = 6385;
+/// Where Ferrum's own HTTP server serves `http_root` inside the namespace (iPXE, images).
+pub const HTTP_PORT: u16 = 8080;
+pub const BMC_USER: &str = "admin";
+pub const BMC_PASSWORD: &str = "ferrum-lab";
+
+fn lab_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/lab.sh")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+/// Runs a command to its end; its output on failure.
+fn run(mut cmd: Command) -> Result<String, String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{cmd:?} failed ({}):\n{text}", out.status))
+    }
+}
+
+fn lab_sh(args: &[&str]) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(lab_script()).args(args);
+    cmd
+}
+
+/// One lab with one VM, and (once [`Lab::start_ferrum`] ran) Ferrum inside it.
+pub struct Lab {
+    pub name: String,
+    /// The lab's state directory (`DIR` of the README).
+    pub dir: PathBuf,
+    /// `uefi` or `bios`: the VM's firmware, and the node's boot mode.
+    pub firmware: String,
+    /// VM 1's MAC.
+    pub mac: String,
+    /// VM 1's BMC, UDP 127.0.0.1:<port> inside the namespace.
+    pub bmc_port: u16,
+    /// The host's way to Ferrum's API (`lab.sh forward --from-host`).
+    pub api: Api,
+    api_host_port: u16,
+    ferrum: Option<Child>,
+}
+
+impl Lab {
+    /// `lab.sh up` with one VM under a unique name. None (announced) without root, the lab's
+    /// packages or the agent's venv (`tests/peers/ipa-sandbox.sh setup`).
+    pub fn up(firmware: &str) -> Option<Lab> {
+        static ANNOUNCED: OnceLock<()> = OnceLock::new();
+        let skip = |why: String| {
+            not_run(
+                &format!("{why}; the lab's end-to-end provisioning test was NOT run"),
+                &ANNOUNCED,
+            );
+        };
+        if !is_root() {
+            skip("the virtual bare-metal lab needs root (namespaces, tap devices)".to_owned());
+            return None;
+        }
+        // `setup` without apt: fails naming the missing packages (CI's `.ci/run` installs them).
+        let mut setup = lab_sh(&["setup"]);
+        setup.env("FERRUM_PEERS_NO_APT", "1");
+        if let Err(e) = run(setup) {
+            skip(format!(
+                "the lab's packages are missing ({e}); 'tests/lab/lab.sh setup'"
+            ));
+            return None;
+        }
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/ipa-sandbox.sh");
+        if let Err(e) = run({
+            let mut c = Command::new("bash");
+            c.arg(venv).arg("setup");
+            c
+        }) {
+            skip(format!("the agent's venv could not be made: {e}"));
+            return None;
+        }
+        let name = format!("lab-it-{}", &random_suffix()[..8]);
+        let dir = std::env::temp_dir().join(format!("ferrum-{name}"));
+        let dir_text = dir.display().to_string();
+        run(lab_sh(&[
+            "up",
+            "--name",
+            &name,
+            "--dir",
+            &dir_text,
+            "--vms",
+            "1",
+            "--firmware",
+            firmware,
+        ]))
+        .unwrap_or_else(|e| panic!("lab.sh up: {e}"));
+        let api_host_port = free_port();
+        let mut lab = Lab {
+            name,
+            dir,
+            firmware: firmware.to_owned(),
+            mac: String::new(),
+            bmc_port: 0,
+            api: Api::new(format!("http://127.0.0.1:{api_host_port}")),
+            api_host_port,
+            ferrum: None,
+        };
+        let env = std::fs::read_to_string(lab.vm_dir().join("vm.env")).expect("vm.env");
+        let var = |key: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .map(|v| v.trim_matches('"').to_owned())
+                .unwrap_or_else(|| panic!("no {key} in vm.env:\n{env}"))
+        };
+        lab.mac = var("MAC").to_lowercase();
+        lab.bmc_port = var("BMC_PORT").parse().expect("BMC_PORT");
+        Some(lab)
+    }
+
+    /// VM 1's directory (`DIR/vms/vm1`).
+    pub fn vm_dir(&self) -> PathBuf {
+        self.dir.join("vms/vm1")
+    }
+
+    /// Everything VM 1 has printed on its serial console so far (all its boots).
+    pub fn serial_log(&self) -> String {
+        String::from_utf8_lossy(
+            &std::fs::read(self.vm_dir().join("serial.log")).unwrap_or_default(),
+        )
+        .into_owned()
+    }
+
+    /// The `ipmi` hardware type's driver_info for VM 1's BMC.
+    pub fn driver_info(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ipmi_address": "127.0.0.1",
+            "ipmi_port": self.bmc_port,
+            "ipmi_username": BMC_USER,
+            "ipmi_password": BMC_PASSWORD,
+        })
+    }
+
+    /// `lab.sh build-ramdisk`: the deploy kernel and initramfs that run the agent in the VM.
+    pub fn build_ramdisk(&self) -> (PathBuf, PathBuf) {
+        let out = self.dir.join("ramdisk");
+        run(lab_sh(&["build-ramdisk", &out.display().to_string()]))
+            .unwrap_or_else(|e| panic!("lab.sh build-ramdisk: {e}"));
+        (out.join("vmlinuz"), out.join("initramfs"))
+    }
+
+    /// `lab.sh build-image` into `file`: the bootable instance image; its sha256.
+    pub fn build_image(&self, file: &Path) -> String {
+        std::fs::create_dir_all(file.parent().expect("a directory")).expect("image directory");
+        let out = run(lab_sh(&["build-image", &file.display().to_string()]))
+            .unwrap_or_else(|e| panic!("lab.sh build-image: {e}"));
+        out.lines()
+            .find_map(|l| l.strip_prefix("sha256 "))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no sha256 line from build-image:\n{out}"))
+            .to_owned()
+    }
+
+    /// Where Ferrum's HTTP server serves from (its `http_root`), on the host's file system.
+    pub fn http_root(&self) -> PathBuf {
+        self.dir.join("http")
+    }
+
+    /// The URL of `http_root` as the VMs reach it.
+    pub fn http_url(&self) -> String {
+        format!("http://{HOST_IP}:{HTTP_PORT}")
+    }
+
+    fn ferrum_log(&self) -> PathBuf {
+        self.dir.join("ferrum.log")
+    }
+
+    /// Starts `ferrum all-in-one` inside the namespace (`lab.sh exec`) on an SQLite file, with
+    /// the lab's DHCP directories, its API and HTTP server on 198.51.100.1, and `env` on top;
+    /// forwards the API to the host and waits until it answers and its conductor is registered.
+    pub async fn start_ferrum(&mut self, env: &[(&str, String)]) {
+        std::fs::create_dir_all(self.http_root()).expect("http root");
+        let dir = |p: &str| self.dir.join(p).display().to_string();
+        let mut settings: Vec<(&str, String)> = vec![
+            (
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+            ),
+            ("RUST_LOG", "info,ferrum=debug".to_owned()),
+            (
+                "FERRUM_DATABASE_URL",
+                format!("sqlite://{}", dir("ferrum.sqlite")),
+            ),
+            ("FERRUM_TRANSPORT_URL", "local".to_owned()),
+            ("FERRUM_CONDUCTOR_HOST", format!("{}-conductor", self.name)),
+            ("FERRUM_HEARTBEAT_INTERVAL", "1".to_owned()),
+            ("FERRUM_API_BIND", format!("{HOST_IP}:{API_PORT}")),
+            ("FERRUM_API_URL", format!("http://{HOST_IP}:{API_PORT}")),
+            ("FERRUM_HTTP_ROOT", dir("http")),
+            ("FERRUM_HTTP_BIND", format!("{HOST_IP}:{HTTP_PORT}")),
+            ("FERRUM_HTTP_URL", self.http_url()),
+            ("FERRUM_TFTP_ROOT", dir("tftp")),
+            ("FERRUM_TFTP_SERVER", HOST_IP.to_owned()),
+            ("FERRUM_DHCP_PROVIDER", "dnsmasq".to_owned()),
+            ("FERRUM_DNSMASQ_DHCP_HOSTSDIR", dir("dhcp-hosts")),
+            ("FERRUM_DNSMASQ_DHCP_OPTSDIR", dir("dhcp-opts")),
+            // Ironic's [pxe]pxe_append_params: the ramdisk's console is the serial log.
+            (
+                "FERRUM_KERNEL_APPEND_PARAMS",
+                "nofb nomodeset console=ttyS0 ipa-debug=1".to_owned(),
+            ),
+        ];
+        settings.extend(env.iter().cloned());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.ferrum_log())
+            .expect("ferrum log");
+        let mut cmd = lab_sh(&["exec", "--name", &self.name, "--"]);
+        cmd.arg(env!("CARGO_BIN_EXE_ferrum"))
+            .arg("all-in-one")
+            .current_dir(&self.dir)
+            .env_clear()
+            .envs(settings)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        // lab.sh execs `ip netns exec`, which execs ferrum: the child's PID is Ferrum's.
+        self.ferrum = Some(cmd.spawn().expect("spawn ferrum in the lab"));
+        let forward = format!("{}:{API_PORT}", self.api_host_port);
+        run(lab_sh(&[
+            "forward",
+            "--name",
+            &self.name,
+            "--dir",
+            &self.dir.display().to_string(),
+            "--from-host",
+            &forward,
+        ]))
+        .unwrap_or_else(|e| panic!("lab.sh forward: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self
+                .ferrum
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("ferrum exited ({status}):\n{}", self.ferrum_log_tail(60));
+            }
+            let drivers = self.api.try_get("/v1/drivers").await;
+            let ready = drivers.is_some_and(|d| {
+                d["drivers"]
+                    .as_array()
+                    .is_some_and(|list| list.iter().any(|x| x["name"] == "ipmi"))
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Ferrum's API never answered through the forward:\n{}",
+                self.ferrum_log_tail(60)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The last `lines` lines of Ferrum's log.
+    pub fn ferrum_log_tail(&self, lines: usize) -> String {
+        tail(&self.ferrum_log(), lines)
+    }
+
+    /// What to show when a phase fails: Ferrum's log, the serial console, dnsmasq's log.
+    pub fn diagnostics(&self) -> String {
+        format!(
+            "--- ferrum ({}) ---\n{}\n--- serial console ---\n{}\n--- dnsmasq ---\n{}\n--- bmc ---\n{}",
+            self.ferrum_log().display(),
+            self.ferrum_log_tail(80),
+            tail(&self.vm_dir().join("serial.log"), 40),
+            tail(&self.dir.join("dnsmasq.log"), 15),
+            tail(&self.vm_dir().join("state/log"), 15),
+        )
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..]
+        .iter()
+        .map(|l| l.chars().take(300).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // FERRUM_LAB_KEEP=1 keeps it after a pass too (Ferrum's log, the serial console, ...).
+        let keep =
+            std::thread::panicking() || std::env::var("FERRUM_LAB_KEEP").is_ok_and(|v| v == "1");
+        if let Some(mut child) = self.ferrum.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let dir = self.dir.display().to_string();
+        let mut args = vec!["down", "--name", &self.name, "--dir", &dir];
+        if !keep {
+            args.push("--rm");
+        }
+        if let Err(e) = run(lab_sh(&args)) {
+            eprintln!("lab.sh down: {e}");
+        }
+        if keep {
+            eprintln!("the lab's state directory (logs, disk) is kept: {dir}");
+        }
+    }
+}
