@@ -61,6 +61,33 @@ async fn wait_serial(lab: &Lab, text: &str, limit: Duration) {
     }
 }
 
+/// Everything that booted the VM's ramdisk over the network is gone: DHCP ignores its MAC, the
+/// node's DHCP options, boot files and the MAC's iPXE configuration are deleted.
+fn assert_network_boot_withdrawn(lab: &Lab, uuid: &str) {
+    let host = std::fs::read_to_string(lab.dir.join(format!("dhcp-hosts/ironic-{}.conf", lab.mac)))
+        .unwrap_or_default();
+    assert_eq!(
+        host,
+        format!("{},ignore\n", lab.mac),
+        "DHCP still serves the VM"
+    );
+    assert!(
+        !lab.dir
+            .join(format!("dhcp-opts/ironic-{uuid}.conf"))
+            .exists(),
+        "the node's DHCP options remain"
+    );
+    assert!(
+        !lab.http_root().join(uuid).exists(),
+        "the node's boot files remain"
+    );
+    let config = lab
+        .http_root()
+        .join("pxelinux.cfg")
+        .join(lab.mac.replace(':', "-"));
+    assert!(!config.exists(), "the MAC's iPXE configuration remains");
+}
+
 /// One phase's time, printed as it ends.
 struct Phases {
     start: Instant,
@@ -168,27 +195,45 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         "the ramdisk never booted"
     );
 
-    let r = api
-        .request_at(
-            "1.56",
-            Method::PUT,
-            &format!("/v1/nodes/{uuid}/states/provision"),
-            Some(json!({"target": "active", "configdrive": {"meta_data": {"hostname": hostname}}})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    // The founding bug on a machine that boots: a deploy that fails (the image's checksum is
+    // wrong) leaves the node `deploy failed`, its lock released, the VM off and its network
+    // boot withdrawn; the node takes a PATCH and deploys again.
+    let deploy = async |api: &Api| {
+        let r = api
+            .request_at(
+                "1.56",
+                Method::PUT,
+                &format!("/v1/nodes/{uuid}/states/provision"),
+                Some(json!({"target": "active", "configdrive": {"meta_data": {"hostname": hostname}}})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    };
+    let wrong = json!([{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": "0".repeat(64)}]);
+    let r = api.patch(&uuid, wrong).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    deploy(&api).await;
+    let failed = wait_state(&api, &lab, &uuid, "deploy failed", Duration::from_secs(900)).await;
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.to_lowercase().contains("checksum") || error.contains("hash"),
+        "{failed}"
+    );
+    assert_eq!(failed["power_state"], "power off", "{failed}");
+    assert_network_boot_withdrawn(&lab, &uuid);
+    phases.done("a deploy with a wrong checksum fails (deploy failed, VM off)");
+    let right =
+        json!([{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": sha256}]);
+    let r = api.patch(&uuid, right).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+
+    deploy(&api).await;
     let active = wait_state(&api, &lab, &uuid, "active", Duration::from_secs(900)).await;
     assert!(active["last_error"].is_null(), "{active}");
     assert_eq!(active["power_state"], "power on", "{active}");
     phases.done("deploy (the agent writes the image and config drive)");
     // The ramdisk's network boot is withdrawn; the BMC boots the VM from its disk.
-    let host_file = lab.dir.join(format!("dhcp-hosts/ironic-{}.conf", lab.mac));
-    let host = std::fs::read_to_string(&host_file).unwrap_or_default();
-    assert_eq!(
-        host,
-        format!("{},ignore\n", lab.mac),
-        "DHCP still serves the VM"
-    );
+    assert_network_boot_withdrawn(&lab, &uuid);
     let boot = std::fs::read_to_string(lab.vm_dir().join("state/boot")).unwrap_or_default();
     assert_eq!(
         boot.trim(),
@@ -209,19 +254,7 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     let available = wait_state(&api, &lab, &uuid, "available", Duration::from_secs(900)).await;
     assert!(available["last_error"].is_null(), "{available}");
     assert_eq!(available["power_state"], "power off", "{available}");
-    let host = std::fs::read_to_string(lab.dir.join(format!("dhcp-hosts/ironic-{}.conf", lab.mac)))
-        .unwrap_or_default();
-    assert_eq!(
-        host,
-        format!("{},ignore\n", lab.mac),
-        "DHCP still serves the VM"
-    );
-    assert!(
-        !lab.dir
-            .join(format!("dhcp-opts/ironic-{uuid}.conf"))
-            .exists(),
-        "the node's DHCP options remain"
-    );
+    assert_network_boot_withdrawn(&lab, &uuid);
     phases.done("undeploy (tear down, cleaning, available)");
     eprintln!(
         "lab end to end ({firmware}): PASS in {:.1} s",
