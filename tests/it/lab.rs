@@ -88,10 +88,11 @@ fn assert_network_boot_withdrawn(lab: &Lab, uuid: &str) {
     assert!(!config.exists(), "the MAC's iPXE configuration remains");
 }
 
-/// One phase's time, printed as it ends.
+/// One phase's time and Ferrum's CPU time in it, printed as it ends.
 struct Phases {
     start: Instant,
     last: Instant,
+    last_cpu: Duration,
 }
 
 impl Phases {
@@ -100,13 +101,20 @@ impl Phases {
         Phases {
             start: now,
             last: now,
+            last_cpu: Duration::ZERO,
         }
     }
 
-    fn done(&mut self, what: &str) {
-        let line = format!("  {what:<58} {:>7.1} s", self.last.elapsed().as_secs_f64());
+    fn done(&mut self, lab: &Lab, what: &str) {
+        let cpu = lab.ferrum_cpu();
+        let line = format!(
+            "  {what:<62} {:>7.1} s  (Ferrum's CPU {:>5.2} s)",
+            self.last.elapsed().as_secs_f64(),
+            cpu.saturating_sub(self.last_cpu).as_secs_f64()
+        );
         eprintln!("{line}");
         self.last = Instant::now();
+        self.last_cpu = cpu;
     }
 
     fn total(&self) -> f64 {
@@ -122,14 +130,14 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     let Some(mut lab) = Lab::up(&firmware) else {
         return;
     };
-    phases.done(&format!(
-        "lab up (1 VM, {firmware}), namespace {}",
-        lab.name
-    ));
+    phases.done(
+        &lab,
+        &format!("lab up (1 VM, {firmware}), namespace {}", lab.name),
+    );
     let (kernel, ramdisk) = lab.build_ramdisk();
     let image = lab.http_root().join("images/instance.qcow2");
     let sha256 = lab.build_image(&image);
-    phases.done("build the deploy ramdisk and the instance image");
+    phases.done(&lab, "build the deploy ramdisk and the instance image");
     lab.start_ferrum(&[
         // ipmi_sim answers at once: Ironic's 5 s between commands would make a third of the run.
         ("FERRUM_IPMI_MIN_COMMAND_INTERVAL", "0.5".to_owned()),
@@ -143,7 +151,7 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         ("FERRUM_SYNC_POWER_STATE_INTERVAL", "0".to_owned()),
     ])
     .await;
-    phases.done("Ferrum all-in-one up inside the namespace");
+    phases.done(&lab, "Ferrum all-in-one up inside the namespace");
     let api = lab.api.clone();
 
     let hostname = format!("{}-instance", lab.name);
@@ -179,17 +187,17 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     for interface in ["boot", "deploy", "power", "management"] {
         assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
     }
-    phases.done("enroll (node, port, validate)");
+    phases.done(&lab, "enroll (node, port, validate)");
 
     api.accepted(&uuid, "manage").await;
     wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
-    phases.done("manage (IPMI power status)");
+    phases.done(&lab, "manage (IPMI power status)");
 
     api.accepted(&uuid, "provide").await;
     let available = wait_state(&api, &lab, &uuid, "available", Duration::from_secs(900)).await;
     assert!(available["last_error"].is_null(), "{available}");
     assert_eq!(available["power_state"], "power off", "{available}");
-    phases.done("provide (automated cleaning by the agent in the VM)");
+    phases.done(&lab, "provide (automated cleaning by the agent in the VM)");
     assert!(
         lab.serial_log().contains("ferrum-lab-ramdisk:"),
         "the ramdisk never booted"
@@ -221,7 +229,10 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     );
     assert_eq!(failed["power_state"], "power off", "{failed}");
     assert_network_boot_withdrawn(&lab, &uuid);
-    phases.done("a deploy with a wrong checksum fails (deploy failed, VM off)");
+    phases.done(
+        &lab,
+        "a deploy with a wrong checksum fails (deploy failed, VM off)",
+    );
     let right =
         json!([{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": sha256}]);
     let r = api.patch(&uuid, right).await;
@@ -231,7 +242,7 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     let active = wait_state(&api, &lab, &uuid, "active", Duration::from_secs(900)).await;
     assert!(active["last_error"].is_null(), "{active}");
     assert_eq!(active["power_state"], "power on", "{active}");
-    phases.done("deploy (the agent writes the image and config drive)");
+    phases.done(&lab, "deploy (the agent writes the image and config drive)");
     // The ramdisk's network boot is withdrawn; the BMC boots the VM from its disk.
     assert_network_boot_withdrawn(&lab, &uuid);
     let boot = std::fs::read_to_string(lab.vm_dir().join("state/boot")).unwrap_or_default();
@@ -248,16 +259,17 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         Duration::from_secs(120),
     )
     .await;
-    phases.done("the image booted from the disk with its host name");
+    phases.done(&lab, "the image booted from the disk with its host name");
 
     api.accepted(&uuid, "deleted").await;
     let available = wait_state(&api, &lab, &uuid, "available", Duration::from_secs(900)).await;
     assert!(available["last_error"].is_null(), "{available}");
     assert_eq!(available["power_state"], "power off", "{available}");
     assert_network_boot_withdrawn(&lab, &uuid);
-    phases.done("undeploy (tear down, cleaning, available)");
+    phases.done(&lab, "undeploy (tear down, cleaning, available)");
     eprintln!(
-        "lab end to end ({firmware}): PASS in {:.1} s",
-        phases.total()
+        "lab end to end ({firmware}): PASS in {:.1} s, Ferrum's CPU {:.2} s in all",
+        phases.total(),
+        lab.ferrum_cpu().as_secs_f64()
     );
 }

@@ -303,6 +303,25 @@ impl Lab {
         }
     }
 
+    /// Ferrum's CPU time so far (user and system, from `/proc/<pid>/stat`); zero before it starts.
+    pub fn ferrum_cpu(&self) -> Duration {
+        let Some(pid) = self.ferrum.as_ref().map(Child::id) else {
+            return Duration::ZERO;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis start at the state (field 3):
+        // utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second on Linux).
+        let fields: Vec<&str> = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.split(' ').collect())
+            .unwrap_or_default();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+            .sum();
+        Duration::from_millis(ticks * 10)
+    }
+
     /// The last `lines` lines of Ferrum's log.
     pub fn ferrum_log_tail(&self, lines: usize) -> String {
         tail(&self.ferrum_log(), lines)
