@@ -113,36 +113,11 @@ async fn wait_state(
     limit: Duration,
     agent: Option<&Agent>,
 ) -> Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let node = api.node(uuid).await;
-        let now = node["provision_state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if now == state && node["reservation"].is_null() {
-            return node;
-        }
-        let settled = [
-            "active",
-            "deploy failed",
-            "available",
-            "manageable",
-            "clean failed",
-        ];
-        let log = || agent.map(Agent::log_text).unwrap_or_default();
-        assert!(
-            !(settled.contains(&now.as_str()) && node["reservation"].is_null()),
-            "node {uuid} reached {now}, not {state}: {node}\n--- agent log ---\n{}",
-            log()
-        );
-        assert!(
-            Instant::now() < deadline,
-            "node {uuid} did not reach {state} in {limit:?}: {node}\n--- agent log ---\n{}",
-            log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let log = || agent.map(Agent::log_text).unwrap_or_default();
+    api.wait_settled(uuid, state, limit, Duration::from_millis(50), || {
+        format!("--- agent log ---\n{}", log())
+    })
+    .await
 }
 
 on_both_stacks! {

@@ -19,33 +19,10 @@ use crate::util::{Api, lab::Lab};
 /// Polls node `uuid` until it is in `state` with its lock released; panics (with the lab's
 /// logs) when it settles elsewhere or `limit` passes.
 async fn wait_state(api: &Api, lab: &Lab, uuid: &str, state: &str, limit: Duration) -> Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let node = api.node(uuid).await;
-        let now = node["provision_state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let unlocked = node["reservation"].is_null();
-        if now == state && unlocked {
-            return node;
-        }
-        let settled = [
-            "active",
-            "deploy failed",
-            "available",
-            "manageable",
-            "clean failed",
-            "enroll",
-        ];
-        if (settled.contains(&now.as_str()) && unlocked) || Instant::now() >= deadline {
-            panic!(
-                "node {uuid} is in {now}, not {state}: {node}\n{}",
-                lab.diagnostics()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    api.wait_settled(uuid, state, limit, Duration::from_millis(500), || {
+        lab.diagnostics()
+    })
+    .await
 }
 
 /// Waits until the serial console holds `text` (the image's boot after `active`).
@@ -61,31 +38,15 @@ async fn wait_serial(lab: &Lab, text: &str, limit: Duration) {
     }
 }
 
-/// Everything that booted the VM's ramdisk over the network is gone: DHCP ignores its MAC, the
-/// node's DHCP options, boot files and the MAC's iPXE configuration are deleted.
+/// [`crate::util::assert_network_boot_withdrawn`] in the lab's directories.
 fn assert_network_boot_withdrawn(lab: &Lab, uuid: &str) {
-    let host = std::fs::read_to_string(lab.dir.join(format!("dhcp-hosts/ironic-{}.conf", lab.mac)))
-        .unwrap_or_default();
-    assert_eq!(
-        host,
-        format!("{},ignore\n", lab.mac),
-        "DHCP still serves the VM"
+    crate::util::assert_network_boot_withdrawn(
+        &lab.dir.join("dhcp-hosts"),
+        &lab.dir.join("dhcp-opts"),
+        &lab.http_root(),
+        uuid,
+        &lab.mac,
     );
-    assert!(
-        !lab.dir
-            .join(format!("dhcp-opts/ironic-{uuid}.conf"))
-            .exists(),
-        "the node's DHCP options remain"
-    );
-    assert!(
-        !lab.http_root().join(uuid).exists(),
-        "the node's boot files remain"
-    );
-    let config = lab
-        .http_root()
-        .join("pxelinux.cfg")
-        .join(lab.mac.replace(':', "-"));
-    assert!(!config.exists(), "the MAC's iPXE configuration remains");
 }
 
 /// One phase's time and Ferrum's CPU time in it, printed as it ends.

@@ -24,34 +24,14 @@ const IMAGE_SIZE: usize = 4 << 20;
 /// Waits until the node is unlocked in `state`, failing at once if it settles in another
 /// stable state, with the firmware's story and the agents' logs.
 async fn wait_state(api: &Api, uuid: &str, state: &str, limit: Duration, fw: &Firmware) -> Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let node = api.node(uuid).await;
-        let now = node["provision_state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if now == state && node["reservation"].is_null() {
-            return node;
-        }
-        let settled = [
-            "active",
-            "deploy failed",
-            "available",
-            "manageable",
-            "clean failed",
-            "enroll",
-        ];
-        let stuck = settled.contains(&now.as_str()) && node["reservation"].is_null();
-        if stuck || Instant::now() >= deadline {
-            panic!(
-                "node {uuid} is in {now}, not {state}: {node}\n--- firmware ---\n{}\n--- agents ---\n{}",
-                fw.events().join("\n"),
-                fw.agent_logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.wait_settled(uuid, state, limit, Duration::from_millis(100), || {
+        format!(
+            "--- firmware ---\n{}\n--- agents ---\n{}",
+            fw.events().join("\n"),
+            fw.agent_logs()
+        )
+    })
+    .await
 }
 
 on_both_stacks! {
@@ -278,25 +258,15 @@ async fn network_boot_cluster(stack: crate::util::Stack, dir: &std::path::Path) 
     .await
 }
 
-/// What the network boot of node `uuid` (MAC `mac`) leaves behind while its ramdisk does not
-/// run: DHCP ignores the MAC, and neither the node's options nor its boot files remain.
+/// [`crate::util::assert_network_boot_withdrawn`] for a test whose DHCP and HTTP roots are
+/// under `dir`.
 fn assert_network_boot_withdrawn(dir: &std::path::Path, uuid: &str, mac: &str) {
-    let host = std::fs::read_to_string(dir.join(format!("dhcp/hosts/ironic-{mac}.conf")))
-        .unwrap_or_default();
-    assert_eq!(host, format!("{mac},ignore\n"), "DHCP still serves {mac}");
-    assert!(
-        !dir.join(format!("dhcp/opts/ironic-{uuid}.conf")).exists(),
-        "the node's DHCP options remain"
-    );
-    assert!(
-        !dir.join("http").join(uuid).exists(),
-        "the node's boot files remain"
-    );
-    assert!(
-        !dir.join("http/pxelinux.cfg")
-            .join(mac.replace(':', "-"))
-            .exists(),
-        "the MAC's boot configuration remains"
+    crate::util::assert_network_boot_withdrawn(
+        &dir.join("dhcp/hosts"),
+        &dir.join("dhcp/opts"),
+        &dir.join("http"),
+        uuid,
+        mac,
     );
 }
 

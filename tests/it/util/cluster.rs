@@ -773,6 +773,44 @@ impl Api {
         }
     }
 
+    /// Polls every `poll` until node `uuid` is in `state` with its lock released, and returns
+    /// it; panics with `context()` (the logs worth reading) as soon as it rests unlocked in
+    /// another stable state, or when `limit` passes.
+    pub async fn wait_settled(
+        &self,
+        uuid: &str,
+        state: &str,
+        limit: Duration,
+        poll: Duration,
+        context: impl Fn() -> String,
+    ) -> Value {
+        const STABLE: [&str; 6] = [
+            "active",
+            "deploy failed",
+            "available",
+            "manageable",
+            "clean failed",
+            "enroll",
+        ];
+        let deadline = Instant::now() + limit;
+        loop {
+            let node = self.node(uuid).await;
+            let now = node["provision_state"].as_str().unwrap_or_default();
+            let unlocked = node["reservation"].is_null();
+            if now == state && unlocked {
+                return node;
+            }
+            let stuck = STABLE.contains(&now) && unlocked;
+            if stuck || Instant::now() >= deadline {
+                panic!(
+                    "node {uuid} is in {now}, not {state} (within {limit:?}): {node}\n{}",
+                    context()
+                );
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+
     /// Polls the allocation `uuid` (at API `version`) until it is no longer `allocating`, as
     /// clients wait for it (`baremetal allocation create --wait`), and returns it.
     pub async fn wait_allocation(&self, version: &str, uuid: &str) -> Value {

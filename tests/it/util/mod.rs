@@ -45,3 +45,30 @@ macro_rules! on_both_stacks {
     };
 }
 pub(crate) use on_both_stacks;
+
+/// Everything that booted node `uuid`'s ramdisk over the network is gone: the DHCP host file of
+/// `mac` in `hosts` says `ignore`, the node's options file in `opts` is deleted, and so are its
+/// boot files and the MAC's iPXE configuration under `http` (the conductor's HTTP root).
+pub fn assert_network_boot_withdrawn(
+    hosts: &std::path::Path,
+    opts: &std::path::Path,
+    http: &std::path::Path,
+    uuid: &str,
+    mac: &str,
+) {
+    let host =
+        std::fs::read_to_string(hosts.join(format!("ironic-{mac}.conf"))).unwrap_or_default();
+    assert_eq!(host, format!("{mac},ignore\n"), "DHCP still serves {mac}");
+    assert!(
+        !opts.join(format!("ironic-{uuid}.conf")).exists(),
+        "the node's DHCP options remain"
+    );
+    assert!(!http.join(uuid).exists(), "the node's boot files remain");
+    assert!(
+        !http
+            .join("pxelinux.cfg")
+            .join(mac.replace(':', "-"))
+            .exists(),
+        "the MAC's boot configuration remains"
+    );
+}
