@@ -18,7 +18,11 @@
 //!
 //! One connection is shared by callers and servers. When it is lost, calls fail with
 //! [`TransportError::Unavailable`] while a supervisor task reconnects with capped
-//! exponential backoff; servers re-attach to their queue on the new connection. A connection
+//! exponential backoff; servers re-attach to their queue on the new connection: to the same
+//! queue if it is still there (the requests the lost consumer held are redelivered to the new
+//! one, and a conductor applies a request id at most once), or, when it went with the lost
+//! consumer, to a new one declared only after [`QUEUE_GONE_HOLD`], so that the callers whose
+//! requests went with it learn it ([`TransportError::Lost`]) rather than wait for their timeout. A connection
 //! whose peer goes silent is lost too, after a few seconds of AMQP heartbeats
 //! ([`HEARTBEAT_SECS`]), on both sides.
 //!
@@ -71,6 +75,11 @@ const HEARTBEAT_SECS: u16 = 2;
 const STOP_CONSUMING_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a call still waiting for its reply checks that its conductor's queue still exists.
 const QUEUE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a conductor whose queue went with its lost connection waits before it declares the
+/// queue again: longer than two queue checks, so that every call waiting for a request that went
+/// with the old queue sees it gone (a queue declared again at once under the same name, between
+/// two checks, hid that, and such a call waited for its full timeout).
+const QUEUE_GONE_HOLD: Duration = Duration::from_millis(2500);
 /// How long a cast waits for its confirm: a blocked broker (memory or disk alarm) sends none.
 const CAST_CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a conductor queue may stay unused (no consumer) before the broker deletes it.
@@ -258,7 +267,7 @@ impl Transport for AmqpTransport {
             attached: attached_tx,
             _supervisor: self.supervisor.clone(),
         };
-        let attached = server.attach().await?;
+        let attached = server.attach(server::Attach::Declare).await?;
         server.attached.send_replace(true);
         Ok(Listener::new(server.run(attached), attached_rx))
     }
@@ -307,6 +316,11 @@ fn check_size(len: usize) -> Result<(), TransportError> {
         )));
     }
     Ok(())
+}
+
+/// Whether the broker refused an operation because its queue does not exist (a channel error).
+fn is_not_found(err: &lapin::Error) -> bool {
+    matches!(err.kind(), lapin::ErrorKind::ProtocolError(e) if e.get_id() == 404)
 }
 
 fn unavailable(err: lapin::Error) -> TransportError {

@@ -192,3 +192,125 @@ async fn calls_fail_fast_while_the_broker_is_away_then_recover() {
         .expect("join")
         .expect("serve");
 }
+
+/// Whether the queue `name` exists, asked on a connection of the test's own.
+async fn queue_exists(connection: &lapin::Connection, name: &str) -> bool {
+    let channel = connection.create_channel().await.expect("channel");
+    let options = lapin::options::QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    match channel
+        .queue_declare(name.into(), options, lapin::types::FieldTable::default())
+        .await
+    {
+        Ok(_) => {
+            let _ = channel.close(200, "OK".into()).await;
+            true
+        }
+        Err(err) if matches!(err.kind(), lapin::ErrorKind::ProtocolError(e) if e.get_id() == 404) => {
+            false
+        }
+        Err(err) => panic!("checking the queue {name}: {err}"),
+    }
+}
+
+/// The fault schedule's lost request: a conductor's broker link goes silent (held, not cut) until
+/// the broker drops it for missed heartbeats, taking its auto-delete queue and the request in it;
+/// the link comes back at that moment, and the conductor re-attaches at once. Had it declared its
+/// queue again at once, the caller's next check would have found a queue and it would have waited
+/// for its whole timeout: it learns its request is lost (`Lost`), and the next call is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_went_with_a_dropped_queue_is_lost_not_left_waiting() {
+    let Some(url) = crate::util::amqp_url() else {
+        return;
+    };
+    let broker: AMQPUri = url
+        .parse()
+        .expect("FERRUM_TEST_AMQP_URL is not an AMQP URL");
+    let link =
+        crate::util::link_proxy::LinkProxy::start(&broker.authority.host, broker.authority.port)
+            .await;
+    let mut through_link = broker.clone();
+    through_link.authority.host = "127.0.0.1".to_owned();
+    through_link.authority.port = link.port;
+    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let server = AmqpTransport::connect(&through_link.to_string(), &prefix)
+        .await
+        .expect("server transport");
+    let client = Arc::new(
+        AmqpTransport::connect(&url, &prefix)
+            .await
+            .expect("client transport"),
+    );
+    let watcher = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+        .await
+        .expect("watching connection");
+    let queue = ferrum::rpc::amqp::conductor_queue(&prefix, "c1");
+    let shutdown = CancellationToken::new();
+    let listener = server
+        .listen("c1", Arc::new(Echo), 4, shutdown.clone())
+        .await
+        .expect("listen");
+    let serving = tokio::spawn(listener.run());
+    drop(server);
+    let timeout = Duration::from_secs(30);
+    let reply = client
+        .call("c1", "req-1", b"ping".to_vec(), timeout)
+        .await
+        .expect("call before the link goes silent");
+    assert_eq!(reply, b"ping");
+
+    link.blackhole(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("c1", "req-2", b"held".to_vec(), timeout).await }
+    });
+    // The broker drops the silent connection after a few missed heartbeats.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while queue_exists(&watcher, &queue).await {
+        assert!(
+            Instant::now() < deadline,
+            "the broker kept the silent connection's queue"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    link.blackhole(false);
+    let restored = Instant::now();
+
+    let outcome = tokio::time::timeout(Duration::from_secs(10), held)
+        .await
+        .expect(
+            "the call whose request went with the queue still waits 10 s after the link is back",
+        )
+        .expect("join");
+    match outcome {
+        Err(TransportError::Lost(host)) => assert_eq!(host, "c1"),
+        // Answered after all: the request reached the conductor before its queue went.
+        Ok(reply) => assert_eq!(reply, b"held"),
+        Err(err) => panic!("the held call ended as {err:?}"),
+    }
+    eprintln!(
+        "the held call ended {:?} after the link came back",
+        restored.elapsed()
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.call("c1", "req-3", b"again".to_vec(), timeout).await {
+            Ok(reply) => {
+                assert_eq!(reply, b"again");
+                break;
+            }
+            Err(err) => assert!(Instant::now() < deadline, "not served again: {err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), serving)
+        .await
+        .expect("serve returns")
+        .expect("join")
+        .expect("serve");
+}

@@ -1,5 +1,5 @@
 //! The server side: a conductor's queue declared and consumed on a channel of its own, attached
-//! again whenever the consumer is lost, each delivery handled in a task of its own (bounded by
+//! again whenever the consumer is lost (see [`Server::run`]), each delivery handled in a task of its own (bounded by
 //! the prefetch), replied to and acked, or rejected without requeue.
 
 use std::{panic::AssertUnwindSafe, sync::Arc};
@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::{
-    CONNECT_TIMEOUT, QUEUE_EXPIRES, RECONNECT_MAX, RECONNECT_MIN, STOP_CONSUMING_TIMEOUT,
-    StopOnDrop, check_size, request_id,
+    CONNECT_TIMEOUT, QUEUE_EXPIRES, QUEUE_GONE_HOLD, RECONNECT_MAX, RECONNECT_MIN,
+    STOP_CONSUMING_TIMEOUT, StopOnDrop, check_size, is_not_found, request_id,
     session::{Session, live_session},
     unavailable,
 };
@@ -48,13 +48,24 @@ pub(super) struct Attached {
     consumer: Consumer,
 }
 
+/// How a consumer attaches to its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Attach {
+    /// Declares the queue (creating it when missing) and consumes it: at start, and after the
+    /// hold once the queue was found gone.
+    Declare,
+    /// Consumes the queue only if it is still there (never creates it): after the consumer was
+    /// lost. A queue that went with the lost consumer is [`TransportError::Unroutable`].
+    Existing,
+}
+
 impl Server {
-    /// Declares the queue and starts consuming it on a channel of its own, within
-    /// [`CONNECT_TIMEOUT`]. A failure on a connection that is no longer connected marks its
-    /// session lost, so that the supervisor replaces it.
-    pub(super) async fn attach(&self) -> Result<Attached, TransportError> {
+    /// Attaches to the queue on a channel of its own, within [`CONNECT_TIMEOUT`]. A failure
+    /// on a connection that is no longer connected marks its session lost, so that the
+    /// supervisor replaces it.
+    pub(super) async fn attach(&self, how: Attach) -> Result<Attached, TransportError> {
         let session = live_session(&self.sessions)?;
-        let attached = tokio::time::timeout(CONNECT_TIMEOUT, self.attach_on(&session))
+        let attached = tokio::time::timeout(CONNECT_TIMEOUT, self.attach_on(&session, how))
             .await
             .unwrap_or_else(|_| {
                 Err(TransportError::Unavailable(format!(
@@ -67,7 +78,7 @@ impl Server {
         attached
     }
 
-    async fn attach_on(&self, session: &Session) -> Result<Attached, TransportError> {
+    async fn attach_on(&self, session: &Session, how: Attach) -> Result<Attached, TransportError> {
         let channel = session
             .connection
             .create_channel()
@@ -78,20 +89,24 @@ impl Server {
             .basic_qos(prefetch, BasicQosOptions::default())
             .await
             .map_err(unavailable)?;
-        let mut arguments = FieldTable::default();
-        let expires = i64::try_from(QUEUE_EXPIRES.as_millis()).unwrap_or(i64::MAX);
-        arguments.insert("x-expires".into(), AMQPValue::LongLongInt(expires));
-        channel
-            .queue_declare(
-                self.queue.clone(),
-                QueueDeclareOptions {
-                    auto_delete: true,
-                    ..QueueDeclareOptions::default()
-                },
-                arguments,
-            )
-            .await
-            .map_err(unavailable)?;
+        if how == Attach::Declare {
+            let mut arguments = FieldTable::default();
+            let expires = i64::try_from(QUEUE_EXPIRES.as_millis()).unwrap_or(i64::MAX);
+            arguments.insert("x-expires".into(), AMQPValue::LongLongInt(expires));
+            channel
+                .queue_declare(
+                    self.queue.clone(),
+                    QueueDeclareOptions {
+                        auto_delete: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    arguments,
+                )
+                .await
+                .map_err(unavailable)?;
+        }
+        // Consuming a missing queue fails (404) and declares nothing: joining the queue the
+        // lost consumer had is one step, with no moment in which it could be created afresh.
         let consumer = channel
             .basic_consume(
                 self.queue.clone(),
@@ -100,13 +115,20 @@ impl Server {
                 FieldTable::default(),
             )
             .await
-            .map_err(unavailable)?;
-        debug!(queue = %self.queue, "Consuming");
+            .map_err(|err| {
+                if is_not_found(&err) {
+                    TransportError::Unroutable(self.queue.to_string())
+                } else {
+                    unavailable(err)
+                }
+            })?;
+        debug!(queue = %self.queue, ?how, "Consuming");
         Ok(Attached { channel, consumer })
     }
 
     /// Serves until shutdown, attaching again (with capped backoff) whenever the consumer
-    /// is lost with its channel or connection.
+    /// is lost with its channel or connection: to the same queue while it is there, else to a
+    /// new one once [`QUEUE_GONE_HOLD`] has passed.
     pub(super) async fn run(self, mut attached: Attached) -> Result<(), TransportError> {
         loop {
             let consumed = self.consume(attached).await;
@@ -118,6 +140,7 @@ impl Server {
                 }
             }
             let mut delay = RECONNECT_MIN;
+            let mut how = Attach::Existing;
             let mut sessions = self.sessions.clone();
             attached = loop {
                 // While the connection is down, wait for the supervisor's new session rather
@@ -134,8 +157,20 @@ impl Server {
                     }
                     () = tokio::time::sleep(delay), if !wait_for_session => {}
                 }
-                match self.attach().await {
+                match self.attach(how).await {
                     Ok(attached) => break attached,
+                    Err(TransportError::Unroutable(_)) => {
+                        // The broker dropped the lost consumer and its queue, with the requests
+                        // in it. Their callers learn that at their next queue check, unless a
+                        // queue of the same name is back by then: it is, only after the hold.
+                        info!(queue = %self.queue, hold = ?QUEUE_GONE_HOLD,
+                            "The queue went with the lost consumer; declaring it again after the hold");
+                        tokio::select! {
+                            () = self.shutdown.cancelled() => return Ok(()),
+                            () = tokio::time::sleep(QUEUE_GONE_HOLD) => {}
+                        }
+                        how = Attach::Declare;
+                    }
                     Err(err) => {
                         info!(queue = %self.queue, error = %err, retry_in = ?delay, "Cannot attach yet");
                         delay = (delay * 2).min(RECONNECT_MAX);

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     CONNECT_TIMEOUT, FRAME_MAX, HEARTBEAT_SECS, QUEUE_CHECK_INTERVAL, RECONNECT_MAX, RECONNECT_MIN,
-    lock, unavailable,
+    is_not_found, lock, unavailable,
 };
 use crate::rpc::transport::TransportError;
 
@@ -149,10 +149,7 @@ impl Session {
                 Ok(_) => {
                     let _ = channel.close(200, "OK".into()).await;
                 }
-                Err(err) if matches!(err.kind(), lapin::ErrorKind::ProtocolError(e) if e.get_id() == 404) =>
-                {
-                    return;
-                }
+                Err(err) if is_not_found(&err) => return,
                 Err(err) => debug!(error = %err, "Cannot check the conductor queue"),
             }
         }
