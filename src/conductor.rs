@@ -166,6 +166,14 @@ pub async fn start(
         shutdown.clone(),
     ));
     tokio::spawn(periodic::console_expiry_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn({
+        let ctx = ctx.clone();
+        async move {
+            if let Err(e) = node_ops::restart_consoles(&ctx).await {
+                warn!(error = %e, "Could not start the consoles that were on again");
+            }
+        }
+    });
     tokio::spawn(power_sync::sync_loop(ctx.clone(), shutdown.clone()));
     tokio::spawn(power_sync::recovery_loop(ctx.clone(), shutdown.clone()));
     Ok(Serving {
@@ -218,6 +226,8 @@ impl Serving {
             ctx.abort_work.cancel();
             ctx.tracker.wait().await;
         }
+        // A console runs in this process; the next conductor of its node starts it again.
+        ctx.drivers.stop_consoles().await;
         if ctx.lease.is_lost() {
             // Lost before or while draining: the name may be another process's by now, and its
             // nodes with it; the next start under this name recovers what is still ours.

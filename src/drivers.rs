@@ -172,6 +172,22 @@ pub trait PowerInterface: Send + Sync + 'static {
     }
 }
 
+/// A console interface that runs something for a node's console: `ipmitool-socat` (a `socat`
+/// serving the node's serial-over-LAN). The other console interfaces only record on the node
+/// (`node::console`).
+#[async_trait]
+pub trait ConsoleInterface: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// Checks `driver_info` has what a console needs; no hardware access.
+    fn validate(&self, node: &Node) -> Result<(), DriverError>;
+    /// Starts the node's console; its `console_info` (type and URL).
+    async fn start(&self, node: &Node) -> Result<JsonObject, DriverError>;
+    /// Stops the node's console; one not running is no error.
+    async fn stop(&self, node: &Node) -> Result<(), DriverError>;
+    /// Stops every console this process started (its shutdown).
+    async fn stop_all(&self);
+}
+
 #[async_trait]
 pub trait ManagementInterface: Send + Sync + 'static {
     fn name(&self) -> &'static str;

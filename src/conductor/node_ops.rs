@@ -5,7 +5,8 @@ use tokio::time::Instant;
 
 use super::{
     Ctx,
-    task::{Decision, Hold, change_node},
+    task::{Decision, Hold, change_node, with_lock},
+    worker::hw,
 };
 use serde_json::Value;
 
@@ -260,6 +261,9 @@ pub async fn set_console_mode(
     enabled: bool,
     deadline: Option<Instant>,
 ) -> Result<()> {
+    if let Some(console) = ctx.drivers.console(&node)? {
+        return run_console(ctx, node, console, enabled, deadline).await;
+    }
     let uuid = node.uuid.clone();
     change_node(ctx, &uuid, Some(node), deadline, |node| {
         if node.interfaces.console == "no-console" {
@@ -281,6 +285,108 @@ pub async fn set_console_mode(
     })
     .await
     .map(|_| ())
+}
+
+/// Starts or stops a console that runs something (`ipmitool-socat`), as Ironic's
+/// `_set_console_mode`: its `driver_info` checked first (what is missing or wrong is the
+/// client's 400), then started or stopped under the node's lock; a console already as asked is
+/// left alone. A failure is the node's `last_error`, in Ironic's words, `console_enabled`
+/// unchanged.
+async fn run_console(
+    ctx: &Ctx,
+    node: Node,
+    console: std::sync::Arc<dyn drivers::ConsoleInterface>,
+    enabled: bool,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    console
+        .validate(&node)
+        .map_err(|e| e.into_error(&node.driver))?;
+    with_lock(ctx, &node.uuid, deadline, async |task| {
+        if task.node.console_enabled == enabled {
+            return Ok(());
+        }
+        let outcome = if enabled {
+            hw(task, console.start(&task.node)).await.map(|r| r.map(Some))
+        } else {
+            hw(task, console.stop(&task.node)).await.map(|r| r.map(|()| None))
+        };
+        let changes = match outcome.and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(info) => NodeChanges {
+                console_enabled: Some(enabled),
+                last_error: Some(None),
+                driver_internal_info: Some(Json(node::console::record_running(&task.node, info))),
+                ..NodeChanges::default()
+            },
+            Err(reason) => {
+                let op = if enabled { "enabling" } else { "disabling" };
+                tracing::error!(node.uuid = %task.node.uuid, "Error {op} the console on node {}: {reason}", task.node.uuid);
+                NodeChanges {
+                    last_error: Some(Some(format!(
+                        "Error {op} the console on node {}. Reason: {reason}",
+                        task.node.uuid
+                    ))),
+                    ..NodeChanges::default()
+                }
+            }
+        };
+        task.write(changes.release()).await
+    })
+    .await
+}
+
+/// Starts again the consoles that run something of the nodes this conductor owns whose console
+/// is on, as Ironic's `_start_consoles` at start-up: a console runs in its conductor's process,
+/// which a stop or a crash ended. One that cannot start is turned off with a `last_error`.
+pub async fn restart_consoles(ctx: &Ctx) -> Result<()> {
+    for name in ctx.drivers.running_console_names() {
+        let nodes = db::nodes::unlocked_with_console_on(&ctx.db, name, i64::MAX).await?;
+        if nodes.is_empty() {
+            continue;
+        }
+        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+        let rings = crate::rpc::topology::Rings::from_conductors(&alive);
+        for node in nodes {
+            if rings.owner(&crate::rpc::Route::of(&node)) != Some(ctx.host.as_str()) {
+                continue;
+            }
+            let Ok(Some(console)) = ctx.drivers.console(&node) else {
+                continue;
+            };
+            let uuid = node.uuid.clone();
+            let restarted = with_lock(ctx, &uuid, None, async |task| {
+                if !task.node.console_enabled {
+                    return Ok(());
+                }
+                let changes = match hw(task, console.start(&task.node)).await {
+                    Ok(Ok(info)) => NodeChanges {
+                        driver_internal_info: Some(Json(node::console::record_running(
+                            &task.node,
+                            Some(info),
+                        ))),
+                        ..NodeChanges::default()
+                    },
+                    Ok(Err(e)) => NodeChanges {
+                        console_enabled: Some(false),
+                        last_error: Some(Some(format!(
+                            "Failed to start console while taking over the node {uuid}: {e}"
+                        ))),
+                        driver_internal_info: Some(Json(node::console::record_running(
+                            &task.node, None,
+                        ))),
+                        ..NodeChanges::default()
+                    },
+                    Err(_) => return Ok(()),
+                };
+                task.write(changes.release()).await
+            })
+            .await;
+            if let Err(e) = restarted {
+                tracing::warn!(node.uuid = %uuid, "The console of node {uuid} was not started again: {e}");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Turns off the node's graphical console if its session has outlived its token

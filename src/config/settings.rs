@@ -467,6 +467,16 @@ settings! {
         ipmi_min_command_interval: Duration = Duration::from_secs(5),
             env "FERRUM_IPMI_MIN_COMMAND_INTERVAL" flag "ipmi-min-command-interval",
             for CONDUCTOR;
+        /// The address the `ipmitool-socat` console listens on, and gives in its URL (Ironic's
+        /// `[console]socat_address`, which defaults to the host's address: Ferrum's to loopback,
+        /// so that a console is reachable from elsewhere only when this says so).
+        console_socat_address: String = "127.0.0.1".to_owned(),
+            env "FERRUM_CONSOLE_SOCAT_ADDRESS" flag "console-socat-address", for CONDUCTOR;
+        /// How long a console connection may stay idle before it is closed, seconds; 0 never
+        /// (Ironic's `[console]terminal_timeout`).
+        console_terminal_timeout: Duration = Duration::from_secs(600),
+            env "FERRUM_CONSOLE_TERMINAL_TIMEOUT" flag "console-terminal-timeout",
+            for CONDUCTOR;
         /// Send the raw IPMI command that turns off the BMC's 60 s expiry of a boot device
         /// setting before each setting, unless a node's `ipmi_disable_boot_timeout` says
         /// otherwise (Ironic's `[ipmi]disable_boot_timeout`).

@@ -50,6 +50,7 @@ use crate::node::InterfaceKind;
 pub fn hardware_type(gate: Option<DeployGate>, config: &ConductorConfig) -> HardwareType {
     HardwareType {
         name: "fake-hardware",
+        consoles: vec![],
         passive: vec![
             (
                 InterfaceKind::Console,

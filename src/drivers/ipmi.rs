@@ -11,8 +11,10 @@
 //! `power reset` with `disable_power_off`), each waited for by reading `power status`.
 //! Management ([`IpmiManagement`], `management.rs`): the boot device (raw Set System Boot
 //! Options with the EFI bit in UEFI mode, `chassis bootdev` in BIOS mode), read back from
-//! `chassis bootparam get 5`; NMIs by `power diag`.
+//! `chassis bootparam get 5`; NMIs by `power diag`. Console ([`SocatConsole`], `console.rs`):
+//! `ipmitool-socat`, the serial-over-LAN console on a TCP port.
 
+mod console;
 mod driver_info;
 mod ipmitool;
 mod management;
@@ -21,6 +23,7 @@ mod power;
 use std::sync::Arc;
 
 pub use self::{
+    console::SocatConsole,
     driver_info::{IpmiInfo, Protocol, parse_driver_info},
     management::IpmiManagement,
     power::IpmiPower,
@@ -38,11 +41,18 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
     let boot = BootSettings {
         disable_boot_timeout: config.ipmi_disable_boot_timeout,
     };
+    let console = SocatConsole::new(
+        tool.clone(),
+        config.console_socat_address.clone(),
+        config.console_terminal_timeout,
+    );
     HardwareType {
         name: "ipmi",
+        consoles: vec![Arc::new(console)],
         passive: vec![
-            // Ironic's `ipmitool-socat` comes first there; Ferrum has no console yet.
-            (InterfaceKind::Console, vec!["no-console"]),
+            // Ironic lists `ipmitool-socat` first but enables only `no-console` by default, so
+            // a node gets no console unless it asks for one: the same default here.
+            (InterfaceKind::Console, vec!["no-console", "ipmitool-socat"]),
             (InterfaceKind::Inspect, vec!["no-inspect", "agent"]),
             // Ironic's generic order: `flat` first (`generic.GenericHardware`).
             (InterfaceKind::Network, vec!["flat", "noop"]),

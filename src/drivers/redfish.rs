@@ -56,6 +56,7 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
     }));
     HardwareType {
         name: "redfish",
+        consoles: vec![],
         passive: vec![
             // Ironic's generic consoles follow its Redfish and IPMI ones (not built here).
             (InterfaceKind::Console, vec!["no-console", "fake-graphical"]),

@@ -11,8 +11,8 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    BootInterface, DeployInterface, Driver, ManagementInterface, PowerInterface, StepInterface,
-    VendorInterface, fake, ipmi, redfish,
+    BootInterface, ConsoleInterface, DeployInterface, Driver, ManagementInterface, PowerInterface,
+    StepInterface, VendorInterface, fake, ipmi, redfish,
 };
 use crate::{
     config::ConductorConfig,
@@ -30,6 +30,9 @@ pub struct HardwareType {
     /// default. Ferrum's are no-ops or not supported (`no-*`), and read no properties (as
     /// Ironic's fake, `no-*`, `noop` and `flat` ones).
     pub passive: Vec<(InterfaceKind, Vec<&'static str>)>,
+    /// The console interfaces of `passive` that run something (by name): the others only
+    /// record on the node.
+    pub consoles: Vec<Arc<dyn ConsoleInterface>>,
     pub power: Vec<Arc<dyn PowerInterface>>,
     pub management: Vec<Arc<dyn ManagementInterface>>,
     pub boot: Vec<Arc<dyn BootInterface>>,
@@ -357,6 +360,39 @@ impl Registry {
             vendor: pick(InterfaceKind::Vendor)?,
             firmware: pick(InterfaceKind::Firmware)?,
         })
+    }
+
+    /// The node's console interface when it runs something (`ipmitool-socat`), None when it
+    /// only records on the node; one this conductor does not enable is refused as by
+    /// [`Self::for_node`].
+    pub fn console(&self, node: &Node) -> Result<Option<Arc<dyn ConsoleInterface>>, Error> {
+        let hw = self.hardware_type(&node.driver)?;
+        let wanted = node.interfaces.console.as_str();
+        if !hw.interface_names(InterfaceKind::Console).contains(&wanted) {
+            return Err(self.unavailable(&node.driver, InterfaceKind::Console, wanted));
+        }
+        Ok(hw.consoles.iter().find(|c| c.name() == wanted).cloned())
+    }
+
+    /// The names of the console interfaces that run something.
+    pub fn running_console_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<_> = self
+            .types
+            .values()
+            .flat_map(|hw| hw.consoles.iter().map(|c| c.name()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Stops every console the hardware types started (the conductor's shutdown).
+    pub async fn stop_consoles(&self) {
+        for hw in self.types.values() {
+            for console in &hw.consoles {
+                console.stop_all().await;
+            }
+        }
     }
 
     /// The interfaces of `node`.

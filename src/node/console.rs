@@ -12,7 +12,10 @@
 //!   time (`novnc_secret_token`, `novnc_secret_token_created`), and shows `{"type": "vnc",
 //!   "url": ...}`, the URL built from `[vnc] public_url` as `vnc.get_console` builds it.
 //!   Stopping it removes the four keys. A session older than [`TOKEN_TIMEOUT`] is stopped by
-//!   the conductor (`expired`), as Ironic's periodic `_expire_fake_console_sessions` does.
+//!   the conductor (`expired`), as Ironic's periodic `_expire_fake_console_sessions` does;
+//! - `ipmitool-socat` runs something (`drivers::ipmi::SocatConsole`): the `console_info` it gives
+//!   when started (`{"type": "socat", "url": "tcp://…"}`) is kept in `driver_internal_info`
+//!   (`console_info`) until it stops (`record_running`).
 
 use std::time::Duration;
 
@@ -73,11 +76,34 @@ fn new_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// The `driver_internal_info` key of the `console_info` a console that runs something gave
+/// when it started (`ipmitool-socat`: its type and URL).
+const RUNNING_INFO: &str = "console_info";
+
+/// The node's `driver_internal_info` with the `console_info` of a console that runs something:
+/// given once it started, removed (None) once it stopped.
+pub fn record_running(node: &Node, info: Option<JsonObject>) -> JsonObject {
+    let mut all = node.driver_internal_info.0.clone();
+    match info {
+        Some(info) => {
+            all.insert(RUNNING_INFO.into(), Value::Object(info));
+        }
+        None => {
+            all.remove(RUNNING_INFO);
+        }
+    }
+    all
+}
+
 /// The `console_info` of a node whose console is on; `public_url` is `[vnc] public_url` (None
 /// unset, which Ironic prints as `None`).
 pub fn info(node: &Node, public_url: Option<&str>) -> Value {
     if node.interfaces.console != FAKE_GRAPHICAL {
-        return json!({});
+        return node
+            .driver_internal_info
+            .get(RUNNING_INFO)
+            .cloned()
+            .unwrap_or_else(|| json!({}));
     }
     let token = match node.driver_internal_info.get(TOKEN) {
         Some(Value::String(token)) => token.clone(),

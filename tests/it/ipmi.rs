@@ -245,3 +245,233 @@ async fn ipmi_mistakes_give_clear_errors(stack) {
     cluster.assert_no_locks().await;
 }
 }
+
+/// A machine's serial port for the BMC's serial-over-LAN: a TCP server on 127.0.0.1 that the
+/// simulator connects to, writing a numbered line every 200 ms and keeping what it reads.
+struct SerialPort {
+    port: u16,
+    received: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SerialPort {
+    async fn start() -> SerialPort {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let received = received.clone();
+            async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (mut from_bmc, mut to_bmc) = stream.into_split();
+                    let received = received.clone();
+                    tokio::spawn(async move {
+                        let mut buf = [0u8; 1024];
+                        while let Ok(n @ 1..) = from_bmc.read(&mut buf).await {
+                            received
+                                .lock()
+                                .expect("received")
+                                .extend_from_slice(&buf[..n]);
+                        }
+                    });
+                    for line in 0.. {
+                        let text = format!("FERRUM-SERIAL-LINE-{line}\r\n");
+                        if to_bmc.write_all(text.as_bytes()).await.is_err() {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        });
+        SerialPort {
+            port,
+            received,
+            task,
+        }
+    }
+
+    fn received(&self) -> String {
+        String::from_utf8_lossy(&self.received.lock().expect("received")).into_owned()
+    }
+}
+
+impl Drop for SerialPort {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A TCP port of 127.0.0.1 free now.
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Connects to the console at `url` (`tcp://host:port`), types `typed`, and reads until the
+/// machine's serial output shows; what it read.
+async fn attach_console(url: &str, typed: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let address = url.strip_prefix("tcp://").expect("a tcp:// URL");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the console at {url}: {e}"));
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 1024];
+    let mut typed_yet = false;
+    while !String::from_utf8_lossy(&seen).contains("FERRUM-SERIAL-LINE-") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "no serial output through the console: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        if let Ok(Ok(n)) =
+            tokio::time::timeout(left.min(Duration::from_secs(1)), stream.read(&mut buf)).await
+        {
+            assert!(
+                n > 0,
+                "the console closed: {:?}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&buf[..n]);
+        }
+        if !typed_yet && String::from_utf8_lossy(&seen).contains("SOL Session operational") {
+            stream.write_all(typed.as_bytes()).await.expect("type");
+            typed_yet = true;
+        }
+    }
+    if !typed_yet {
+        stream.write_all(typed.as_bytes()).await.expect("type");
+    }
+    // Give the keystrokes time to cross before the connection closes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// GET states/console.
+async fn console_state(cluster: &Cluster, node: &str) -> Value {
+    let r = cluster
+        .api
+        .get(&format!("/v1/nodes/{node}/states/console"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    r.body
+}
+
+/// PUT states/console; the reply's status and body.
+async fn set_console(cluster: &Cluster, node: &str, enabled: bool) -> (StatusCode, Value) {
+    let r = cluster
+        .api
+        .request(
+            Method::PUT,
+            &format!("/v1/nodes/{node}/states/console"),
+            Some(json!({"enabled": enabled})),
+        )
+        .await;
+    (r.status, r.body)
+}
+
+on_both_stacks! {
+/// `ipmitool-socat`: the console of an `ipmi` node is the BMC's serial-over-LAN on the node's
+/// `ipmi_terminal_port` (Ironic's `IPMISocatConsole`): a client attached there sees the machine's
+/// serial output and types into it; turned off, the port closes. Without `ipmi_terminal_port`
+/// the request is refused (400); a port that is taken is the node's `last_error` with the console
+/// still off; a conductor restarted with the console on serves it again.
+async fn ipmi_socat_console_serves_serial_over_lan(stack) {
+    let serial = SerialPort::start().await;
+    let Some(bmc) = Bmc::start_with_serial(Some(serial.port)) else {
+        return;
+    };
+    let Some(mut cluster) = cluster(stack).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let mut driver_info = bmc.driver_info();
+    // ipmi_sim offers cipher suite 3; ipmitool's default (17) fails its SOL silently.
+    driver_info["ipmi_cipher_suite"] = json!("3");
+    let created = api
+        .create_node(json!({"name": "sol", "driver": "ipmi",
+            "console_interface": "ipmitool-socat", "driver_info": driver_info}))
+        .await;
+    assert_eq!(created["console_interface"], "ipmitool-socat", "{created}");
+
+    let (status, body) = set_console(&cluster, "sol", true).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.to_string().contains("ipmi_terminal_port"), "{body}");
+    assert_eq!(console_state(&cluster, "sol").await["console_enabled"], false);
+
+    let port = free_tcp_port();
+    let r = api
+        .patch("sol", json!([{"op": "add", "path": "/driver_info/ipmi_terminal_port", "value": port}]))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let (status, body) = set_console(&cluster, "sol", true).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let state = console_state(&cluster, "sol").await;
+    assert_eq!(state["console_enabled"], true, "{state}");
+    let url = format!("tcp://127.0.0.1:{port}");
+    assert_eq!(state["console_info"], json!({"type": "socat", "url": url}), "{state}");
+    let node = api.node("sol").await;
+    assert!(node["last_error"].is_null(), "{node}");
+    assert!(node["reservation"].is_null(), "{node}");
+
+    let seen = attach_console(&url, "typed-into-the-console\r").await;
+    assert!(seen.contains("FERRUM-SERIAL-LINE-"), "{seen}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !serial.received().contains("typed-into-the-console") {
+        assert!(Instant::now() < deadline, "the machine never got the keystrokes: {:?}", serial.received());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A second client after the first left: the BMC's session was handed over, not refused.
+    let seen = attach_console(&url, "\r").await;
+    assert!(seen.contains("FERRUM-SERIAL-LINE-"), "{seen}");
+
+    // A conductor started again with the console on serves it again.
+    cluster.kill(&cluster.conductor_process(0));
+    cluster.restart_conductor(0).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(Instant::now() < deadline, "the restarted conductor does not serve the console");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen = attach_console(&url, "\r").await;
+    assert!(seen.contains("FERRUM-SERIAL-LINE-"), "{seen}");
+    let api = &cluster.api;
+
+    let (status, body) = set_console(&cluster, "sol", false).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let state = console_state(&cluster, "sol").await;
+    assert_eq!(state["console_enabled"], false, "{state}");
+    assert!(state["console_info"].is_null(), "{state}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        assert!(Instant::now() < deadline, "the console port is still served after it was turned off");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(api.node("sol").await["driver_internal_info"].get("console_info").is_none());
+
+    // A port another process holds: the console stays off, last_error says why.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_port = taken.local_addr().expect("addr").port();
+    let r = api
+        .patch("sol", json!([{"op": "replace", "path": "/driver_info/ipmi_terminal_port", "value": taken_port}]))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let (status, body) = set_console(&cluster, "sol", true).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let node = api.node("sol").await;
+    assert_eq!(node["console_enabled"], false, "{node}");
+    let error = node["last_error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("Error enabling the console on node"), "{node}");
+    assert!(error.contains("socat"), "{node}");
+    assert!(node["reservation"].is_null(), "{node}");
+    drop(taken);
+}
+}

@@ -16,20 +16,24 @@
 # boot device as their argument. ipmi_sim keeps only the device of a boot setting: persistence
 # and the EFI bit are dropped, and it refuses `safe`.
 # Environment (all optional): IPMI_BMC_USER (admin), IPMI_BMC_PASSWORD (password),
-# IPMI_BMC_POWER (initial power, 0 or 1; default 0), FERRUM_PEERS_NO_APT=1 (never apt-get).
+# IPMI_BMC_POWER (initial power, 0 or 1; default 0), IPMI_BMC_SOL_PORT (a TCP port of 127.0.0.1
+# serving as the machine's serial port for serial-over-LAN; listening before the BMC starts),
+# FERRUM_PEERS_NO_APT=1 (never apt-get).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 say() { echo "ipmi-bmc: $*" >&2; }
 fail() { say "error: $*"; exit 1; }
 
-# Installs openipmi and ipmitool when missing, as root, unless told not to.
+# Installs openipmi, ipmitool and socat (the conductor's `ipmitool-socat` console) when missing,
+# as root, unless told not to.
 ensure_tools() {
-    command -v ipmi_sim >/dev/null && command -v ipmitool >/dev/null && return 0
+    command -v ipmi_sim >/dev/null && command -v ipmitool >/dev/null && command -v socat >/dev/null \
+        && return 0
     [ "$(id -u)" = 0 ] && [ "${FERRUM_PEERS_NO_APT:-0}" != 1 ] \
-        || fail "ipmi_sim or ipmitool is missing: install the Debian packages openipmi and ipmitool"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openipmi ipmitool >&2 \
-        || fail "apt-get install openipmi ipmitool failed"
+        || fail "ipmi_sim, ipmitool or socat is missing: install the Debian packages openipmi, ipmitool and socat"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openipmi ipmitool socat >&2 \
+        || fail "apt-get install openipmi ipmitool socat failed"
 }
 
 # Stops the simulator recorded in DIR, only if its command line names DIR.
@@ -96,6 +100,9 @@ EMU
 
 start_on() { # PORT
     local port="$1"
+    # Serial-over-LAN to the machine's serial port: ipmi_sim connects to it as it starts.
+    SOL_LINE=""
+    [ -z "${IPMI_BMC_SOL_PORT:-}" ] || SOL_LINE="  sol \"tcp:127.0.0.1:$IPMI_BMC_SOL_PORT\" 115200"
     cat >"$DIR/lan.conf" <<CONF
 name "bmc"
 set_working_mc 0x20
@@ -109,6 +116,7 @@ set_working_mc 0x20
     guid a123456789abcdefa123456789abcdef
   endlan
   chassis_control "$DIR/chassis-control"
+$SOL_LINE
   user 2 true "$USER_NAME" "$PASSWORD" admin 10 none md2 md5 straight
 CONF
     nohup ipmi_sim -n -c "$DIR/lan.conf" -f "$DIR/sim.emu" -s "$DIR/sim" \

@@ -78,19 +78,9 @@ impl Ipmitool {
         } else {
             (timeout.as_millis() / interval.as_millis().max(1)).max(1)
         };
-        let slot = self.bmc_slot(info.bmc());
         loop {
             tries_left -= 1;
-            let result = {
-                let mut last = slot.lock().await;
-                if let Some(last) = *last {
-                    tokio::time::sleep_until(last + interval).await;
-                }
-                let result = self.once(info, node, command).await;
-                *last = Some(Instant::now());
-                result
-            };
-            match result {
+            match self.run_once(info, node, command).await {
                 Ok(output) => return Ok(output),
                 Err(reason) if Instant::now() >= deadline || tries_left == 0 => {
                     tracing::error!(node.uuid = %node,
@@ -105,6 +95,24 @@ impl Ipmitool {
                 }
             }
         }
+    }
+
+    /// One `ipmitool` process, in its turn at the BMC and not before `min_command_interval`
+    /// after the command before; the error is what it (or the BMC through it) said.
+    pub(super) async fn run_once(
+        &self,
+        info: &IpmiInfo,
+        node: &str,
+        command: &[&str],
+    ) -> Result<Output, String> {
+        let slot = self.bmc_slot(info.bmc());
+        let mut last = slot.lock().await;
+        if let Some(last) = *last {
+            tokio::time::sleep_until(last + self.settings.min_command_interval).await;
+        }
+        let result = self.once(info, node, command).await;
+        *last = Some(Instant::now());
+        result
     }
 
     /// One `ipmitool` process; the error is what it (or the BMC through it) said.
@@ -172,12 +180,12 @@ fn says_failed(line: &str) -> bool {
 }
 
 /// The BMC password in a file only the conductor's user can read, removed when dropped.
-struct PasswordFile {
-    path: PathBuf,
+pub(super) struct PasswordFile {
+    pub(super) path: PathBuf,
 }
 
 impl PasswordFile {
-    fn write(node: &str, password: &str) -> std::io::Result<PasswordFile> {
+    pub(super) fn write(node: &str, password: &str) -> std::io::Result<PasswordFile> {
         let path = std::env::temp_dir().join(format!(
             "ferrum-ipmi-{node}-{}.pw",
             uuid::Uuid::new_v4().simple()

@@ -25,7 +25,7 @@ fn tools_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     static ANNOUNCED: OnceLock<()> = OnceLock::new();
     let present = *PRESENT.get_or_init(|| {
-        ["ipmi_sim", "ipmitool"].iter().all(|tool| {
+        ["ipmi_sim", "ipmitool", "socat"].iter().all(|tool| {
             Command::new("sh")
                 .args(["-c", &format!("command -v {tool}")])
                 .output()
@@ -34,7 +34,7 @@ fn tools_present() -> bool {
     });
     if !present {
         not_run(
-            "ipmi_sim or ipmitool is missing (Debian packages openipmi, ipmitool); the IPMI suite was NOT run.",
+            "ipmi_sim, ipmitool or socat is missing (Debian packages openipmi, ipmitool, socat); the IPMI suite was NOT run.",
             &ANNOUNCED,
         );
     }
@@ -45,11 +45,21 @@ impl Bmc {
     /// Starts a BMC on a free port of 127.0.0.1, its machine off; None (announced) when the
     /// tools are missing.
     pub fn start() -> Option<Bmc> {
+        Self::start_with_serial(None)
+    }
+
+    /// [`Bmc::start`], its serial-over-LAN connected to `serial_port` of 127.0.0.1 (which must
+    /// be listening: the simulator connects as it starts).
+    pub fn start_with_serial(serial_port: Option<u16>) -> Option<Bmc> {
         if !tools_present() {
             return None;
         }
         let dir = std::env::temp_dir().join(format!("ferrum-ipmi-bmc-{}", random_suffix()));
-        let out = Command::new("bash")
+        let mut script = Command::new("bash");
+        if let Some(port) = serial_port {
+            script.env("IPMI_BMC_SOL_PORT", port.to_string());
+        }
+        let out = script
             .arg(peer_script("ipmi-bmc.sh"))
             .arg("start")
             .arg(&dir)
