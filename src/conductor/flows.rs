@@ -33,7 +33,7 @@ use self::{
     adopt::Adopt,
     clean::{AbortCleaning, Cleaning},
     deploy::{Deploy, DeployFailed},
-    inspect::Inspect,
+    inspect::{Inspect, InspectFailed},
     rescue::{Rescue, Unrescue},
     service::Service,
     tear_down::TearDown,
@@ -104,6 +104,11 @@ fn after(to: ProvisionState, event: Event) -> Result<Option<Next>> {
         S::DeployFail if event == Event::Fail => Ok(Some(Next {
             optional: true,
             ..Next::of(DeployFailed)
+        })),
+        // An inspection failed while its agent was awaited: the ramdisk goes, the node off.
+        S::InspectFail if matches!(event, Event::Fail | Event::Abort) => Ok(Some(Next {
+            optional: true,
+            ..Next::of(InspectFailed)
         })),
         S::ServiceWait if event == Event::Unhold => Ok(Some(Next::of(Service))),
         // Unstable states whose work Ferrum does not run yet.

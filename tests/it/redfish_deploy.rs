@@ -435,3 +435,55 @@ async fn an_ipxe_deploy_with_a_bad_checksum_fails_withdraws_its_network_boot_and
     cluster.assert_no_locks().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+on_both_stacks! {
+/// In-band inspection of a node that boots over the network (`ipxe` boot, `agent` inspect):
+/// the ramdisk's boot is prepared as a deploy's (the node's MAC allowed in DHCP, its iPXE
+/// configuration published), the kernel is told where to post what it finds
+/// (`ipa-inspection-callback-url`), and the node is powered on; an inspection aborted while it
+/// waits for the agent withdraws all of it and powers the node off.
+async fn an_ipxe_inspection_boots_the_ramdisk_with_its_callback_and_an_abort_withdraws_it(stack) {
+    let Some(emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let dir = temp_dir("inspect");
+    let Some(cluster) = network_boot_cluster(stack, &dir).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let mut info = emu.driver_info(0);
+    info["deploy_kernel"] = images.add("ipa.kernel", vec![0x4b_u8; 4096]).into();
+    info["deploy_ramdisk"] = images.add("ipa.initramfs", vec![0x52_u8; 4096]).into();
+    let node = api.create_node(json!({
+        "driver": "redfish",
+        "boot_interface": "ipxe",
+        "inspect_interface": "agent",
+        "driver_info": info,
+    })).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let mac = emu.mac(0).await;
+    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+
+    api.accepted(&uuid, "inspect").await;
+    let waiting = api.wait_settled(&uuid, "inspect wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert_eq!(waiting["power_state"], "power on", "{waiting}");
+    let config = std::fs::read_to_string(dir.join("http").join(&uuid).join("config")).expect("the node's iPXE configuration");
+    let callback = config
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("ipa-inspection-callback-url="))
+        .unwrap_or_else(|| panic!("no inspection callback on the kernel's line:\n{config}"));
+    assert!(callback.starts_with("http") && callback.ends_with("/v1/continue_inspection"), "{callback}");
+    assert!(config.contains("ipa-api-url="), "{config}");
+    let host = std::fs::read_to_string(dir.join("dhcp/hosts").join(format!("ironic-{mac}.conf"))).unwrap_or_default();
+    assert!(host.starts_with(&mac) && !host.contains("ignore"), "DHCP does not serve {mac}: {host}");
+
+    api.accepted(&uuid, "abort").await;
+    let failed = api.wait_settled(&uuid, "inspect failed", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert_eq!(failed["power_state"], "power off", "{failed}");
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+}
+}

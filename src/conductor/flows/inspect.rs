@@ -7,14 +7,16 @@
 //! `manageable`, powering the node off, with the rules' changes to the node in the same write. A
 //! hook or a rule that fails (a rule's `fail` action included), or the agent's own error, fails
 //! the inspection with the reason in `last_error`; an agent that never posts is failed by
-//! `inspect_wait_timeout` (`periodic.rs`).
+//! `inspect_wait_timeout` (`periodic.rs`). The ramdisk is booted as a deploy's is (the boot
+//! interface's `prepare_ramdisk`: over the network, the node's ports' MACs and the kernel's
+//! `ipa-inspection-callback-url`), and its boot undone however the inspection ends.
 
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{begin, power_off_or_reboot, start};
+use super::{begin, ports_for_agent, power_off_or_reboot, start};
 use crate::{
     conductor::{
         Ctx,
@@ -22,7 +24,7 @@ use crate::{
         worker::{Failure, Flow, hw},
     },
     db,
-    drivers::{Driver, require_interface},
+    drivers::{Driver, StepContext, require_interface},
     error::{Error, Result},
     inspection_rule,
     node::{
@@ -82,13 +84,29 @@ pub const AGENT_INSPECT: &str = "agent";
 /// names them).
 pub use crate::config::INSPECTION_HOOKS as HOOKS;
 
-/// Boots the ramdisk for an agent inspection: the node is (re)started and the inspection waits
+/// Boots the ramdisk for an agent inspection (Ironic's managed inspection): the node's boot
+/// interface prepares its next boot (over the network: its ports' MACs allowed in DHCP, the
+/// kernel told `ipa-inspection-callback-url`), the node is (re)started and the inspection waits
 /// for the agent's data. A node that may not be powered off is rebooted either way.
 pub async fn start_agent_inspection(
     task: &mut Task,
     driver: &Driver,
 ) -> std::result::Result<(), String> {
     let timeout = Duration::from_secs(60);
+    let uuid = task.node.uuid.clone();
+    let ports = ports_for_agent(task)
+        .await
+        .map_err(|e| format!("Failed to read the ports of node {uuid}: {e}"))?;
+    let context = StepContext {
+        driver,
+        ports: &ports,
+        config: &task.ctx().config,
+    };
+    let remember = hw(task, driver.boot.prepare_ramdisk(&task.node, &context))
+        .await?
+        .map_err(|e| {
+            format!("Failed to inspect hardware. Reason: unable to boot the ramdisk: {e}")
+        })?;
     let power = driver.power.get_power_state(&task.node).await;
     let booted = if matches!(power, Ok(PowerState::On)) || task.node.disable_power_off {
         hw(task, driver.power.reboot(&task.node, timeout)).await?
@@ -104,10 +122,63 @@ pub async fn start_agent_inspection(
     booted.map_err(|e| {
         format!("Failed to inspect hardware. Reason: unable to start inspection: {e}")
     })?;
-    let changes = NodeChanges::default().power(Some(PowerState::On), None);
+    let mut changes = NodeChanges::default().power(Some(PowerState::On), None);
+    if !remember.is_empty() {
+        let mut info = task.node.driver_internal_info.0.clone();
+        info.extend(remember);
+        changes.driver_internal_info = Some(node::Json(info));
+    }
     task.process_event(Event::Wait, false, changes.release())
         .await
         .map_err(|e| format!("Failed to wait for the inspection data: {e}"))
+}
+
+/// The ramdisk is done, however the inspection ended: its boot is undone (boot files and DHCP
+/// allowance withdrawn, a virtual-media ISO ejected) and the node powered off (rebooted if it
+/// may not be), as Ironic's `clean_up(always_power_off=True)`. Returns the power state.
+async fn end_ramdisk(task: &Task, driver: &Driver) -> std::result::Result<PowerState, String> {
+    let uuid = task.node.uuid.clone();
+    let power = power_off_or_reboot(task, driver)
+        .await
+        .map_err(|e| format!("Failed to power off the node after inspection: {e}"))?;
+    if let Ok(Err(e)) = hw(task, driver.boot.clean_up_ramdisk(&task.node, driver)).await {
+        tracing::warn!(node.uuid = %uuid, error = %e, "Failed to undo the ramdisk's boot after the inspection of node {uuid}");
+    }
+    Ok(power)
+}
+
+/// An inspection failed while the agent was awaited (its timeout, or the agent's own error):
+/// the ramdisk's boot is undone and the node powered off ([`end_ramdisk`]).
+pub(super) struct InspectFailed;
+
+#[async_trait::async_trait]
+impl Flow for InspectFailed {
+    fn name(&self) -> &'static str {
+        "Cleaning up after a failed inspection"
+    }
+
+    async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+        let uuid = task.node.uuid.clone();
+        match end_ramdisk(task, driver).await {
+            Ok(power) => {
+                if let Err(e) = task
+                    .write(NodeChanges::default().power(Some(power), None).release())
+                    .await
+                {
+                    tracing::warn!(node.uuid = %uuid, error = %e, "Failed to record the power-off after the failed inspection of node {uuid}");
+                }
+            }
+            Err(e) => {
+                tracing::error!(node.uuid = %uuid, error = %e, "Node {uuid} failed to power off after its failed inspection")
+            }
+        }
+        Ok(())
+    }
+
+    /// Only a panic gets here: the inspection's error stays the one the operator sees.
+    fn failure(&self, _: &Node, _: &str) -> Failure {
+        Failure::default()
+    }
 }
 
 /// `continue_inspection` RPC: the node must still be in `inspect wait` with the agent inspect
@@ -196,6 +267,24 @@ impl Flow for InspectionData {
     }
 
     async fn run(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
+        let processed = self.process(task, driver).await;
+        if processed.is_err() {
+            // The failure is the one the node shows; the ramdisk goes all the same.
+            let _ = end_ramdisk(task, driver).await;
+        }
+        processed
+    }
+
+    fn failure(&self, _: &Node, _: &str) -> Failure {
+        Failure {
+            extra: NodeChanges::default(),
+            fail_edge: true,
+        }
+    }
+}
+
+impl InspectionData {
+    async fn process(&self, task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
         let hooks = &task.ctx().config.inspection_hooks;
         let mut plugin_data = self.plugin_data.clone();
         let found =
@@ -228,24 +317,13 @@ impl Flow for InspectionData {
         db::inventory::store(&task.ctx().db, &record)
             .await
             .map_err(|e| format!("Failed to store the inspection data: {e}"))?;
-        // The ramdisk is done: the node is powered off (rebooted if it may not be), as Ironic's
-        // `clean_up(always_power_off=True)`.
-        let power = power_off_or_reboot(task, driver)
-            .await
-            .map_err(|e| format!("Failed to power off the node after inspection: {e}"))?;
+        let power = end_ramdisk(task, driver).await?;
         let mut changes = changes.power(Some(power), None);
         changes.inspection_finished_at = Some(Some(node::now()));
         tracing::info!(node.uuid = %task.node.uuid, "Successfully finished inspection of node {}", task.node.uuid);
         task.process_event(Event::Done, false, changes.release())
             .await
             .map_err(|e| format!("Failed to finish inspection: {e}"))
-    }
-
-    fn failure(&self, _: &Node, _: &str) -> Failure {
-        Failure {
-            extra: NodeChanges::default(),
-            fail_edge: true,
-        }
     }
 }
 

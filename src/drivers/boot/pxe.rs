@@ -34,6 +34,7 @@ use crate::{
     config::{ConductorConfig, DhcpProvider},
     drivers::{BootDevice, Driver, DriverError, Properties, StepContext},
     node::{JsonObject, Node, management::BootMode},
+    states::ProvisionState,
 };
 
 /// Where the links per MAC go, under the root (Ironic's `[pxe]pxe_config_subdir`).
@@ -166,7 +167,8 @@ impl NetworkBoot {
     }
 
     /// The kernel command line of the ramdisk: the node's `kernel_append_params`, else the
-    /// conductor's, then where the agent finds the API.
+    /// conductor's, then where the agent finds the API, and for an inspection where it posts
+    /// what it found (Ironic's `ipa-inspection-callback-url`).
     fn kernel_params(&self, node: &Node) -> Result<String, DriverError> {
         let api_url = self.settings.api_url.as_deref().ok_or_else(|| {
             DriverError::InvalidParameterValue(
@@ -178,7 +180,14 @@ impl NetworkBoot {
             .get("kernel_append_params")
             .and_then(Value::as_str)
             .unwrap_or(&self.settings.kernel_append_params);
-        Ok(format!("{append} ipa-api-url={api_url}").trim().to_owned())
+        let mut params = format!("{append} ipa-api-url={api_url}");
+        if node.provision_state == ProvisionState::Inspecting {
+            let api_url = api_url.trim_end_matches('/');
+            params.push_str(&format!(
+                " ipa-inspection-callback-url={api_url}/v1/continue_inspection"
+            ));
+        }
+        Ok(params.trim().to_owned())
     }
 
     fn http_url(&self) -> Result<&str, DriverError> {
