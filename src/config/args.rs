@@ -30,6 +30,7 @@ pub const OTHER_VARIABLES: &[&str] = &[
     "FERRUM_FAULT_SEED",
     "FERRUM_LAB_FIRMWARE",
     "FERRUM_LAB_KEEP",
+    "FERRUM_LAB_BIN",
     "FERRUM_COMPOSE_API_PORT",
 ];
 

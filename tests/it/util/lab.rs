@@ -255,7 +255,10 @@ impl Lab {
             .open(self.ferrum_log())
             .expect("ferrum log");
         let mut cmd = lab_sh(&["exec", "--name", &self.name, "--"]);
-        cmd.arg(env!("CARGO_BIN_EXE_ferrum"))
+        // FERRUM_LAB_BIN: another build (a release one, to measure Ferrum's CPU time).
+        let ferrum = std::env::var("FERRUM_LAB_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrum").to_owned());
+        cmd.arg(ferrum)
             .arg("all-in-one")
             .current_dir(&self.dir)
             .env_clear()
@@ -325,6 +328,51 @@ impl Lab {
     /// The last `lines` lines of Ferrum's log.
     pub fn ferrum_log_tail(&self, lines: usize) -> String {
         tail(&self.ferrum_log(), lines)
+    }
+
+    /// `lab.sh bmc`: VM 1's BMC stops answering (`false`) or comes back (`true`); the VM runs on.
+    pub fn bmc_answers(&self, on: bool) {
+        let what = if on { "start" } else { "stop" };
+        let dir = self.dir.display().to_string();
+        run(lab_sh(&[
+            "bmc", "--name", &self.name, "--dir", &dir, "1", what,
+        ]))
+        .unwrap_or_else(|e| panic!("lab.sh bmc 1 {what}: {e}"));
+    }
+
+    /// Writes `bytes` at the start of VM 1's disk (`qemu-io`; the VM must be off).
+    pub fn write_disk_head(&self, bytes: &[u8]) {
+        let file = self.dir.join("disk-head.bin");
+        std::fs::write(&file, bytes).expect("disk head file");
+        let mut io = Command::new("qemu-io");
+        io.args(["-f", "qcow2", "-c"])
+            .arg(format!("write -s {} 0 {}", file.display(), bytes.len()))
+            .arg(self.vm_dir().join("disk.qcow2"));
+        run(io).unwrap_or_else(|e| panic!("qemu-io write: {e}"));
+    }
+
+    /// The first `len` bytes of VM 1's disk (`qemu-img dd`, sharing it with a QEMU that is still exiting).
+    pub fn read_disk_head(&self, len: usize) -> Vec<u8> {
+        let file = self.dir.join("disk-head.read");
+        let mut dd = Command::new("qemu-img");
+        dd.args(["dd", "-U", "-f", "qcow2", "-O", "raw", "bs=512"])
+            .arg(format!("count={}", len.div_ceil(512)))
+            .arg(format!("if={}", self.vm_dir().join("disk.qcow2").display()))
+            .arg(format!("of={}", file.display()));
+        run(dd).unwrap_or_else(|e| panic!("qemu-img dd: {e}"));
+        let mut head = std::fs::read(&file).expect("disk head");
+        head.truncate(len);
+        head
+    }
+
+    /// VM 1's disk size in bytes, as its guest sees it (`qemu-img info`).
+    pub fn disk_size(&self) -> u64 {
+        let mut info = Command::new("qemu-img");
+        info.args(["info", "-U", "--output", "json"])
+            .arg(self.vm_dir().join("disk.qcow2"));
+        let out = run(info).unwrap_or_else(|e| panic!("qemu-img info: {e}"));
+        let json: serde_json::Value = serde_json::from_str(&out).expect("qemu-img info's JSON");
+        json["virtual-size"].as_u64().expect("virtual-size")
     }
 
     /// What to show when a phase fails: Ferrum's log, the serial console, dnsmasq's log.
