@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::util::{Api, lab::Lab};
+use crate::util::{
+    Api,
+    lab::{HOST_IP, Lab},
+};
 
 /// Polls node `uuid` until it is in `state` with its lock released; panics (with the lab's
 /// logs) when it settles elsewhere or `limit` passes.
@@ -95,10 +98,9 @@ struct Enrolled {
     phases: Phases,
 }
 
-async fn enrolled(env: &[(&str, String)]) -> Option<Enrolled> {
-    let firmware = std::env::var("FERRUM_LAB_FIRMWARE").unwrap_or_else(|_| "uefi".to_owned());
+async fn enrolled(firmware: &str, env: &[(&str, String)]) -> Option<Enrolled> {
     let mut phases = Phases::new();
-    let mut lab = Lab::up(&firmware)?;
+    let mut lab = Lab::up(firmware)?;
     phases.done(
         &lab,
         &format!("lab up (1 VM, {firmware}), namespace {}", lab.name),
@@ -208,7 +210,11 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         uuid,
         sha256,
         mut phases,
-    }) = enrolled(&[]).await
+    }) = enrolled(
+        &std::env::var("FERRUM_LAB_FIRMWARE").unwrap_or_else(|_| "uefi".to_owned()),
+        &[],
+    )
+    .await
     else {
         return;
     };
@@ -367,7 +373,9 @@ async fn wait_passing(api: &Api, lab: &Lab, uuid: &str, state: &str, limit: Dura
 /// Failures on a machine that boots, beside the first test's wrong checksum: an image URL that
 /// answers 404, and a BMC that stops answering in the middle of a deploy. Each ends `deploy
 /// failed` with a `last_error` naming it and the lock released, and the node takes a PATCH and
-/// deploys once the cause is gone (automated cleaning off, to keep the run short).
+/// deploys once the cause is gone (automated cleaning off, to keep the run short). This VM boots
+/// with BIOS firmware (the first test's with UEFI), and its last deploy is watched through its
+/// serial console as a user attaches to it (`ipmitool-socat`).
 async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_again() {
     let Some(Enrolled {
         lab,
@@ -375,14 +383,28 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
         uuid,
         mut phases,
         ..
-    }) = enrolled(&[
-        ("FERRUM_AUTOMATED_CLEAN", "false".to_owned()),
-        ("FERRUM_IPMI_COMMAND_RETRY_TIMEOUT", "10".to_owned()),
-    ])
+    }) = enrolled(
+        "bios",
+        &[
+            ("FERRUM_AUTOMATED_CLEAN", "false".to_owned()),
+            ("FERRUM_IPMI_COMMAND_RETRY_TIMEOUT", "10".to_owned()),
+            ("FERRUM_CONSOLE_SOCAT_ADDRESS", HOST_IP.to_owned()),
+        ],
+    )
     .await
     else {
         return;
     };
+    // The serial console, as a user attaches it: ipmitool-socat on a port of the namespace.
+    let console_port: u16 = 7001;
+    let console = json!([
+        {"op": "add", "path": "/driver_info/ipmi_terminal_port", "value": console_port},
+        // ipmi_sim offers cipher suite 3; ipmitool's default (17) fails its SOL silently.
+        {"op": "add", "path": "/driver_info/ipmi_cipher_suite", "value": "3"},
+        {"op": "replace", "path": "/console_interface", "value": "ipmitool-socat"},
+    ]);
+    let r = api.patch(&uuid, console).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     let hostname = format!("{}-again", lab.name);
     api.accepted(&uuid, "manage").await;
     wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
@@ -427,18 +449,71 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
 
+    let r = api
+        .request(
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/console"),
+            Some(json!({"enabled": true})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let r = api.get(&format!("/v1/nodes/{uuid}/states/console")).await;
+    let url = format!("tcp://{HOST_IP}:{console_port}");
+    assert_eq!(
+        r.body["console_info"],
+        json!({"type": "socat", "url": url}),
+        "{}",
+        r.body
+    );
+    let captured = lab.dir.join("console.txt");
+    let mut client = lab.capture_tcp(HOST_IP, console_port, &captured);
+
     deploy(&api, &uuid, &hostname).await;
     let active = wait_state(&api, &lab, &uuid, "active", Duration::from_secs(900)).await;
     assert!(active["last_error"].is_null(), "{active}");
-    wait_serial(
-        &lab,
-        &format!("FERRUM-LAB-INSTANCE-HOSTNAME={hostname}"),
-        Duration::from_secs(300),
-    )
-    .await;
+    let marker = format!("FERRUM-LAB-INSTANCE-HOSTNAME={hostname}");
+    wait_serial(&lab, &marker, Duration::from_secs(300)).await;
     phases.done(
         &lab,
         "with the BMC back, the node deploys and its image boots",
+    );
+    // The client attached before the deploy saw the ramdisk's agent at work (its session ends
+    // when the VM powers off, as a real BMC's may); one attached now sees the image running.
+    let _ = client.kill();
+    let _ = client.wait();
+    let seen = String::from_utf8_lossy(&std::fs::read(&captured).unwrap_or_default()).into_owned();
+    assert!(
+        seen.contains("ironic_python_agent"),
+        "the console's first client never saw the agent; it saw:\n{}",
+        seen.chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<String>()
+    );
+    let captured = lab.dir.join("console-2.txt");
+    let mut client = lab.capture_tcp(HOST_IP, console_port, &captured);
+    let alive = format!("FERRUM-LAB-INSTANCE-ALIVE {hostname}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen =
+            String::from_utf8_lossy(&std::fs::read(&captured).unwrap_or_default()).into_owned();
+        if seen.contains(&alive) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a console attached to the running image never saw '{alive}'; it saw:\n{seen}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    phases.done(
+        &lab,
+        "the serial console (ipmitool-socat): the agent, then the image",
     );
     eprintln!(
         "lab failures ({}): PASS in {:.1} s, Ferrum's CPU {:.2} s in all",

@@ -36,4 +36,5 @@ if [ -n "$hostname" ]; then
 else
     echo "FERRUM-LAB-INSTANCE-HOSTNAME= (no config drive labelled config-2 with a hostname)"
 fi
-while true; do sleep 3600; done
+# A line every few seconds, so that a console attached later sees the machine is up.
+while true; do sleep 5; echo "FERRUM-LAB-INSTANCE-ALIVE ${hostname:-}"; done

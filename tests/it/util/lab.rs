@@ -365,6 +365,18 @@ impl Lab {
         head
     }
 
+    /// Connects to `host:port` inside the namespace and appends what it reads to `file` until
+    /// the returned process is killed (a console client, as a user attaches one).
+    pub fn capture_tcp(&self, host: &str, port: u16, file: &Path) -> Child {
+        let out = std::fs::File::create(file).expect("capture file");
+        let mut cmd = lab_sh(&["exec", "--name", &self.name, "--"]);
+        cmd.args(["socat", "-u", &format!("TCP:{host}:{port}"), "STDOUT"])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(Stdio::null());
+        cmd.spawn().expect("socat in the lab")
+    }
+
     /// VM 1's disk size in bytes, as its guest sees it (`qemu-img info`).
     pub fn disk_size(&self) -> u64 {
         let mut info = Command::new("qemu-img");
