@@ -89,6 +89,9 @@ pub struct StepContext<'a> {
     pub driver: &'a Driver,
     pub ports: &'a [Value],
     pub config: &'a ConductorConfig,
+    /// The ramdisk boots for an in-band inspection: its agent is told where to post what it
+    /// finds (`ipa-inspection-callback-url`).
+    pub inspection: bool,
 }
 
 /// What a deploy step did: done or waiting (the node goes to `wait call-back` until

@@ -168,6 +168,7 @@ async fn boot_cleaning_ramdisk(
         driver,
         ports: &ports,
         config: &task.ctx().config,
+        inspection: false,
     };
     let done = hw(task, driver.deploy.prepare_cleaning(&task.node, &context))
         .await?
@@ -209,6 +210,7 @@ async fn resume_clean(task: &mut Task, driver: &Driver) -> std::result::Result<(
             driver,
             ports: &ports,
             config: &task.ctx().config,
+            inspection: false,
         };
         let (offered, done) = hw(
             task,
@@ -385,6 +387,7 @@ async fn execute_clean_step(
         driver,
         ports,
         config: &task.ctx().config,
+        inspection: false,
     };
     let done = hw(
         task,

@@ -250,6 +250,7 @@ async fn deploy(task: &mut Task, driver: &Driver) -> std::result::Result<(), Str
             driver,
             ports: &ports,
             config: &task.ctx().config,
+            inspection: false,
         };
         let done = match hw(task, driver.deploy.execute_step(&task.node, step, &context)).await? {
             Ok(done) => done,

@@ -101,6 +101,7 @@ pub async fn start_agent_inspection(
         driver,
         ports: &ports,
         config: &task.ctx().config,
+        inspection: true,
     };
     let remember = hw(task, driver.boot.prepare_ramdisk(&task.node, &context))
         .await?

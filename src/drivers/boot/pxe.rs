@@ -34,7 +34,6 @@ use crate::{
     config::{ConductorConfig, DhcpProvider},
     drivers::{BootDevice, Driver, DriverError, Properties, StepContext},
     node::{JsonObject, Node, management::BootMode},
-    states::ProvisionState,
 };
 
 /// Where the links per MAC go, under the root (Ironic's `[pxe]pxe_config_subdir`).
@@ -169,7 +168,7 @@ impl NetworkBoot {
     /// The kernel command line of the ramdisk: the node's `kernel_append_params`, else the
     /// conductor's, then where the agent finds the API, and for an inspection where it posts
     /// what it found (Ironic's `ipa-inspection-callback-url`).
-    fn kernel_params(&self, node: &Node) -> Result<String, DriverError> {
+    fn kernel_params(&self, node: &Node, inspection: bool) -> Result<String, DriverError> {
         let api_url = self.settings.api_url.as_deref().ok_or_else(|| {
             DriverError::InvalidParameterValue(
                 "Network boot needs the conductor's api_url (the Ironic API URL the deploy ramdisk calls back): it is not set.".to_owned(),
@@ -181,7 +180,7 @@ impl NetworkBoot {
             .and_then(Value::as_str)
             .unwrap_or(&self.settings.kernel_append_params);
         let mut params = format!("{append} ipa-api-url={api_url}");
-        if node.provision_state == ProvisionState::Inspecting {
+        if inspection {
             let api_url = api_url.trim_end_matches('/');
             params.push_str(&format!(
                 " ipa-inspection-callback-url={api_url}/v1/continue_inspection"
@@ -199,8 +198,13 @@ impl NetworkBoot {
     }
 
     /// The node's boot configuration for `loader`.
-    fn config_text(&self, node: &Node, loader: Loader) -> Result<String, DriverError> {
-        let params = self.kernel_params(node)?;
+    fn config_text(
+        &self,
+        node: &Node,
+        loader: Loader,
+        inspection: bool,
+    ) -> Result<String, DriverError> {
+        let params = self.kernel_params(node, inspection)?;
         let uuid = &node.uuid;
         Ok(match loader {
             Loader::Ipxe => {
@@ -311,7 +315,7 @@ impl BootInterface for NetworkBoot {
 
     fn validate(&self, node: &Node) -> Result<(), DriverError> {
         self.kernel_and_ramdisk(node)?;
-        self.kernel_params(node)?;
+        self.kernel_params(node, false)?;
         if self.ipxe {
             self.http_url()?;
         }
@@ -333,7 +337,7 @@ impl BootInterface for NetworkBoot {
         }
         let mode = boot_mode_of(node);
         let loader = self.loader(mode);
-        let config = self.config_text(node, loader)?;
+        let config = self.config_text(node, loader, ctx.inspection)?;
         let options = self.dhcp_options(mode)?;
         let node_dir = self.root().join(&node.uuid);
         let cache = if self.ipxe {
