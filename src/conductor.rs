@@ -166,6 +166,14 @@ pub async fn start(
         shutdown.clone(),
     ));
     tokio::spawn(periodic::console_expiry_loop(ctx.clone(), shutdown.clone()));
+    if ctx.config.dhcp_provider == crate::config::DhcpProvider::Dnsmasq {
+        tokio::spawn(periodic::unknown_hosts_loop(ctx.clone(), shutdown.clone()));
+    }
+    if ctx.config.http_url.is_some()
+        && let Err(e) = crate::drivers::boot::pxe::write_boot_script(&ctx.config).await
+    {
+        warn!(error = %e, "Could not write the iPXE boot script");
+    }
     tokio::spawn({
         let ctx = ctx.clone();
         async move {

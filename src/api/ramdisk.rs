@@ -18,7 +18,7 @@ use super::{
 use crate::{
     db,
     error::{Error, Result},
-    node::{InterfaceKind, JsonObject, Node, fields::View},
+    node::{InterfaceKind, JsonObject, Node, fields::View, inventory::LOOKUP_BMC_ADDRESSES},
     ports::normalize_mac,
     resource,
     rpc::{Heartbeat, RpcRequest},
@@ -422,12 +422,18 @@ pub async fn continue_inspection(
         .filter_map(|iface| iface["mac_address"].as_str())
         .filter_map(|mac| normalize_mac(mac).ok())
         .collect();
-    if macs.is_empty() && query.node_uuid.is_none() {
+    let bmc_addresses: Vec<String> = ["bmc_address", "bmc_v6address"]
+        .iter()
+        .filter_map(|key| inventory.get(*key).and_then(Value::as_str))
+        .filter(|address| !address.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if macs.is_empty() && bmc_addresses.is_empty() && query.node_uuid.is_none() {
         return Err(Error::InvalidParameterValue(
             "No lookup information provided".to_owned(),
         ));
     }
-    let node = inspected_node(&state, query.node_uuid.as_deref(), &macs).await?;
+    let node = inspected_node(&state, query.node_uuid.as_deref(), &macs, &bmc_addresses).await?;
     let node = if current {
         node_with_token(&state, &request_id, node).await?
     } else {
@@ -497,12 +503,16 @@ fn inspection_inventory(data: &mut JsonObject) -> Result<JsonObject> {
     Ok(inventory)
 }
 
-/// The node an inspection's data names: by `node_uuid` if given, by its ports' MAC addresses
-/// otherwise (which must then agree with it), and in `inspect wait`.
+/// The node an inspection's data names (Ironic's `lookup_node`): by `node_uuid` if given, by
+/// its ports' MAC addresses otherwise (which must then agree with it), else by the BMC address
+/// the agent reports among those kept by the nodes in `inspect wait` (a node without ports,
+/// inspected unmanaged), which must name one node, and the one found, if any; in `inspect wait`.
+/// Every failure is the same 404, disclosing nothing.
 async fn inspected_node(
     state: &ApiState,
     node_uuid: Option<&str>,
     macs: &[String],
+    bmc_addresses: &[String],
 ) -> Result<Node> {
     let by_macs = if macs.is_empty() {
         None
@@ -519,17 +529,53 @@ async fn inspected_node(
             }
         }
     };
-    let uuid = match (node_uuid, by_macs) {
+    let known = match (node_uuid, by_macs) {
         (Some(given), Some(found)) if !given.eq_ignore_ascii_case(&found) => {
             warn!(node.uuid = %given, ?macs, "Inspection lookup with node {given} found node {found} by MAC addresses {macs:?}");
             return Err(not_found());
         }
-        (Some(given), _) => given.to_ascii_lowercase(),
-        (None, Some(found)) => found,
-        (None, None) => {
+        (Some(given), _) => Some(given.to_ascii_lowercase()),
+        (None, found) => found,
+    };
+    let by_bmc = if bmc_addresses.is_empty() {
+        Vec::new()
+    } else {
+        db::nodes::internal_info_in_state(&state.db, ProvisionState::InspectWait)
+            .await?
+            .into_iter()
+            .filter(|(_, info)| {
+                info.get(LOOKUP_BMC_ADDRESSES)
+                    .and_then(Value::as_array)
+                    .is_some_and(|kept| {
+                        kept.iter()
+                            .filter_map(Value::as_str)
+                            .any(|a| bmc_addresses.iter().any(|b| b == a))
+                    })
+            })
+            .map(|(uuid, _)| uuid)
+            .collect()
+    };
+    let uuid = match (known, &by_bmc[..]) {
+        (Some(known), []) => known,
+        (Some(known), found) if found.contains(&known) => known,
+        (Some(known), found) => {
+            warn!(node.uuid = %known, ?macs, ?bmc_addresses, "Inspection lookup: nodes {found:?} have BMC addresses {bmc_addresses:?}, node {known} the MAC addresses {macs:?}");
+            return Err(not_found());
+        }
+        (None, [found]) => found.clone(),
+        (None, []) => {
             warn!(
                 ?macs,
-                "No nodes satisfy MAC addresses {macs:?} during inspection lookup"
+                ?bmc_addresses,
+                "No nodes satisfy MAC addresses {macs:?} and BMC addresses {bmc_addresses:?} during inspection lookup"
+            );
+            return Err(not_found());
+        }
+        (None, found) => {
+            warn!(
+                ?macs,
+                ?bmc_addresses,
+                "Several nodes {found:?} satisfy BMC addresses {bmc_addresses:?} and none MAC addresses {macs:?}: they need ports to be inspected"
             );
             return Err(not_found());
         }

@@ -228,8 +228,13 @@ fn refuse_in_maintenance(node: &Node, op: &str) -> Result<()> {
 
 /// The node's ports as the agent is shown them (Ironic's `port.as_dict()`).
 async fn ports_for_agent(task: &Task) -> Result<Vec<Value>> {
+    ports_of(&task.ctx().db, &task.node).await
+}
+
+/// `node`'s ports as the agent is shown them.
+pub(crate) async fn ports_of(db: &db::Db, node: &Node) -> Result<Vec<Value>> {
     let filter = db::ports::PortFilter {
-        node_uuid: Some(task.node.uuid.clone()),
+        node_uuid: Some(node.uuid.clone()),
         ..Default::default()
     };
     let page = db::listing::Page {
@@ -238,14 +243,14 @@ async fn ports_for_agent(task: &Task) -> Result<Vec<Value>> {
         limit: 1000,
         marker: None,
     };
-    let ports = db::ports::list_ports(&task.ctx().db, &filter, &page).await?;
+    let ports = db::ports::list_ports(db, &filter, &page).await?;
     Ok(ports
         .iter()
         .map(|p| {
             serde_json::json!({
                 "uuid": p.uuid,
                 "address": p.address,
-                "node_id": task.node.id,
+                "node_id": node.id,
                 "pxe_enabled": p.pxe_enabled,
                 "local_link_connection": p.local_link_connection.0,
                 "physical_network": p.physical_network,

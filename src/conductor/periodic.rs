@@ -1,7 +1,8 @@
 //! The conductor's periodic work: every `heartbeat_interval`, taking over the nodes that dead
 //! conductors left locked and the allocations they left `allocating`; every
 //! `check_provision_state_interval`, failing the deploys that waited for their agent longer than
-//! `deploy_callback_timeout`; every two minutes, turning off the graphical consoles whose session
+//! `deploy_callback_timeout`, and opening or closing unknown MACs' DHCP as nodes are inspected
+//! or not; every two minutes, turning off the graphical consoles whose session
 //! expired.
 //!
 //! The lease's own renewal, which runs on the same beat, is the lease's (`lease::keep`): it
@@ -13,7 +14,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{Ctx, flows::deploy::fail_timed_out_deploy, recovery::recover_node};
+use super::{
+    Ctx,
+    flows::{deploy::fail_timed_out_deploy, inspect::sync_unknown_hosts},
+    recovery::recover_node,
+};
 use crate::{
     db,
     rpc::{Route, topology::Rings},
@@ -105,6 +110,21 @@ pub(super) async fn callback_timeout_loop(ctx: Ctx, shutdown: CancellationToken)
         period,
         "callback timeout check",
         fail_timed_out_waits,
+    )
+    .await;
+}
+
+/// Allows or ignores unknown MACs in dnsmasq, every `check_provision_state_interval`, as some
+/// node is being inspected or none is (`flows::inspect::sync_unknown_hosts`); the first round
+/// at once, so a conductor that starts puts right what a stopped one left.
+pub(super) async fn unknown_hosts_loop(ctx: Ctx, shutdown: CancellationToken) {
+    let period = ctx.config.check_provision_state_interval;
+    every(
+        ctx,
+        shutdown,
+        period,
+        "unknown MACs' DHCP sync",
+        sync_unknown_hosts,
     )
     .await;
 }

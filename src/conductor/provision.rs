@@ -16,7 +16,7 @@ pub use super::flows::{
 use super::{
     Ctx,
     flows::{
-        clean::CleanSteps, deploy::without_deploy_steps, inspect::require_inspectable,
+        clean::CleanSteps, deploy::without_deploy_steps, inspect::require_inspectable, ports_of,
         service::ServiceSteps, start, step_id, step_runner::StepRun,
     },
 };
@@ -57,6 +57,12 @@ pub async fn do_provisioning_action(
         }
     };
     let verb = action.api_name();
+    // An in-band inspection may need the node's ports to boot (`require_inspectable`).
+    let ports = if event == Event::Inspect {
+        ports_of(&ctx.db, &node).await?
+    } else {
+        Vec::new()
+    };
     start(ctx, node, deadline, verb, event, |node, driver| {
         let mut extra = NodeChanges::default();
         if event == Event::Provide && node.retired {
@@ -66,7 +72,7 @@ pub async fn do_provisioning_action(
             });
         }
         if event == Event::Inspect {
-            require_inspectable(node, driver)?;
+            require_inspectable(node, driver, &ports, &ctx.config)?;
             extra.inspection_started_at = Some(Some(node::now()));
             extra.inspection_finished_at = Some(None);
         }

@@ -343,6 +343,14 @@ settings! {
         inspection_hooks: Vec<String> = INSPECTION_HOOKS.iter().map(|h| (*h).to_owned()).collect(),
             env "FERRUM_INSPECTION_HOOKS" flag "inspection-hooks", for CONDUCTOR,
             check inspection_hooks;
+        /// Inspect in band only nodes whose boot the conductor sets up itself (ports to boot
+        /// from, or virtual media); false inspects the others unmanaged: booted from the network
+        /// once, the operator's DHCP and boot configuration answering, unknown MACs allowed
+        /// DHCP by `dnsmasq` while any node is being inspected (Ironic's
+        /// `[inspector]require_managed_boot`, and its PXE filter).
+        inspector_require_managed_boot: bool = true,
+            env "FERRUM_INSPECTOR_REQUIRE_MANAGED_BOOT" flag "inspector-require-managed-boot",
+            for CONDUCTOR;
         /// How often nodes waiting for their agent are checked against the callback timeouts,
         /// seconds (Ironic's `[conductor]check_provision_state_interval`).
         check_provision_state_interval: Duration = Duration::from_secs(60),
@@ -408,6 +416,12 @@ settings! {
         ipxe_bootfile_name: String = "undionly.kpxe".to_owned(), for CONDUCTOR;
         /// The same, UEFI (`[pxe]uefi_ipxe_bootfile_name`).
         uefi_ipxe_bootfile_name: String = "snponly.efi".to_owned(), for CONDUCTOR;
+        /// The iPXE script (a file under `http_url`, e.g. `inspector.ipxe`) that `boot.ipxe`
+        /// chains for a machine none of whose network devices has a boot configuration of
+        /// Ferrum's: the operator's boot of unknown machines, for unmanaged inspection (Ironic's
+        /// `[pxe]ipxe_fallback_script`); unset, such a machine reboots.
+        ipxe_fallback_script: Option<String> = None,
+            env "FERRUM_IPXE_FALLBACK_SCRIPT" flag "ipxe-fallback-script", for CONDUCTOR;
         /// How much the cache of deploy kernels and ramdisks may hold, MiB; 0 is unbounded
         /// (Ironic's `[pxe]image_cache_size`).
         image_cache_size: u32 = 20480,

@@ -21,7 +21,7 @@ use super::{
 use crate::{
     error::{Error, Result},
     node::{
-        Node, NodeChanges,
+        Json, JsonObject, Node, NodeChanges,
         history::{self as events, HistoryEntry},
     },
     schema::nodes,
@@ -431,6 +431,30 @@ pub async fn states_of(
     Ok(with_conn!(db, |conn| nodes::table
         .filter(nodes::uuid.eq_any(uuids))
         .select((nodes::uuid, nodes::provision_state, nodes::reservation))
+        .load(conn)
+        .await?))
+}
+
+/// Whether any node is in one of `states` (one indexed query that reads one row at most).
+pub async fn any_in_states(db: &Db, states: &[ProvisionState]) -> Result<bool> {
+    let found: Vec<i32> = with_conn!(db, |conn| nodes::table
+        .filter(nodes::provision_state.eq_any(states))
+        .select(nodes::id)
+        .limit(1)
+        .load(conn)
+        .await?);
+    Ok(!found.is_empty())
+}
+
+/// The nodes in `state` with their `driver_internal_info` (the inspection lookup by BMC
+/// address reads the addresses kept there by the nodes in `inspect wait`).
+pub async fn internal_info_in_state(
+    db: &Db,
+    state: ProvisionState,
+) -> Result<Vec<(String, Json<JsonObject>)>> {
+    Ok(with_conn!(db, |conn| nodes::table
+        .filter(nodes::provision_state.eq(state))
+        .select((nodes::uuid, nodes::driver_internal_info))
         .load(conn)
         .await?))
 }

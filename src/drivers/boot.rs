@@ -35,6 +35,12 @@ pub trait BootInterface: Send + Sync + 'static {
     fn validate(&self, _node: &Node) -> Result<(), DriverError> {
         Ok(())
     }
+    /// Whether it can set up the node's boot for an in-band inspection (Ironic's
+    /// `validate_inspection`); an error says what is missing, and the inspection is then
+    /// unmanaged or refused (the conductor's `inspector_require_managed_boot`).
+    fn validate_inspection(&self, node: &Node, _ports: &[Value]) -> Result<(), DriverError> {
+        self.validate(node)
+    }
     /// Makes the node's next boot its agent's ramdisk (Ironic's `prepare_ramdisk`); what it
     /// returns are `driver_internal_info` keys for the conductor to record.
     async fn prepare_ramdisk(

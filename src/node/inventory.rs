@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Json, JsonObject};
 
+/// The `driver_internal_info` key that keeps, while an inspection waits for its agent, the
+/// addresses of the node's BMC the agent may report, for the lookup of a node without ports
+/// (Ironic's `lookup_bmc_addresses`).
+pub const LOOKUP_BMC_ADDRESSES: &str = "lookup_bmc_addresses";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Queryable, Selectable, Insertable)]
 #[diesel(table_name = crate::schema::node_inventory)]
 pub struct NodeInventory {

@@ -231,7 +231,17 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 /// A cluster whose one conductor boots nodes over the network: `http_root` under `dir`, served
 /// by the conductor itself, and the dnsmasq DHCP provider writing under `dir/dhcp`.
 async fn network_boot_cluster(stack: crate::util::Stack, dir: &std::path::Path) -> Option<Cluster> {
+    network_boot_cluster_with(stack, dir, &[]).await
+}
+
+/// [`network_boot_cluster`] with `more` settings.
+async fn network_boot_cluster_with(
+    stack: crate::util::Stack,
+    dir: &std::path::Path,
+    more: &[(&'static str, &str)],
+) -> Option<Cluster> {
     let http_port = crate::util::cluster::free_port();
+    let more = more.iter().map(|(k, v)| (*k, (*v).to_owned()));
     Cluster::start(ClusterOptions {
         stack,
         conductors: 1,
@@ -252,10 +262,22 @@ async fn network_boot_cluster(stack: crate::util::Stack, dir: &std::path::Path) 
                 "FERRUM_DNSMASQ_DHCP_OPTSDIR",
                 dir.join("dhcp/opts").display().to_string(),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(more)
+        .collect(),
         ..ClusterOptions::default()
     })
     .await
+}
+
+/// The `driver_info` of a node on the emulator's first system with a (dummy) deploy kernel and
+/// ramdisk served by `images`.
+fn network_boot_info(emu: &Emulator, images: &ImageServer) -> Value {
+    let mut info = emu.driver_info(0);
+    info["deploy_kernel"] = images.add("ipa.kernel", vec![0x4b_u8; 4096]).into();
+    info["deploy_ramdisk"] = images.add("ipa.initramfs", vec![0x52_u8; 4096]).into();
+    info
 }
 
 /// [`crate::util::assert_network_boot_withdrawn`] for a test whose DHCP and HTTP roots are
@@ -452,9 +474,7 @@ async fn an_ipxe_inspection_boots_the_ramdisk_with_its_callback_and_an_abort_wit
     };
     let api = &cluster.api;
     let images = ImageServer::start().await;
-    let mut info = emu.driver_info(0);
-    info["deploy_kernel"] = images.add("ipa.kernel", vec![0x4b_u8; 4096]).into();
-    info["deploy_ramdisk"] = images.add("ipa.initramfs", vec![0x52_u8; 4096]).into();
+    let info = network_boot_info(&emu, &images);
     let node = api.create_node(json!({
         "driver": "redfish",
         "boot_interface": "ipxe",
@@ -486,4 +506,146 @@ async fn an_ipxe_inspection_boots_the_ramdisk_with_its_callback_and_an_abort_wit
     assert_eq!(failed["power_state"], "power off", "{failed}");
     assert_network_boot_withdrawn(&dir, &uuid, &mac);
 }
+}
+
+on_both_stacks! {
+/// Unmanaged in-band inspection (`inspector_require_managed_boot = false`) of a node without a
+/// port, which `ipxe` cannot boot itself: the node is only set to boot from the network once and
+/// powered on; the operator's boot answers it (`boot.ipxe`, written at the conductor's start,
+/// chains the fallback script), dnsmasq is told to serve unknown MACs while it is inspected and
+/// to ignore them again after; its BMC addresses are kept, loopback left out, and the agent's
+/// data finds the node by the BMC address it reports (never by a loopback one); the inspection
+/// creates the port of the MAC it booted from, and the next inspection, with that port, is
+/// managed again.
+async fn an_unmanaged_inspection_finds_its_node_by_bmc_address_and_creates_its_port(stack) {
+    let Some(emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let dir = temp_dir("unmanaged");
+    let settings = [
+        ("FERRUM_INSPECTOR_REQUIRE_MANAGED_BOOT", "false"),
+        ("FERRUM_IPXE_FALLBACK_SCRIPT", "inspector.ipxe"),
+    ];
+    let Some(cluster) = network_boot_cluster_with(stack, &dir, &settings).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let boot = std::fs::read_to_string(dir.join("http/boot.ipxe")).expect("boot.ipxe written at the conductor's start");
+    assert!(boot.contains("chain --autofree inspector.ipxe"), "{boot}");
+    let unknown = dir.join("dhcp/hosts/unknown_hosts_filter");
+    let wait_unknown = async |entry: &str| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let now = std::fs::read_to_string(&unknown).unwrap_or_default();
+            if now == entry {
+                return;
+            }
+            assert!(Instant::now() < deadline, "unknown MACs' DHCP entry is {now:?}, not {entry:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    wait_unknown("*:*:*:*:*:*,ignore\n").await;
+
+    let images = ImageServer::start().await;
+    let mut info = network_boot_info(&emu, &images);
+    // A node moved from `ipmi` keeps its ipmi_address: a lookup address (the emulator's own,
+    // loopback, never is one).
+    info["ipmi_address"] = "198.51.100.20".into();
+    let node = api.create_node(json!({
+        "driver": "redfish",
+        "boot_interface": "ipxe",
+        "inspect_interface": "agent",
+        "driver_info": info,
+    })).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    let r = api.request(Method::PUT, &format!("/v1/nodes/{uuid}/management/boot_device"), Some(json!({"boot_device": "disk"}))).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+
+    api.accepted(&uuid, "inspect").await;
+    let waiting = api.wait_settled(&uuid, "inspect wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert_eq!(waiting["power_state"], "power on", "{waiting}");
+    assert_eq!(waiting["driver_internal_info"]["lookup_bmc_addresses"], json!(["198.51.100.20"]), "{waiting}");
+    assert!(!dir.join("http").join(&uuid).exists(), "an unmanaged inspection publishes no boot of its own");
+    let system = emu.get(emu.driver_info(0)["redfish_system_id"].as_str().unwrap()).await;
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Pxe", "{system}");
+    wait_unknown("*:*:*:*:*:*\n").await;
+
+    let mac = emu.mac(0).await;
+    let mut data = json!({"inventory": crate::inspection::inventory(&mac, "198.51.100.50")});
+    data["inventory"]["bmc_address"] = "127.0.0.1".into();
+    let r = crate::inspection::post(api, "1.84", "", data.clone()).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "a loopback BMC address finds nothing: {}", r.body);
+    data["inventory"]["bmc_address"] = "198.51.100.20".into();
+    let r = crate::inspection::post(api, "1.84", "", data).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(r.body["node"]["uuid"], json!(uuid), "{}", r.body);
+    let inspected = api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert!(inspected["last_error"].is_null(), "{inspected}");
+    assert_eq!(inspected["power_state"], "power off", "{inspected}");
+    let ports = api.get(&format!("/v1/ports?node={uuid}&fields=address,pxe_enabled")).await;
+    let ports: Vec<(Value, Value)> = ports.body["ports"].as_array().unwrap().iter().map(|p| (p["address"].clone(), p["pxe_enabled"].clone())).collect();
+    assert_eq!(ports, [(json!(mac), json!(true))], "{ports:?}");
+    wait_unknown("*:*:*:*:*:*,ignore\n").await;
+
+    // With its port, the node's next inspection boots the ramdisk Ferrum publishes for it.
+    api.accepted(&uuid, "inspect").await;
+    api.wait_settled(&uuid, "inspect wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert!(dir.join("http").join(&uuid).join("config").exists(), "a managed inspection publishes the node's boot");
+    api.accepted(&uuid, "abort").await;
+    api.wait_settled(&uuid, "inspect failed", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+    wait_unknown("*:*:*:*:*:*,ignore\n").await;
+}
+}
+
+/// With `inspector_require_managed_boot` (the default), an in-band inspection that the node's
+/// boot interface cannot boot (`ipxe` without a port) is refused at once, 400 in Ironic's words,
+/// and the node stays `manageable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inspection_that_cannot_boot_the_node_is_refused() {
+    let Some(emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let dir = temp_dir("refused");
+    let Some(cluster) = network_boot_cluster(crate::util::Stack::Embedded, &dir).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let info = network_boot_info(&emu, &images);
+    let node = api
+        .create_node(json!({
+            "driver": "redfish",
+            "boot_interface": "ipxe",
+            "inspect_interface": "agent",
+            "driver_info": info,
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(
+        &uuid,
+        "manageable",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        String::new,
+    )
+    .await;
+    let r = api
+        .request(
+            Method::PUT,
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(json!({"target": "inspect"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let message = format!(
+        "Insufficient information provided for managed inspection: Node {uuid} does not have any port associated with it"
+    );
+    assert!(r.body.to_string().contains(&message), "{}", r.body);
+    let node = api.node(&uuid).await;
+    assert_eq!(node["provision_state"], "manageable", "{node}");
+    assert!(node["reservation"].is_null(), "{node}");
 }

@@ -23,12 +23,14 @@ use crate::{
         task::Task,
         worker::{Failure, Flow, hw},
     },
+    config::ConductorConfig,
     db,
-    drivers::{Driver, StepContext, require_interface},
+    drivers::{BootDevice, Driver, DriverError, StepContext, boot::dhcp::Dhcp, require_interface},
     error::{Error, Result},
     inspection_rule,
     node::{
-        self, InterfaceKind, JsonObject, Node, NodeChanges, PowerState, inventory::NodeInventory,
+        self, InterfaceKind, JsonObject, Node, NodeChanges, PowerState,
+        inventory::{LOOKUP_BMC_ADDRESSES, NodeInventory},
     },
     ports::{Port, normalize_mac},
     states::{Event, ProvisionState},
@@ -68,13 +70,34 @@ async fn inspect(task: &mut Task, driver: &Driver) -> std::result::Result<(), St
 }
 
 /// Ironic's inspect_hardware validates the power and inspect interfaces before it inspects: a
-/// `no-inspect` node is UnsupportedDriverExtension, never inspected.
-pub(crate) fn require_inspectable(node: &Node, driver: &Driver) -> Result<()> {
+/// `no-inspect` node is UnsupportedDriverExtension, never inspected; nor, with
+/// `inspector_require_managed_boot`, is an in-band inspection whose boot the node's boot
+/// interface cannot set up (`ports` are the node's, as [`super::ports_of`] reads them).
+pub(crate) fn require_inspectable(
+    node: &Node,
+    driver: &Driver,
+    ports: &[Value],
+    config: &ConductorConfig,
+) -> Result<()> {
     driver
         .power
         .validate(node)
         .map_err(|e| Error::InvalidParameterValue(e.to_string()))?;
-    require_interface(node, InterfaceKind::Inspect)
+    require_interface(node, InterfaceKind::Inspect)?;
+    if node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT
+        && config.inspector_require_managed_boot
+    {
+        driver
+            .boot
+            .validate_inspection(node, ports)
+            .map_err(|e| Error::InvalidParameterValue(unmanageable(&e)))?;
+    }
+    Ok(())
+}
+
+/// Why the boot of an inspection cannot be managed, in Ironic's words.
+fn unmanageable(e: &DriverError) -> String {
+    format!("Insufficient information provided for managed inspection: {e}")
 }
 
 /// The inspect interface that inspects through the ramdisk's agent.
@@ -84,10 +107,15 @@ pub const AGENT_INSPECT: &str = "agent";
 /// names them).
 pub use crate::config::INSPECTION_HOOKS as HOOKS;
 
-/// Boots the ramdisk for an agent inspection (Ironic's managed inspection): the node's boot
-/// interface prepares its next boot (over the network: its ports' MACs allowed in DHCP, the
-/// kernel told `ipa-inspection-callback-url`), the node is (re)started and the inspection waits
-/// for the agent's data. A node that may not be powered off is rebooted either way.
+/// Boots the ramdisk for an agent inspection and waits for its data. Managed (Ironic's managed
+/// inspection), the node's boot interface prepares its next boot (over the network: its ports'
+/// MACs allowed in DHCP, the kernel told `ipa-inspection-callback-url`). Unmanaged, where the
+/// boot interface cannot (no port to boot from) and `inspector_require_managed_boot` is off: the
+/// node is only set to boot from the network once, the operator's DHCP and boot configuration
+/// answer it (with `dnsmasq`, unknown MACs are allowed DHCP from now on:
+/// [`sync_unknown_hosts`]), and the agent finds its node by the BMC address. Either way the BMC
+/// addresses are kept for that lookup (Ironic's `cache_lookup_addresses`) and the node is
+/// (re)started; a node that may not be powered off is rebooted.
 pub async fn start_agent_inspection(
     task: &mut Task,
     driver: &Driver,
@@ -97,17 +125,57 @@ pub async fn start_agent_inspection(
     let ports = ports_for_agent(task)
         .await
         .map_err(|e| format!("Failed to read the ports of node {uuid}: {e}"))?;
-    let context = StepContext {
-        driver,
-        ports: &ports,
-        config: &task.ctx().config,
-        inspection: true,
+    let unable = |e: &dyn std::fmt::Display| {
+        format!("Failed to inspect hardware. Reason: unable to start inspection: {e}")
     };
-    let remember = hw(task, driver.boot.prepare_ramdisk(&task.node, &context))
-        .await?
-        .map_err(|e| {
-            format!("Failed to inspect hardware. Reason: unable to boot the ramdisk: {e}")
-        })?;
+    let mut info = task.node.driver_internal_info.0.clone();
+    info.insert(
+        LOOKUP_BMC_ADDRESSES.to_owned(),
+        lookup_addresses(&task.node).await.into(),
+    );
+    match driver.boot.validate_inspection(&task.node, &ports) {
+        Ok(()) => {
+            let context = StepContext {
+                driver,
+                ports: &ports,
+                config: &task.ctx().config,
+                inspection: true,
+            };
+            let remember = hw(task, driver.boot.prepare_ramdisk(&task.node, &context))
+                .await?
+                .map_err(|e| {
+                    format!("Failed to inspect hardware. Reason: unable to boot the ramdisk: {e}")
+                })?;
+            info.extend(remember);
+        }
+        Err(e) if task.ctx().config.inspector_require_managed_boot => {
+            return Err(unable(&unmanageable(&e)));
+        }
+        Err(e) => {
+            tracing::info!(node.uuid = %uuid, reason = %e, "Inspecting node {uuid} unmanaged: its boot is the operator's network boot");
+            if let Err(e) = sync_unknown_hosts(task.ctx()).await {
+                tracing::warn!(node.uuid = %uuid, error = %e, "Could not allow unknown MACs DHCP for the unmanaged inspection of node {uuid}");
+            }
+            if !task.node.disable_power_off {
+                hw(
+                    task,
+                    driver
+                        .power
+                        .set_power_state(&task.node, PowerState::Off, timeout),
+                )
+                .await?
+                .map_err(|e| unable(&e))?;
+            }
+            hw(
+                task,
+                driver
+                    .management
+                    .set_boot_device(&task.node, BootDevice::Pxe, false),
+            )
+            .await?
+            .map_err(|e| unable(&e))?;
+        }
+    }
     let power = driver.power.get_power_state(&task.node).await;
     let booted = if matches!(power, Ok(PowerState::On)) || task.node.disable_power_off {
         hw(task, driver.power.reboot(&task.node, timeout)).await?
@@ -120,18 +188,78 @@ pub async fn start_agent_inspection(
         )
         .await?
     };
-    booted.map_err(|e| {
-        format!("Failed to inspect hardware. Reason: unable to start inspection: {e}")
-    })?;
+    booted.map_err(|e| unable(&e))?;
     let mut changes = NodeChanges::default().power(Some(PowerState::On), None);
-    if !remember.is_empty() {
-        let mut info = task.node.driver_internal_info.0.clone();
-        info.extend(remember);
-        changes.driver_internal_info = Some(node::Json(info));
-    }
+    changes.driver_internal_info = Some(node::Json(info));
     task.process_event(Event::Wait, false, changes.release())
         .await
         .map_err(|e| format!("Failed to wait for the inspection data: {e}"))
+}
+
+/// The addresses of the node's BMC an agent may report as its `bmc_address`: every
+/// `driver_info` `*_address` (a URL's host), with the IPs a name resolves to, loopback left out
+/// (a BMC the conductor reaches on loopback is not an address the machine reports). Ironic's
+/// `_get_bmc_addresses`.
+async fn lookup_addresses(node: &Node) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for (key, value) in node.driver_info.iter() {
+        let Some(address) = value.as_str().filter(|_| key.ends_with("_address")) else {
+            continue;
+        };
+        let host = match reqwest::Url::parse(address) {
+            Ok(url) if address.contains("//") => url.host_str().unwrap_or_default().to_owned(),
+            _ => address.to_owned(),
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
+            continue;
+        }
+        let ips: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => match tokio::net::lookup_host((host.as_str(), 0)).await {
+                Ok(addrs) => {
+                    if !found.contains(&host) {
+                        found.push(host.clone());
+                    }
+                    addrs.map(|a| a.ip()).collect()
+                }
+                Err(e) => {
+                    tracing::warn!(node.uuid = %node.uuid, error = %e, "Failed to resolve the host name ({host}) in {key} of node {}", node.uuid);
+                    Vec::new()
+                }
+            },
+        };
+        for ip in ips.into_iter().filter(|ip| !ip.is_loopback()) {
+            let ip = ip.to_string();
+            if !found.contains(&ip) {
+                found.push(ip);
+            }
+        }
+    }
+    found
+}
+
+/// Lets dnsmasq answer unknown MACs exactly while some node is being inspected (`inspect wait`
+/// or `inspecting`), as Ironic's PXE filter does for the unmanaged inspection's DHCP: on each
+/// unmanaged start and every `check_provision_state_interval` (`periodic.rs`), so an
+/// inspection that ends, however it ends, closes it again within that time. Every conductor
+/// gives the same answer; with the `none` provider there is nothing to write.
+pub async fn sync_unknown_hosts(ctx: &Ctx) -> Result<()> {
+    let dhcp = Dhcp::of(&ctx.config);
+    if dhcp == Dhcp::None {
+        return Ok(());
+    }
+    let inspecting = db::nodes::any_in_states(
+        &ctx.db,
+        &[ProvisionState::InspectWait, ProvisionState::Inspecting],
+    )
+    .await?;
+    dhcp.allow_unknown(inspecting)
+        .await
+        .map_err(|e| e.into_error("dnsmasq"))
 }
 
 /// The ramdisk is done, however the inspection ended: its boot is undone (boot files and DHCP
@@ -503,6 +631,23 @@ mod tests {
 
     fn inventory(value: Value) -> JsonObject {
         value.as_object().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn the_lookup_addresses_are_the_bmc_hosts_without_loopback() {
+        let mut node = node::tests_support::node();
+        node.driver_info = node::Json(inventory(json!({
+            "redfish_address": "https://[fd00::7]:8443",
+            "ipmi_address": "198.51.100.20",
+            "console_address": "127.0.0.1",
+            "other_address": "localhost",
+            "snmp_address": "http://127.0.0.1:8000/x",
+            "number_address": 5,
+            "deploy_kernel": "http://198.51.100.9/k",
+        })));
+        let mut found = lookup_addresses(&node).await;
+        found.sort();
+        assert_eq!(found, ["198.51.100.20", "fd00::7"]);
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //! - `<optsdir>/ironic-<node uuid>.conf`: the boot options for the node's tag, one a line,
 //!   `tag:<node uuid>,<option>`.
 //!
+//! - `<hostsdir>/unknown_hosts_filter`: `*:*:*:*:*:*` while unknown MACs may DHCP (a node is
+//!   being inspected unmanaged: the operator's boot configuration answers it),
+//!   `*:*:*:*:*:*,ignore` otherwise; dnsmasq prefers a MAC's own file to this wildcard (Ironic's
+//!   PXE filter).
+//!
 //! The tag is the node's UUID (Ironic makes a random one and remembers it): stable, unique, and
 //! nothing to remember. Each file is written whole, then renamed into place
 //! ([`super::replace_file`]), so dnsmasq never reads half of one.
@@ -16,7 +21,10 @@
 use std::path::{Path, PathBuf};
 
 use super::write_whole;
-use crate::drivers::DriverError;
+use crate::{
+    config::{ConductorConfig, DhcpProvider},
+    drivers::DriverError,
+};
 
 /// One DHCP option of a node's boot, as dnsmasq's `dhcp-option` reads it after the tag:
 /// `[tag:<t>,]<number>,<value>` (e.g. `tag:ipxe,67,http://.../boot.ipxe`).
@@ -33,7 +41,39 @@ pub enum Dhcp {
     },
 }
 
+/// The file that allows or ignores the MACs no other file names.
+const UNKNOWN_HOSTS_FILE: &str = "unknown_hosts_filter";
+
 impl Dhcp {
+    /// The conductor's DHCP provider.
+    pub fn of(config: &ConductorConfig) -> Dhcp {
+        match config.dhcp_provider {
+            DhcpProvider::None => Dhcp::None,
+            DhcpProvider::Dnsmasq => Dhcp::Dnsmasq {
+                hostsdir: config.dnsmasq_dhcp_hostsdir.clone(),
+                optsdir: config.dnsmasq_dhcp_optsdir.clone(),
+            },
+        }
+    }
+
+    /// Allows or ignores the MACs of no node's (Ironic's PXE filter's `allow_unknown`); the
+    /// file is rewritten only when that changes, so dnsmasq rereads nothing on a repeat.
+    pub async fn allow_unknown(&self, allow: bool) -> Result<(), DriverError> {
+        let Dhcp::Dnsmasq { hostsdir, .. } = self else {
+            return Ok(());
+        };
+        let entry = if allow {
+            "*:*:*:*:*:*\n"
+        } else {
+            "*:*:*:*:*:*,ignore\n"
+        };
+        let path = hostsdir.join(UNKNOWN_HOSTS_FILE);
+        if tokio::fs::read_to_string(&path).await.ok().as_deref() == Some(entry) {
+            return Ok(());
+        }
+        write_whole(&path, entry).await
+    }
+
     /// Allows `macs` (node `node_uuid`'s) DHCP with `options` (Ironic's `update_dhcp_opts`).
     pub async fn allow(
         &self,
@@ -131,11 +171,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn unknown_macs_are_allowed_then_ignored_and_a_repeat_rewrites_nothing() {
+        let dir = std::env::temp_dir().join(format!("ferrum-dhcp-unknown-{}", std::process::id()));
+        let dhcp = Dhcp::Dnsmasq {
+            hostsdir: dir.join("hosts"),
+            optsdir: dir.join("opts"),
+        };
+        let file = dir.join("hosts/unknown_hosts_filter");
+        let read = || std::fs::read_to_string(&file).unwrap();
+        dhcp.allow_unknown(false).await.unwrap();
+        assert_eq!(read(), "*:*:*:*:*:*,ignore\n");
+        dhcp.allow_unknown(true).await.unwrap();
+        assert_eq!(read(), "*:*:*:*:*:*\n");
+        let written = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dhcp.allow_unknown(true).await.unwrap();
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().modified().unwrap(),
+            written
+        );
+        dhcp.allow_unknown(false).await.unwrap();
+        assert_eq!(read(), "*:*:*:*:*:*,ignore\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
     async fn none_writes_nothing() {
         Dhcp::None
             .allow("n", &["52:54:00:aa:bb:01".to_owned()], &[])
             .await
             .unwrap();
         Dhcp::None.withdraw("n", &[]).await.unwrap();
+        Dhcp::None.allow_unknown(true).await.unwrap();
     }
 }

@@ -31,7 +31,7 @@ use super::{
     io_failed, pxe_macs, replace_file, write_whole,
 };
 use crate::{
-    config::{ConductorConfig, DhcpProvider},
+    config::ConductorConfig,
     drivers::{BootDevice, Driver, DriverError, Properties, StepContext},
     node::{JsonObject, Node, management::BootMode},
 };
@@ -70,6 +70,7 @@ pub struct NetworkBootSettings {
     ipxe_bootfile: [String; 2],
     tftp_cache: ImageCache,
     http_cache: ImageCache,
+    ipxe_fallback_script: Option<String>,
     dhcp: Dhcp,
 }
 
@@ -101,13 +102,8 @@ impl NetworkBootSettings {
             ],
             tftp_cache: cache(&config.tftp_root),
             http_cache: cache(&config.http_root),
-            dhcp: match config.dhcp_provider {
-                DhcpProvider::None => Dhcp::None,
-                DhcpProvider::Dnsmasq => Dhcp::Dnsmasq {
-                    hostsdir: config.dnsmasq_dhcp_hostsdir.clone(),
-                    optsdir: config.dnsmasq_dhcp_optsdir.clone(),
-                },
-            },
+            ipxe_fallback_script: config.ipxe_fallback_script.clone(),
+            dhcp: Dhcp::of(config),
         })
     }
 }
@@ -288,19 +284,42 @@ impl NetworkBoot {
     }
 }
 
-/// The master iPXE script: chains to the configuration of the first NIC that has one.
-fn ipxe_boot_script() -> &'static str {
-    "#!ipxe\n\
-     # Written by Ferrum: boot the configuration of the first network device that has one.\n\
-     set netid:int32 -1\n\
-     :next\n\
-     inc netid\n\
-     isset ${net${netid}/mac} || goto none\n\
-     chain --autofree pxelinux.cfg/${net${netid}/mac:hexhyp} || goto next\n\
-     :none\n\
-     echo No boot configuration for this machine's network devices; rebooting in 10 s.\n\
-     sleep 10\n\
-     reboot\n"
+/// The master iPXE script: chains to the configuration of the first NIC that has one, else to
+/// `fallback` (the operator's script for machines Ferrum does not boot: unmanaged inspection),
+/// else reboots.
+fn ipxe_boot_script(fallback: Option<&str>) -> String {
+    let fallback = fallback.map_or(String::new(), |script| {
+        format!(
+            "echo No boot configuration of Ferrum's for this machine: chaining {script}.\n\
+             chain --autofree {script} || goto failed\n\
+             :failed\n"
+        )
+    });
+    format!(
+        "#!ipxe\n\
+         # Written by Ferrum: boot the configuration of the first network device that has one.\n\
+         set netid:int32 -1\n\
+         :next\n\
+         inc netid\n\
+         isset ${{net${{netid}}/mac}} || goto none\n\
+         chain --autofree pxelinux.cfg/${{net${{netid}}/mac:hexhyp}} || goto next\n\
+         :none\n\
+         {fallback}\
+         echo No boot configuration for this machine's network devices; rebooting in 10 s.\n\
+         sleep 10\n\
+         reboot\n"
+    )
+}
+
+/// Writes `boot.ipxe` at the root of `http_root` (Ironic's `place_common_config`, at a
+/// conductor's start), so that a machine Ferrum has no configuration for finds the fallback
+/// script before any node has been prepared.
+pub async fn write_boot_script(config: &ConductorConfig) -> Result<(), DriverError> {
+    write_whole(
+        &config.http_root.join(IPXE_BOOT_SCRIPT),
+        &ipxe_boot_script(config.ipxe_fallback_script.as_deref()),
+    )
+    .await
 }
 
 #[async_trait]
@@ -320,6 +339,16 @@ impl BootInterface for NetworkBoot {
             self.http_url()?;
         }
         Ok(())
+    }
+
+    fn validate_inspection(&self, node: &Node, ports: &[Value]) -> Result<(), DriverError> {
+        if pxe_macs(ports).is_empty() {
+            return Err(DriverError::MissingParameterValue(format!(
+                "Node {} does not have any port associated with it",
+                node.uuid
+            )));
+        }
+        self.validate(node)
     }
 
     async fn prepare_ramdisk(
@@ -352,7 +381,8 @@ impl BootInterface for NetworkBoot {
         write_whole(&node_dir.join("config"), &config).await?;
         write_whole(&node_dir.join("macs"), &(macs.join("\n") + "\n")).await?;
         if loader == Loader::Ipxe {
-            write_whole(&self.root().join(IPXE_BOOT_SCRIPT), ipxe_boot_script()).await?;
+            let script = ipxe_boot_script(self.settings.ipxe_fallback_script.as_deref());
+            write_whole(&self.root().join(IPXE_BOOT_SCRIPT), &script).await?;
         }
         for mac in &macs {
             let link = self.mac_link(loader, mac);
