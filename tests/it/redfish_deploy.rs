@@ -649,3 +649,75 @@ async fn an_inspection_that_cannot_boot_the_node_is_refused() {
     assert_eq!(node["provision_state"], "manageable", "{node}");
     assert!(node["reservation"].is_null(), "{node}");
 }
+
+/// An inspection whose ramdisk boot was prepared but whose node then cannot be reached (its
+/// BMC gone) fails at once in `inspect failed`, its boot files and DHCP allowance withdrawn, the
+/// lock released, and so does a cleaning; with the BMC back, the node inspects again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ramdisk_boot_whose_bmc_is_gone_fails_and_withdraws_its_network_boot() {
+    let Some(mut emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let dir = temp_dir("inspect-bmc-gone");
+    let Some(cluster) = network_boot_cluster(crate::util::Stack::Embedded, &dir).await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let info = network_boot_info(&emu, &images);
+    let node = api
+        .create_node(json!({
+            "driver": "redfish",
+            "boot_interface": "ipxe",
+            "inspect_interface": "agent",
+            "driver_info": info,
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let mac = emu.mac(0).await;
+    let r = api
+        .request(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": mac})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.accepted(&uuid, "manage").await;
+    let settle = |state: &'static str| {
+        api.wait_settled(
+            &uuid,
+            state,
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            String::new,
+        )
+    };
+    settle("manageable").await;
+
+    emu.stop();
+    api.accepted(&uuid, "inspect").await;
+    let failed = settle("inspect failed").await;
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("Failed to inspect hardware. Reason: unable to boot the ramdisk:"),
+        "{failed}"
+    );
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+    // So does a cleaning's ramdisk boot (the deploy's and the rescue's are the same step).
+    api.accepted(&uuid, "manage").await;
+    settle("manageable").await;
+    api.accepted(&uuid, "provide").await;
+    let failed = settle("clean failed").await;
+    assert!(!failed["last_error"].is_null(), "{failed}");
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+
+    emu.restart();
+    api.accepted(&uuid, "manage").await;
+    settle("manageable").await;
+    api.accepted(&uuid, "inspect").await;
+    settle("inspect wait").await;
+    api.accepted(&uuid, "abort").await;
+    settle("inspect failed").await;
+    assert_network_boot_withdrawn(&dir, &uuid, &mac);
+}

@@ -133,7 +133,8 @@ pub async fn start_agent_inspection(
         LOOKUP_BMC_ADDRESSES.to_owned(),
         lookup_addresses(&task.node).await.into(),
     );
-    match driver.boot.validate_inspection(&task.node, &ports) {
+    let managed = driver.boot.validate_inspection(&task.node, &ports);
+    match &managed {
         Ok(()) => {
             let context = StepContext {
                 driver,
@@ -141,15 +142,19 @@ pub async fn start_agent_inspection(
                 config: &task.ctx().config,
                 inspection: true,
             };
-            let remember = hw(task, driver.boot.prepare_ramdisk(&task.node, &context))
-                .await?
-                .map_err(|e| {
-                    format!("Failed to inspect hardware. Reason: unable to boot the ramdisk: {e}")
-                })?;
-            info.extend(remember);
+            let prepared = hw(task, driver.boot.prepare_ramdisk(&task.node, &context)).await?;
+            match prepared {
+                Ok(remember) => info.extend(remember),
+                Err(e) => {
+                    undo_ramdisk(task, driver).await;
+                    return Err(format!(
+                        "Failed to inspect hardware. Reason: unable to boot the ramdisk: {e}"
+                    ));
+                }
+            }
         }
         Err(e) if task.ctx().config.inspector_require_managed_boot => {
-            return Err(unable(&unmanageable(&e)));
+            return Err(unable(&unmanageable(e)));
         }
         Err(e) => {
             tracing::info!(node.uuid = %uuid, reason = %e, "Inspecting node {uuid} unmanaged: its boot is the operator's network boot");
@@ -188,7 +193,12 @@ pub async fn start_agent_inspection(
         )
         .await?
     };
-    booted.map_err(|e| unable(&e))?;
+    if let Err(e) = booted {
+        if managed.is_ok() {
+            undo_ramdisk(task, driver).await;
+        }
+        return Err(unable(&e));
+    }
     let mut changes = NodeChanges::default().power(Some(PowerState::On), None);
     changes.driver_internal_info = Some(node::Json(info));
     task.process_event(Event::Wait, false, changes.release())
@@ -240,6 +250,16 @@ async fn lookup_addresses(node: &Node) -> Vec<String> {
         }
     }
     found
+}
+
+/// Undoes a ramdisk boot prepared for an inspection that then failed to start: its boot files
+/// and DHCP allowance go with it (the failure moves the node to `inspect failed` with no flow
+/// after it). Best effort: the start's own error is the one the node shows.
+async fn undo_ramdisk(task: &Task, driver: &Driver) {
+    let uuid = &task.node.uuid;
+    if let Ok(Err(e)) = hw(task, driver.boot.clean_up_ramdisk(&task.node, driver)).await {
+        tracing::warn!(node.uuid = %uuid, error = %e, "Failed to undo the ramdisk's boot of node {uuid}'s inspection that did not start");
+    }
 }
 
 /// Lets dnsmasq answer unknown MACs exactly while some node is being inspected (`inspect wait`

@@ -21,21 +21,35 @@ use crate::{
 };
 
 /// Boots the deploy ramdisk: the node's boot interface prepares its next boot
-/// (`drivers::boot`), then the node is (re)started and the agent waited for.
+/// (`drivers::boot`), then the node is (re)started and the agent waited for. A boot that cannot
+/// be prepared whole, or a node that cannot be started, leaves nothing published: no boot
+/// files, no DHCP allowance.
 pub(super) async fn boot_ramdisk(
     node: &Node,
     ctx: &StepContext<'_>,
 ) -> Result<StepDone, DriverError> {
-    let remember = ctx.driver.boot.prepare_ramdisk(node, ctx).await?;
-    let power = ctx.driver.power.get_power_state(node).await?;
-    match power {
-        PowerState::On => ctx.driver.power.reboot(node, POWER_TIMEOUT).await?,
-        PowerState::Off => {
-            ctx.driver
-                .power
-                .set_power_state(node, PowerState::On, POWER_TIMEOUT)
-                .await?;
+    let undo = async |e: DriverError| {
+        if let Err(undo) = ctx.driver.boot.clean_up_ramdisk(node, ctx.driver).await {
+            tracing::warn!(node.uuid = %node.uuid, error = %undo, "Failed to undo the ramdisk's boot of node {} that did not start", node.uuid);
         }
+        e
+    };
+    let remember = match ctx.driver.boot.prepare_ramdisk(node, ctx).await {
+        Ok(remember) => remember,
+        Err(e) => return Err(undo(e).await),
+    };
+    let started = match ctx.driver.power.get_power_state(node).await {
+        Ok(PowerState::On) => ctx.driver.power.reboot(node, POWER_TIMEOUT).await,
+        Ok(PowerState::Off) => ctx
+            .driver
+            .power
+            .set_power_state(node, PowerState::On, POWER_TIMEOUT)
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = started {
+        return Err(undo(e).await);
     }
     Ok(StepDone {
         power: Some(PowerState::On),
