@@ -280,6 +280,29 @@ fn network_boot_info(emu: &Emulator, images: &ImageServer) -> Value {
     info
 }
 
+/// A `redfish` node with `ipxe` boot and `agent` inspection on `info`, made `manageable`.
+async fn manageable_ipxe_node(api: &Api, info: Value) -> String {
+    let node = api
+        .create_node(json!({
+            "driver": "redfish",
+            "boot_interface": "ipxe",
+            "inspect_interface": "agent",
+            "driver_info": info,
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().expect("uuid").to_owned();
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(
+        &uuid,
+        "manageable",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        String::new,
+    )
+    .await;
+    uuid
+}
+
 /// [`crate::util::assert_network_boot_withdrawn`] for a test whose DHCP and HTTP roots are
 /// under `dir`.
 fn assert_network_boot_withdrawn(dir: &std::path::Path, uuid: &str, mac: &str) {
@@ -474,19 +497,10 @@ async fn an_ipxe_inspection_boots_the_ramdisk_with_its_callback_and_an_abort_wit
     };
     let api = &cluster.api;
     let images = ImageServer::start().await;
-    let info = network_boot_info(&emu, &images);
-    let node = api.create_node(json!({
-        "driver": "redfish",
-        "boot_interface": "ipxe",
-        "inspect_interface": "agent",
-        "driver_info": info,
-    })).await;
-    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let uuid = manageable_ipxe_node(api, network_boot_info(&emu, &images)).await;
     let mac = emu.mac(0).await;
     let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    api.accepted(&uuid, "manage").await;
-    api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
 
     api.accepted(&uuid, "inspect").await;
     let waiting = api.wait_settled(&uuid, "inspect wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
@@ -551,15 +565,7 @@ async fn an_unmanaged_inspection_finds_its_node_by_bmc_address_and_creates_its_p
     // A node moved from `ipmi` keeps its ipmi_address: a lookup address (the emulator's own,
     // loopback, never is one).
     info["ipmi_address"] = "198.51.100.20".into();
-    let node = api.create_node(json!({
-        "driver": "redfish",
-        "boot_interface": "ipxe",
-        "inspect_interface": "agent",
-        "driver_info": info,
-    })).await;
-    let uuid = node["uuid"].as_str().unwrap().to_owned();
-    api.accepted(&uuid, "manage").await;
-    api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    let uuid = manageable_ipxe_node(api, info).await;
     let r = api.request(Method::PUT, &format!("/v1/nodes/{uuid}/management/boot_device"), Some(json!({"boot_device": "disk"}))).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
 
@@ -614,25 +620,7 @@ async fn an_inspection_that_cannot_boot_the_node_is_refused() {
     };
     let api = &cluster.api;
     let images = ImageServer::start().await;
-    let info = network_boot_info(&emu, &images);
-    let node = api
-        .create_node(json!({
-            "driver": "redfish",
-            "boot_interface": "ipxe",
-            "inspect_interface": "agent",
-            "driver_info": info,
-        }))
-        .await;
-    let uuid = node["uuid"].as_str().unwrap().to_owned();
-    api.accepted(&uuid, "manage").await;
-    api.wait_settled(
-        &uuid,
-        "manageable",
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        String::new,
-    )
-    .await;
+    let uuid = manageable_ipxe_node(api, network_boot_info(&emu, &images)).await;
     let r = api
         .request(
             Method::PUT,
@@ -664,16 +652,7 @@ async fn a_ramdisk_boot_whose_bmc_is_gone_fails_and_withdraws_its_network_boot()
     };
     let api = &cluster.api;
     let images = ImageServer::start().await;
-    let info = network_boot_info(&emu, &images);
-    let node = api
-        .create_node(json!({
-            "driver": "redfish",
-            "boot_interface": "ipxe",
-            "inspect_interface": "agent",
-            "driver_info": info,
-        }))
-        .await;
-    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let uuid = manageable_ipxe_node(api, network_boot_info(&emu, &images)).await;
     let mac = emu.mac(0).await;
     let r = api
         .request(
@@ -683,7 +662,6 @@ async fn a_ramdisk_boot_whose_bmc_is_gone_fails_and_withdraws_its_network_boot()
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    api.accepted(&uuid, "manage").await;
     let settle = |state: &'static str| {
         api.wait_settled(
             &uuid,
@@ -693,7 +671,6 @@ async fn a_ramdisk_boot_whose_bmc_is_gone_fails_and_withdraws_its_network_boot()
             String::new,
         )
     };
-    settle("manageable").await;
 
     emu.stop();
     api.accepted(&uuid, "inspect").await;
