@@ -344,10 +344,9 @@ pub async fn restart_consoles(ctx: &Ctx) -> Result<()> {
         if nodes.is_empty() {
             continue;
         }
-        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-        let rings = crate::rpc::topology::Rings::from_conductors(&alive);
+        let owner = super::periodic::Owner::now(ctx).await?;
         for node in nodes {
-            if rings.owner(&crate::rpc::Route::of(&node)) != Some(ctx.host.as_str()) {
+            if !owner.owns(&node) {
                 continue;
             }
             let Ok(Some(console)) = ctx.drivers.console(&node) else {

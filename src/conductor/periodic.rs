@@ -28,6 +28,27 @@ use crate::{
 /// How many timed-out nodes one check fails at most; the next check takes the rest.
 const TIMEOUTS_PER_CHECK: i64 = 100;
 
+/// Which nodes this conductor owns on the hash rings the API routes with, as the conductors
+/// alive now make them: the periodic work over many nodes does each node's once, on its owner.
+pub(super) struct Owner {
+    rings: Rings,
+    host: String,
+}
+
+impl Owner {
+    pub(super) async fn now(ctx: &Ctx) -> crate::error::Result<Owner> {
+        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+        Ok(Owner {
+            rings: Rings::from_conductors(&alive),
+            host: ctx.host.clone(),
+        })
+    }
+
+    pub(super) fn owns(&self, node: &crate::node::Node) -> bool {
+        self.rings.owner(&Route::of(node)) == Some(self.host.as_str())
+    }
+}
+
 /// Takes over the nodes that a dead conductor left locked: every `heartbeat_interval`, the locks
 /// held by hosts that are not alive, on nodes this conductor now owns on the hash ring, are
 /// recovered as that host's own restart would (Ironic's `_check_orphan_nodes`, for every
@@ -73,11 +94,10 @@ async fn take_over_orphans(ctx: &Ctx) -> crate::error::Result<()> {
     if orphans.is_empty() {
         return Ok(());
     }
-    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    // The rings the API routes with: a node is taken over by the conductor it is routed to.
-    let rings = Rings::from_conductors(&alive);
+    // A node is taken over by the conductor the API routes it to.
+    let owner = Owner::now(ctx).await?;
     for node in orphans {
-        if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+        if !owner.owns(&node) {
             continue;
         }
         let Some(dead) = node.reservation.clone() else {
@@ -163,10 +183,9 @@ pub async fn expire_console_sessions(ctx: &Ctx) -> crate::error::Result<()> {
     if expired.is_empty() {
         return Ok(());
     }
-    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    let rings = Rings::from_conductors(&alive);
+    let owner = Owner::now(ctx).await?;
     for node in expired {
-        if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+        if !owner.owns(&node) {
             continue;
         }
         let uuid = node.uuid.clone();
@@ -199,10 +218,9 @@ async fn fail_timed_out_waits(ctx: &Ctx) -> crate::error::Result<()> {
         if nodes.is_empty() {
             continue;
         }
-        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-        let rings = Rings::from_conductors(&alive);
+        let owner = Owner::now(ctx).await?;
         for node in nodes {
-            if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+            if !owner.owns(&node) {
                 continue;
             }
             let uuid = node.uuid.clone();

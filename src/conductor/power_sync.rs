@@ -59,7 +59,6 @@ use crate::{
         truncate_error,
     },
     notifications::{Status, node as notify_node},
-    rpc::{Route, topology::Rings},
 };
 
 /// Nodes read from the database at a time.
@@ -277,8 +276,7 @@ pub async fn round(
     stop: &CancellationToken,
 ) -> crate::error::Result<RoundStats> {
     let started = Instant::now();
-    let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-    let rings = Rings::from_conductors(&alive);
+    let owner = super::periodic::Owner::now(ctx).await?;
     let round = Arc::new(Round {
         number: ctx.power_sync.rounds.fetch_add(1, Ordering::SeqCst) + 1,
         workers: Semaphore::new(ctx.config.sync_power_state_workers),
@@ -302,7 +300,7 @@ pub async fn round(
                 if stop.is_cancelled() {
                     return Ok(());
                 }
-                if rings.owner(&Route::of(&node)) != Some(ctx.host.as_str()) {
+                if !owner.owns(&node) {
                     continue;
                 }
                 if node.reservation.is_some() {

@@ -41,15 +41,18 @@ async fn wait_serial(lab: &Lab, text: &str, limit: Duration) {
     }
 }
 
-/// [`crate::util::assert_network_boot_withdrawn`] in the lab's directories.
+/// [`crate::util::assert_network_boot_withdrawn`] in the lab's directories, under the root of
+/// `ipxe` (HTTP) or of `pxe` (TFTP).
 fn assert_network_boot_withdrawn(lab: &Lab, uuid: &str) {
-    crate::util::assert_network_boot_withdrawn(
-        &lab.dir.join("dhcp-hosts"),
-        &lab.dir.join("dhcp-opts"),
-        &lab.http_root(),
-        uuid,
-        &lab.mac,
-    );
+    for root in [lab.http_root(), lab.dir.join("tftp")] {
+        crate::util::assert_network_boot_withdrawn(
+            &lab.dir.join("dhcp-hosts"),
+            &lab.dir.join("dhcp-opts"),
+            &root,
+            uuid,
+            &lab.mac,
+        );
+    }
 }
 
 /// One phase's time and Ferrum's CPU time in it, printed as it ends.
@@ -374,8 +377,9 @@ async fn wait_passing(api: &Api, lab: &Lab, uuid: &str, state: &str, limit: Dura
 /// answers 404, and a BMC that stops answering in the middle of a deploy. Each ends `deploy
 /// failed` with a `last_error` naming it and the lock released, and the node takes a PATCH and
 /// deploys once the cause is gone (automated cleaning off, to keep the run short). This VM boots
-/// with BIOS firmware (the first test's with UEFI), and its last deploy is watched through its
-/// serial console as a user attaches to it (`ipmitool-socat`).
+/// with BIOS firmware and boots its ramdisk with `pxe` (PXELINUX, kernel and ramdisk over
+/// TFTP; the first test's: UEFI and `ipxe`), and its last deploy is watched through its serial
+/// console as a user attaches to it (`ipmitool-socat`).
 async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_again() {
     let Some(Enrolled {
         lab,
@@ -402,6 +406,7 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
         // ipmi_sim offers cipher suite 3; ipmitool's default (17) fails its SOL silently.
         {"op": "add", "path": "/driver_info/ipmi_cipher_suite", "value": "3"},
         {"op": "replace", "path": "/console_interface", "value": "ipmitool-socat"},
+        {"op": "replace", "path": "/boot_interface", "value": "pxe"},
     ]);
     let r = api.patch(&uuid, console).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
@@ -421,6 +426,21 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
     assert!(error.contains("404"), "{failed}");
     assert_eq!(failed["power_state"], "power off", "{failed}");
     assert_network_boot_withdrawn(&lab, &uuid);
+    // The ramdisk came over TFTP, through PXELINUX and the node's PXELINUX configuration.
+    let tftp = std::fs::read_to_string(lab.dir.join("dnsmasq.log")).unwrap_or_default();
+    let mac = lab.mac.replace(':', "-");
+    for sent in [
+        "pxelinux.0".to_owned(),
+        format!("pxelinux.cfg/01-{mac}"),
+        format!("{uuid}/deploy_kernel"),
+        format!("{uuid}/deploy_ramdisk"),
+    ] {
+        assert!(
+            tftp.lines()
+                .any(|l| l.contains("sent ") && l.contains(&sent)),
+            "dnsmasq's TFTP never sent {sent}:\n{tftp}"
+        );
+    }
     phases.done(&lab, "an image URL that answers 404 fails the deploy");
     set_instance_info(&api, &uuid, "image_source", &image).await;
 

@@ -62,6 +62,7 @@ NEEDS="ip:iproute2 qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils
     dnsmasq:dnsmasq-base ipmi_sim:openipmi ipmitool:ipmitool socat:socat
     /usr/lib/modules/*/kernel/fs/9p/9p.ko:linux-image-amd64 busybox:busybox-static cpio:cpio
     syslinux:syslinux /usr/lib/syslinux/mbr/mbr.bin:syslinux-common
+    /usr/lib/PXELINUX/pxelinux.0:pxelinux
     /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi:syslinux-efi mcopy:mtools mkfs.fat:dosfstools
     sfdisk:fdisk lshw:lshw"
 
@@ -232,6 +233,11 @@ start_dnsmasq() {
     # Firmware without iPXE (none of QEMU's NIC ROMs: they are iPXE) would load these by TFTP.
     local f
     for f in /usr/lib/ipxe/snponly.efi /usr/lib/ipxe/ipxe.efi /usr/lib/ipxe/undionly.kpxe; do
+        [ -r "$f" ] && cp "$f" "$DIR/tftp/"
+    done
+    # The `pxe` boot interface's BIOS loader, as an operator installs it in the TFTP root
+    # (Ironic's pxe_bootfile_name): PXELINUX and the module it loads first.
+    for f in /usr/lib/PXELINUX/pxelinux.0 /usr/lib/syslinux/modules/bios/ldlinux.c32; do
         [ -r "$f" ] && cp "$f" "$DIR/tftp/"
     done
     : >"$DIR/dnsmasq.log"

@@ -48,11 +48,12 @@ pub(crate) use on_both_stacks;
 
 /// Everything that booted node `uuid`'s ramdisk over the network is gone: the DHCP host file of
 /// `mac` in `hosts` says `ignore`, the node's options file in `opts` is deleted, and so are its
-/// boot files and the MAC's iPXE configuration under `http` (the conductor's HTTP root).
+/// boot files and the MAC's boot configuration (iPXE's, PXELINUX's or GRUB's) under `root` (the
+/// conductor's HTTP root for `ipxe`, its TFTP root for `pxe`).
 pub fn assert_network_boot_withdrawn(
     hosts: &std::path::Path,
     opts: &std::path::Path,
-    http: &std::path::Path,
+    root: &std::path::Path,
     uuid: &str,
     mac: &str,
 ) {
@@ -63,12 +64,17 @@ pub fn assert_network_boot_withdrawn(
         !opts.join(format!("ironic-{uuid}.conf")).exists(),
         "the node's DHCP options remain"
     );
-    assert!(!http.join(uuid).exists(), "the node's boot files remain");
-    assert!(
-        !http
-            .join("pxelinux.cfg")
-            .join(mac.replace(':', "-"))
-            .exists(),
-        "the MAC's boot configuration remains"
-    );
+    assert!(!root.join(uuid).exists(), "the node's boot files remain");
+    let hyphens = mac.replace(':', "-");
+    for config in [
+        root.join("pxelinux.cfg").join(&hyphens),
+        root.join("pxelinux.cfg").join(format!("01-{hyphens}")),
+        root.join(format!("grub.cfg-01-{hyphens}")),
+    ] {
+        assert!(
+            config.symlink_metadata().is_err(),
+            "the MAC's boot configuration {} remains",
+            config.display()
+        );
+    }
 }
