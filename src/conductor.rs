@@ -147,6 +147,12 @@ pub async fn start(
     ctx.lease.follow_consumer(listener.attached());
     let serving = tokio::spawn(listener.run());
 
+    // The iPXE script every network boot starts from, in place before any node is routed here.
+    if ctx.config.http_url.is_some()
+        && let Err(e) = crate::drivers::boot::pxe::write_boot_script(&ctx.config).await
+    {
+        warn!(error = %e, "Could not write the iPXE boot script");
+    }
     // Online only once the queue exists, so that the API never routes to a queue that is not
     // there; written here rather than by the keeper, so that requests route when this returns.
     ctx.lease.set_serving(true);
@@ -168,11 +174,6 @@ pub async fn start(
     tokio::spawn(periodic::console_expiry_loop(ctx.clone(), shutdown.clone()));
     if ctx.config.dhcp_provider == crate::config::DhcpProvider::Dnsmasq {
         tokio::spawn(periodic::unknown_hosts_loop(ctx.clone(), shutdown.clone()));
-    }
-    if ctx.config.http_url.is_some()
-        && let Err(e) = crate::drivers::boot::pxe::write_boot_script(&ctx.config).await
-    {
-        warn!(error = %e, "Could not write the iPXE boot script");
     }
     tokio::spawn({
         let ctx = ctx.clone();

@@ -435,10 +435,12 @@ pub async fn states_of(
         .await?))
 }
 
-/// Whether any node is in one of `states` (one indexed query that reads one row at most).
-pub async fn any_in_states(db: &Db, states: &[ProvisionState]) -> Result<bool> {
+/// Whether any node with inspect interface `interface` is in one of `states` (one query on the
+/// state's index that reads one row at most).
+pub async fn any_inspecting(db: &Db, states: &[ProvisionState], interface: &str) -> Result<bool> {
     let found: Vec<i32> = with_conn!(db, |conn| nodes::table
         .filter(nodes::provision_state.eq_any(states))
+        .filter(nodes::inspect_interface.eq(interface))
         .select(nodes::id)
         .limit(1)
         .load(conn)

@@ -36,10 +36,15 @@ pub trait BootInterface: Send + Sync + 'static {
         Ok(())
     }
     /// Whether it can set up the node's boot for an in-band inspection (Ironic's
-    /// `validate_inspection`); an error says what is missing, and the inspection is then
-    /// unmanaged or refused (the conductor's `inspector_require_managed_boot`).
-    fn validate_inspection(&self, node: &Node, _ports: &[Value]) -> Result<(), DriverError> {
-        self.validate(node)
+    /// `validate_inspection`): an error fails the inspection; `Unmanageable` lets it be
+    /// inspected unmanaged where the conductor allows that (`inspector_require_managed_boot`).
+    /// Virtual media has no such fallback (nor in Ironic).
+    fn validate_inspection(
+        &self,
+        node: &Node,
+        _ports: &[Value],
+    ) -> Result<InspectionBoot, DriverError> {
+        self.validate(node).map(|()| InspectionBoot::Managed)
     }
     /// Makes the node's next boot its agent's ramdisk (Ironic's `prepare_ramdisk`); what it
     /// returns are `driver_internal_info` keys for the conductor to record.
@@ -65,6 +70,16 @@ pub trait BootInterface: Send + Sync + 'static {
             .set_boot_device(node, BootDevice::Disk, true)
             .await
     }
+}
+
+/// Whether a boot interface can boot a node for its in-band inspection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InspectionBoot {
+    /// It sets the node's boot up (Ironic's managed inspection).
+    Managed,
+    /// It cannot, for the reason given, in Ironic's words (Ironic's UnsupportedDriverExtension
+    /// from `validate_inspection`): the inspection may be unmanaged.
+    Unmanageable(String),
 }
 
 /// `ipxe` and `pxe`, in Ironic's order of `enabled_boot_interfaces`, sharing their settings.
@@ -119,7 +134,10 @@ pub(crate) async fn replace_file(
             .await
             .map_err(|e| io_failed("create", dir, &e))?;
     }
-    let staged = path.with_extension(format!("new-{}", std::process::id()));
+    // Unique per write: two writers of one file in this process must not share a staged one.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staged = path.with_extension(format!("new-{}-{write}", std::process::id()));
     let _ = tokio::fs::remove_file(&staged).await;
     make(&staged)
         .await

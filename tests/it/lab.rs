@@ -101,7 +101,7 @@ struct Enrolled {
     phases: Phases,
 }
 
-async fn enrolled(firmware: &str, env: &[(&str, String)]) -> Option<Enrolled> {
+async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Option<Enrolled> {
     let mut phases = Phases::new();
     let mut lab = Lab::up(firmware)?;
     phases.done(
@@ -150,14 +150,11 @@ async fn enrolled(firmware: &str, env: &[(&str, String)]) -> Option<Enrolled> {
         }))
         .await;
     let uuid = node["uuid"].as_str().expect("uuid").to_owned();
-    let r = api
-        .request(
-            Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": lab.mac})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    if with_port {
+        add_port(&api, &uuid, &lab.mac).await;
+    } else {
+        lab.configure_unmanaged_inspection(&kernel, &ramdisk);
+    }
     let r = api.get(&format!("/v1/nodes/{uuid}/validate")).await;
     for interface in ["boot", "deploy", "power", "management"] {
         assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
@@ -170,6 +167,18 @@ async fn enrolled(firmware: &str, env: &[(&str, String)]) -> Option<Enrolled> {
         sha256,
         phases,
     })
+}
+
+/// Creates node `uuid`'s port of `mac`: 201.
+async fn add_port(api: &Api, uuid: &str, mac: &str) {
+    let r = api
+        .request(
+            Method::POST,
+            "/v1/ports",
+            Some(json!({"node_uuid": uuid, "address": mac})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
 }
 
 /// Asks for a deploy with a config drive naming `hostname`: 202.
@@ -215,7 +224,11 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         mut phases,
     }) = enrolled(
         &std::env::var("FERRUM_LAB_FIRMWARE").unwrap_or_else(|_| "uefi".to_owned()),
-        &[],
+        &[
+            ("FERRUM_INSPECTOR_REQUIRE_MANAGED_BOOT", "false".to_owned()),
+            ("FERRUM_IPXE_FALLBACK_SCRIPT", "inspector.ipxe".to_owned()),
+        ],
+        false,
     )
     .await
     else {
@@ -227,6 +240,50 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     api.accepted(&uuid, "manage").await;
     wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
     phases.done(&lab, "manage (IPMI power status)");
+
+    // Unmanaged inspection of the port-less node: Ferrum only sets it to boot from the network
+    // and powers it on; dnsmasq, told to answer unknown MACs meanwhile, hands it the operator's
+    // boot, whose agent posts its inventory. The VM cannot report a BMC address (it has no
+    // in-band IPMI), so nothing finds its node: the operator adds the port and inspects again.
+    api.accepted(&uuid, "inspect").await;
+    wait_state(&api, &lab, &uuid, "inspect wait", Duration::from_secs(120)).await;
+    let unknown = lab.dir.join("dhcp-hosts/unknown_hosts_filter");
+    assert_eq!(
+        std::fs::read_to_string(&unknown).unwrap_or_default(),
+        "*:*:*:*:*:*\n"
+    );
+    let posted = format!("No nodes satisfy MAC addresses [\"{}\"]", lab.mac);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !lab.ferrum_log_text().contains(&posted) {
+        assert!(
+            Instant::now() < deadline,
+            "the unmanaged boot's agent never posted its inventory\n{}",
+            lab.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    api.accepted(&uuid, "abort").await;
+    let aborted = wait_state(
+        &api,
+        &lab,
+        &uuid,
+        "inspect failed",
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(aborted["power_state"], "power off", "{aborted}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&unknown).unwrap_or_default() != "*:*:*:*:*:*,ignore\n" {
+        assert!(Instant::now() < deadline, "unknown MACs are still answered");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    add_port(&api, &uuid, &lab.mac).await;
+    api.accepted(&uuid, "manage").await;
+    wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
+    phases.done(
+        &lab,
+        "unmanaged inspection: the operator's boot, no node found",
+    );
 
     // In-band inspection: the agent in the VM reports the machine as it is.
     api.accepted(&uuid, "inspect").await;
@@ -394,6 +451,7 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
             ("FERRUM_IPMI_COMMAND_RETRY_TIMEOUT", "10".to_owned()),
             ("FERRUM_CONSOLE_SOCAT_ADDRESS", HOST_IP.to_owned()),
         ],
+        true,
     )
     .await
     else {

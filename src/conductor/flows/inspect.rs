@@ -25,7 +25,11 @@ use crate::{
     },
     config::ConductorConfig,
     db,
-    drivers::{BootDevice, Driver, DriverError, StepContext, boot::dhcp::Dhcp, require_interface},
+    drivers::{
+        BootDevice, Driver, StepContext,
+        boot::{InspectionBoot, dhcp::Dhcp},
+        require_interface,
+    },
     error::{Error, Result},
     inspection_rule,
     node::{
@@ -84,20 +88,18 @@ pub(crate) fn require_inspectable(
         .validate(node)
         .map_err(|e| Error::InvalidParameterValue(e.to_string()))?;
     require_interface(node, InterfaceKind::Inspect)?;
-    if node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT
-        && config.inspector_require_managed_boot
-    {
-        driver
+    if node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT {
+        let boot = driver
             .boot
             .validate_inspection(node, ports)
-            .map_err(|e| Error::InvalidParameterValue(unmanageable(&e)))?;
+            .map_err(|e| Error::InvalidParameterValue(e.to_string()))?;
+        if let InspectionBoot::Unmanageable(why) = boot
+            && config.inspector_require_managed_boot
+        {
+            return Err(Error::InvalidParameterValue(why));
+        }
     }
     Ok(())
-}
-
-/// Why the boot of an inspection cannot be managed, in Ironic's words.
-fn unmanageable(e: &DriverError) -> String {
-    format!("Insufficient information provided for managed inspection: {e}")
 }
 
 /// The inspect interface that inspects through the ramdisk's agent.
@@ -133,9 +135,13 @@ pub async fn start_agent_inspection(
         LOOKUP_BMC_ADDRESSES.to_owned(),
         lookup_addresses(&task.node).await.into(),
     );
-    let managed = driver.boot.validate_inspection(&task.node, &ports);
-    match &managed {
-        Ok(()) => {
+    let boot = driver
+        .boot
+        .validate_inspection(&task.node, &ports)
+        .map_err(|e| unable(&e))?;
+    let managed = boot == InspectionBoot::Managed;
+    match boot {
+        InspectionBoot::Managed => {
             let context = StepContext {
                 driver,
                 ports: &ports,
@@ -153,11 +159,11 @@ pub async fn start_agent_inspection(
                 }
             }
         }
-        Err(e) if task.ctx().config.inspector_require_managed_boot => {
-            return Err(unable(&unmanageable(e)));
+        InspectionBoot::Unmanageable(why) if task.ctx().config.inspector_require_managed_boot => {
+            return Err(unable(&why));
         }
-        Err(e) => {
-            tracing::info!(node.uuid = %uuid, reason = %e, "Inspecting node {uuid} unmanaged: its boot is the operator's network boot");
+        InspectionBoot::Unmanageable(why) => {
+            tracing::info!(node.uuid = %uuid, reason = %why, "Inspecting node {uuid} unmanaged: its boot is the operator's network boot");
             if let Err(e) = sync_unknown_hosts(task.ctx()).await {
                 tracing::warn!(node.uuid = %uuid, error = %e, "Could not allow unknown MACs DHCP for the unmanaged inspection of node {uuid}");
             }
@@ -171,7 +177,7 @@ pub async fn start_agent_inspection(
                 .await?
                 .map_err(|e| unable(&e))?;
             }
-            hw(
+            let remember = hw(
                 task,
                 driver
                     .management
@@ -179,22 +185,27 @@ pub async fn start_agent_inspection(
             )
             .await?
             .map_err(|e| unable(&e))?;
+            info.extend(remember);
         }
     }
-    let power = driver.power.get_power_state(&task.node).await;
-    let booted = if matches!(power, Ok(PowerState::On)) || task.node.disable_power_off {
-        hw(task, driver.power.reboot(&task.node, timeout)).await?
+    // The power-on reads what setting the boot device recorded (a device kept to set again
+    // before each power-on must not undo the one-time network boot just set).
+    let mut booting = task.node.clone();
+    booting.driver_internal_info = node::Json(info.clone());
+    let power = driver.power.get_power_state(&booting).await;
+    let booted = if matches!(power, Ok(PowerState::On)) || booting.disable_power_off {
+        hw(task, driver.power.reboot(&booting, timeout)).await?
     } else {
         hw(
             task,
             driver
                 .power
-                .set_power_state(&task.node, PowerState::On, timeout),
+                .set_power_state(&booting, PowerState::On, timeout),
         )
         .await?
     };
     if let Err(e) = booted {
-        if managed.is_ok() {
+        if managed {
             undo_ramdisk(task, driver).await;
         }
         return Err(unable(&e));
@@ -252,6 +263,14 @@ async fn lookup_addresses(node: &Node) -> Vec<String> {
     found
 }
 
+/// After an inspection ended: unknown MACs are answered no more unless another node is being
+/// inspected ([`sync_unknown_hosts`]; a failure is only logged, the periodic sync retries).
+async fn close_unknown_hosts(task: &Task) {
+    if let Err(e) = sync_unknown_hosts(task.ctx()).await {
+        tracing::warn!(node.uuid = %task.node.uuid, error = %e, "Could not update unknown MACs' DHCP after the inspection of node {}", task.node.uuid);
+    }
+}
+
 /// Undoes a ramdisk boot prepared for an inspection that then failed to start: its boot files
 /// and DHCP allowance go with it (the failure moves the node to `inspect failed` with no flow
 /// after it). Best effort: the start's own error is the one the node shows.
@@ -262,19 +281,25 @@ async fn undo_ramdisk(task: &Task, driver: &Driver) {
     }
 }
 
-/// Lets dnsmasq answer unknown MACs exactly while some node is being inspected (`inspect wait`
-/// or `inspecting`), as Ironic's PXE filter does for the unmanaged inspection's DHCP: on each
-/// unmanaged start and every `check_provision_state_interval` (`periodic.rs`), so an
-/// inspection that ends, however it ends, closes it again within that time. Every conductor
-/// gives the same answer; with the `none` provider there is nothing to write.
+/// Lets dnsmasq answer unknown MACs exactly while some node is being inspected in band (`inspect
+/// wait` or `inspecting`, `agent`), as Ironic's PXE filter does for the unmanaged inspection's
+/// DHCP: on each unmanaged start, when an inspection ends, and every
+/// `check_provision_state_interval` (`periodic.rs`), which also covers an inspection whose
+/// conductor died. Every conductor gives the same answer; with the `none` provider there is
+/// nothing to write.
 pub async fn sync_unknown_hosts(ctx: &Ctx) -> Result<()> {
+    // One read and write at a time in this process, so that a late answer read before an
+    // inspection started never overwrites that inspection's.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let dhcp = Dhcp::of(&ctx.config);
     if dhcp == Dhcp::None {
         return Ok(());
     }
-    let inspecting = db::nodes::any_in_states(
+    let _one = ONE_AT_A_TIME.lock().await;
+    let inspecting = db::nodes::any_inspecting(
         &ctx.db,
         &[ProvisionState::InspectWait, ProvisionState::Inspecting],
+        AGENT_INSPECT,
     )
     .await?;
     dhcp.allow_unknown(inspecting)
@@ -321,6 +346,7 @@ impl Flow for InspectFailed {
                 tracing::error!(node.uuid = %uuid, error = %e, "Node {uuid} failed to power off after its failed inspection")
             }
         }
+        close_unknown_hosts(task).await;
         Ok(())
     }
 
@@ -472,7 +498,9 @@ impl InspectionData {
         tracing::info!(node.uuid = %task.node.uuid, "Successfully finished inspection of node {}", task.node.uuid);
         task.process_event(Event::Done, false, changes.release())
             .await
-            .map_err(|e| format!("Failed to finish inspection: {e}"))
+            .map_err(|e| format!("Failed to finish inspection: {e}"))?;
+        close_unknown_hosts(task).await;
+        Ok(())
     }
 }
 

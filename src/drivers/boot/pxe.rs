@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{
-    BootInterface, boot_mode_of,
+    BootInterface, InspectionBoot, boot_mode_of,
     dhcp::{Dhcp, DhcpOption},
     image_cache::ImageCache,
     io_failed, pxe_macs, replace_file, write_whole,
@@ -341,14 +341,29 @@ impl BootInterface for NetworkBoot {
         Ok(())
     }
 
-    fn validate_inspection(&self, node: &Node, ports: &[Value]) -> Result<(), DriverError> {
-        if pxe_macs(ports).is_empty() {
-            return Err(DriverError::MissingParameterValue(format!(
+    /// Ironic's: what is missing to boot the node (a port, or a setting) makes the inspection
+    /// unmanageable rather than failed.
+    fn validate_inspection(
+        &self,
+        node: &Node,
+        ports: &[Value],
+    ) -> Result<InspectionBoot, DriverError> {
+        let insufficient = |why: &dyn std::fmt::Display| {
+            Ok(InspectionBoot::Unmanageable(format!(
+                "Insufficient information provided for managed inspection: {why}"
+            )))
+        };
+        if ports.is_empty() {
+            return insufficient(&format!(
                 "Node {} does not have any port associated with it",
                 node.uuid
-            )));
+            ));
         }
-        self.validate(node)
+        match self.validate(node) {
+            Ok(()) => Ok(InspectionBoot::Managed),
+            Err(e @ DriverError::MissingParameterValue(_)) => insufficient(&e),
+            Err(e) => Err(e),
+        }
     }
 
     async fn prepare_ramdisk(

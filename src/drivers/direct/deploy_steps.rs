@@ -38,12 +38,16 @@ pub(super) async fn boot_ramdisk(
         Ok(remember) => remember,
         Err(e) => return Err(undo(e).await),
     };
-    let started = match ctx.driver.power.get_power_state(node).await {
-        Ok(PowerState::On) => ctx.driver.power.reboot(node, POWER_TIMEOUT).await,
+    // The power-on reads what preparing the boot recorded (a boot device kept to be set again
+    // before each power-on must not undo the one-time boot just set).
+    let mut booting = node.clone();
+    booting.driver_internal_info.extend(remember.clone());
+    let started = match ctx.driver.power.get_power_state(&booting).await {
+        Ok(PowerState::On) => ctx.driver.power.reboot(&booting, POWER_TIMEOUT).await,
         Ok(PowerState::Off) => ctx
             .driver
             .power
-            .set_power_state(node, PowerState::On, POWER_TIMEOUT)
+            .set_power_state(&booting, PowerState::On, POWER_TIMEOUT)
             .await
             .map(|_| ()),
         Err(e) => Err(e),

@@ -330,6 +330,37 @@ impl Lab {
         tail(&self.ferrum_log(), lines)
     }
 
+    /// Ferrum's whole log so far.
+    pub fn ferrum_log_text(&self) -> String {
+        std::fs::read_to_string(self.ferrum_log()).unwrap_or_default()
+    }
+
+    /// The operator's network boot of machines Ferrum does not boot, for unmanaged inspection
+    /// (as Ironic's documentation sets it up): dnsmasq hands an unknown host, once allowed,
+    /// `boot.ipxe`, whose fallback (Ferrum's `ipxe_fallback_script`) `inspector.ipxe` boots
+    /// `kernel` and `ramdisk` with the agent's inspection callback.
+    pub fn configure_unmanaged_inspection(&self, kernel: &Path, ramdisk: &Path) {
+        let dir = self.http_root().join("inspector");
+        std::fs::create_dir_all(&dir).expect("inspector dir");
+        std::fs::copy(kernel, dir.join("vmlinuz")).expect("inspector kernel");
+        std::fs::copy(ramdisk, dir.join("initramfs")).expect("inspector ramdisk");
+        let (http, api) = (self.http_url(), format!("http://{HOST_IP}:{API_PORT}"));
+        let script = format!(
+            "#!ipxe\n\
+             :retry\n\
+             imgfree\n\
+             kernel {http}/inspector/vmlinuz nofb nomodeset console=ttyS0 ipa-debug=1 ipa-api-url={api} ipa-inspection-callback-url={api}/v1/continue_inspection BOOTIF=${{mac}} initrd=initramfs || goto retry\n\
+             initrd {http}/inspector/initramfs || goto retry\n\
+             boot\n"
+        );
+        std::fs::write(self.http_root().join("inspector.ipxe"), script).expect("inspector.ipxe");
+        std::fs::write(
+            self.dir.join("dhcp-opts/unknown-hosts.conf"),
+            format!("tag:!ironic,tag:ipxe,67,{http}/boot.ipxe\n"),
+        )
+        .expect("unknown hosts' boot option");
+    }
+
     /// `lab.sh bmc`: VM 1's BMC stops answering (`false`) or comes back (`true`); the VM runs on.
     pub fn bmc_answers(&self, on: bool) {
         let what = if on { "start" } else { "stop" };
