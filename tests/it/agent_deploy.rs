@@ -55,14 +55,7 @@ async fn node_for(api: &Api, mac: &str, url: &str, sha256: &str, format: &str) -
         }))
         .await;
     let uuid = node["uuid"].as_str().expect("uuid").to_owned();
-    let r = api
-        .request(
-            Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": mac})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, mac).await;
     uuid
 }
 

@@ -55,14 +55,7 @@ pub(crate) async fn agent_node(api: &Api, name: &str, mac: Option<&str>) -> Stri
     api.accepted(&uuid, "manage").await;
     api.wait_for(&uuid, "manageable").await;
     if let Some(mac) = mac {
-        let r = api
-            .request(
-                Method::POST,
-                "/v1/ports",
-                Some(json!({"node_uuid": uuid, "address": mac})),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        api.add_port(&uuid, mac).await;
     }
     uuid
 }

@@ -151,7 +151,7 @@ async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Op
         .await;
     let uuid = node["uuid"].as_str().expect("uuid").to_owned();
     if with_port {
-        add_port(&api, &uuid, &lab.mac).await;
+        api.add_port(&uuid, &lab.mac).await;
     } else {
         lab.configure_unmanaged_inspection(&kernel, &ramdisk);
     }
@@ -167,18 +167,6 @@ async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Op
         sha256,
         phases,
     })
-}
-
-/// Creates node `uuid`'s port of `mac`: 201.
-async fn add_port(api: &Api, uuid: &str, mac: &str) {
-    let r = api
-        .request(
-            Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": mac})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
 }
 
 /// Asks for a deploy with a config drive naming `hostname`: 202.
@@ -277,7 +265,7 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         assert!(Instant::now() < deadline, "unknown MACs are still answered");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    add_port(&api, &uuid, &lab.mac).await;
+    api.add_port(&uuid, &lab.mac).await;
     api.accepted(&uuid, "manage").await;
     wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
     phases.done(

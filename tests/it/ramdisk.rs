@@ -45,8 +45,7 @@ async fn the_agent_looks_its_node_up_and_heartbeats() {
     let api = app.api();
     let node = api.available_node(waiting_node("agent-node")).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
-    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": MAC}))).await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, MAC).await;
     let enrolled = api.create_node(json!({"name": "enrolled", "driver": "fake-hardware"})).await;
     let enrolled = enrolled["uuid"].as_str().unwrap().to_owned();
 

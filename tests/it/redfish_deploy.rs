@@ -93,8 +93,7 @@ async fn a_redfish_virtual_media_node_deploys_with_the_real_agent(stack) {
         },
     })).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
-    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, &mac).await;
     let r = api.get(&format!("/v1/nodes/{uuid}/validate")).await;
     for interface in ["boot", "deploy", "power", "management"] {
         assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
@@ -361,8 +360,7 @@ async fn an_ipxe_node_boots_its_ramdisk_over_the_network_and_deploys(stack) {
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let mac = emu.mac(0).await;
     let firmware = emu.network_firmware(0, &mac, &dir.join("dhcp"));
-    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, &mac).await;
     let r = api.get(&format!("/v1/nodes/{uuid}/validate")).await;
     for interface in ["boot", "deploy", "power", "management"] {
         assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
@@ -444,14 +442,7 @@ async fn an_ipxe_deploy_with_a_bad_checksum_fails_withdraws_its_network_boot_and
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let mac = emu.mac(0).await;
     let firmware = emu.network_firmware(0, &mac, &dir.join("dhcp"));
-    let r = api
-        .request(
-            Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": mac})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, &mac).await;
 
     api.accepted(&uuid, "active").await;
     let failed = wait_state(
@@ -499,8 +490,7 @@ async fn an_ipxe_inspection_boots_the_ramdisk_with_its_callback_and_an_abort_wit
     let images = ImageServer::start().await;
     let uuid = manageable_ipxe_node(api, network_boot_info(&emu, &images)).await;
     let mac = emu.mac(0).await;
-    let r = api.request(Method::POST, "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac}))).await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, &mac).await;
 
     api.accepted(&uuid, "inspect").await;
     let waiting = api.wait_settled(&uuid, "inspect wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
@@ -654,14 +644,7 @@ async fn a_ramdisk_boot_whose_bmc_is_gone_fails_and_withdraws_its_network_boot()
     let images = ImageServer::start().await;
     let uuid = manageable_ipxe_node(api, network_boot_info(&emu, &images)).await;
     let mac = emu.mac(0).await;
-    let r = api
-        .request(
-            Method::POST,
-            "/v1/ports",
-            Some(json!({"node_uuid": uuid, "address": mac})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    api.add_port(&uuid, &mac).await;
     let settle = |state: &'static str| {
         api.wait_settled(
             &uuid,

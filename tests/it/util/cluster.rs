@@ -680,6 +680,13 @@ impl Api {
         r.body
     }
 
+    /// Creates node `node_uuid`'s port of `mac`: 201.
+    pub async fn add_port(&self, node_uuid: &str, mac: &str) {
+        let body = serde_json::json!({"node_uuid": node_uuid, "address": mac});
+        let r = self.request(Method::POST, "/v1/ports", Some(body)).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    }
+
     pub async fn create_node_reply(&self, body: Value) -> Reply {
         self.request(Method::POST, "/v1/nodes", Some(body)).await
     }
