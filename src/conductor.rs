@@ -47,6 +47,27 @@ use crate::{
     rpc::transport::Transport,
 };
 
+/// Which nodes this conductor owns on the hash rings the API routes with, as the conductors
+/// alive now make them: the periodic work over many nodes does each node's once, on its owner.
+pub(crate) struct Owner {
+    rings: crate::rpc::topology::Rings,
+    host: String,
+}
+
+impl Owner {
+    pub(crate) async fn now(ctx: &Ctx) -> crate::error::Result<Owner> {
+        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
+        Ok(Owner {
+            rings: crate::rpc::topology::Rings::from_conductors(&alive),
+            host: ctx.host.clone(),
+        })
+    }
+
+    pub(crate) fn owns(&self, node: &crate::node::Node) -> bool {
+        self.rings.owner(&crate::rpc::Route::of(node)) == Some(self.host.as_str())
+    }
+}
+
 /// What every request and worker of one conductor shares.
 pub struct Context {
     pub db: Db,

@@ -344,7 +344,7 @@ pub async fn restart_consoles(ctx: &Ctx) -> Result<()> {
         if nodes.is_empty() {
             continue;
         }
-        let owner = super::periodic::Owner::now(ctx).await?;
+        let owner = super::Owner::now(ctx).await?;
         for node in nodes {
             if !owner.owns(&node) {
                 continue;

@@ -15,39 +15,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::{
-    Ctx,
+    Ctx, Owner,
     flows::{deploy::fail_timed_out_deploy, inspect::sync_unknown_hosts},
     recovery::recover_node,
 };
-use crate::{
-    db,
-    rpc::{Route, topology::Rings},
-    states::ProvisionState,
-};
+use crate::{db, states::ProvisionState};
 
 /// How many timed-out nodes one check fails at most; the next check takes the rest.
 const TIMEOUTS_PER_CHECK: i64 = 100;
-
-/// Which nodes this conductor owns on the hash rings the API routes with, as the conductors
-/// alive now make them: the periodic work over many nodes does each node's once, on its owner.
-pub(super) struct Owner {
-    rings: Rings,
-    host: String,
-}
-
-impl Owner {
-    pub(super) async fn now(ctx: &Ctx) -> crate::error::Result<Owner> {
-        let alive = db::conductors::list_alive(&ctx.db, ctx.config.heartbeat_timeout).await?;
-        Ok(Owner {
-            rings: Rings::from_conductors(&alive),
-            host: ctx.host.clone(),
-        })
-    }
-
-    pub(super) fn owns(&self, node: &crate::node::Node) -> bool {
-        self.rings.owner(&Route::of(node)) == Some(self.host.as_str())
-    }
-}
 
 /// Takes over the nodes that a dead conductor left locked: every `heartbeat_interval`, the locks
 /// held by hosts that are not alive, on nodes this conductor now owns on the hash ring, are

@@ -276,7 +276,7 @@ pub async fn round(
     stop: &CancellationToken,
 ) -> crate::error::Result<RoundStats> {
     let started = Instant::now();
-    let owner = super::periodic::Owner::now(ctx).await?;
+    let owner = super::Owner::now(ctx).await?;
     let round = Arc::new(Round {
         number: ctx.power_sync.rounds.fetch_add(1, Ordering::SeqCst) + 1,
         workers: Semaphore::new(ctx.config.sync_power_state_workers),
