@@ -182,7 +182,9 @@ async fn main() -> anyhow::Result<()> {
         return result;
     }
     let db_name = format!("ferrum_bench_{}", std::process::id());
-    let mut admin = AsyncMysqlConnection::establish(&format!("{}/mysql", o.mysql)).await?;
+    // A Galera cluster's URL names several hosts: the database is made through the first.
+    let first_host = o.mysql.split(',').next().unwrap_or(&o.mysql);
+    let mut admin = AsyncMysqlConnection::establish(&format!("{first_host}/mysql")).await?;
     sql_query(format!("CREATE DATABASE {db_name}"))
         .execute(&mut admin)
         .await?;

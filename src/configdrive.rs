@@ -206,7 +206,7 @@ mod tests {
     /// The clients venv's python when it has pycdlib (`FERRUM_CLIENTS_VENV`, else the venv
     /// `tests/peers/clients-venv.sh setup` makes once and keeps); `None` (after a loud message)
     /// when it has not, unless `FERRUM_REQUIRE_SERVICES=1`, which makes that a failure.
-    fn pycdlib_python() -> Option<String> {
+    pub(super) fn pycdlib_python() -> Option<String> {
         let venv = std::env::var("FERRUM_CLIENTS_VENV").unwrap_or_else(|_| {
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/clients-venv.sh");
             std::process::Command::new("bash")
@@ -234,7 +234,7 @@ mod tests {
     }
 
     /// What `script` prints, run by pycdlib's `python` with the path of a file holding `iso`.
-    fn run_pycdlib(python: &str, script: &str, iso: &[u8]) -> String {
+    pub(super) fn run_pycdlib(python: &str, script: &str, iso: &[u8]) -> String {
         let path =
             std::env::temp_dir().join(format!("ferrum-configdrive-{}.iso", uuid::Uuid::new_v4()));
         std::fs::write(&path, iso).expect("write iso");

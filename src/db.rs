@@ -22,6 +22,7 @@ mod errors;
 mod failure;
 pub mod firmware;
 pub mod history;
+mod hosts;
 pub mod inspection_rules;
 pub mod inventory;
 pub mod listing;
@@ -41,11 +42,11 @@ use futures::FutureExt;
 
 use crate::error::Result;
 
-pub use connect::{Backend, DEFAULT_HISTORY_MAX_ENTRIES, redact_url, sqlite_path};
+pub use connect::{Backend, DEFAULT_HISTORY_MAX_ENTRIES, check_url, redact_url, sqlite_path};
 pub(crate) use errors::duplicate_is_conflict;
 pub(crate) use failure::not_written_past;
 #[doc(hidden)]
-pub use failure::retry_after;
+pub use failure::{Body, retry_after};
 pub use failure::{Failure, classify};
 pub(crate) use listing::{order_after, order_after_nullable, order_by_id};
 
@@ -105,12 +106,21 @@ pub struct Db {
 /// compiled once per backend, so a query is written once and runs on both. A body the server
 /// refused as a deadlock or lock-wait timeout (rolled back, so nothing was applied) runs again
 /// on a fresh checkout after a short backoff: that is a transient answer, not an outcome. With
-/// `until $deadline`, no attempt starts once the deadline would pass during its backoff.
+/// `until $deadline`, no attempt starts once the deadline would pass during its backoff. With
+/// `reads`, for a body that only reads, a lost connection (a database node killed, a server
+/// restarted) is also such an answer: the body runs again on another connection. A write's is
+/// not: whether it was applied is unknown.
 macro_rules! with_conn_result {
     ($db:expr, |$conn:ident| $body:expr) => {
-        $crate::db::with_conn_result!($db, until None, |$conn| $body)
+        $crate::db::with_conn_result!(@run $db, None, $crate::db::Body::Writes, |$conn| $body)
+    };
+    ($db:expr, reads, |$conn:ident| $body:expr) => {
+        $crate::db::with_conn_result!(@run $db, None, $crate::db::Body::Reads, |$conn| $body)
     };
     ($db:expr, until $deadline:expr, |$conn:ident| $body:expr) => {
+        $crate::db::with_conn_result!(@run $db, $deadline, $crate::db::Body::Writes, |$conn| $body)
+    };
+    (@run $db:expr, $deadline:expr, $kind:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
             $crate::db::Pool::Mysql(pool) => {
                 let mut attempt = 0;
@@ -121,7 +131,7 @@ macro_rules! with_conn_result {
                     let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
                     checkout.settle(&result);
                     drop(checkout);
-                    if !$crate::db::retry_after(&result, &mut attempt, $deadline).await {
+                    if !$crate::db::retry_after(&result, &mut attempt, $deadline, $kind).await {
                         break result;
                     }
                 }
@@ -134,7 +144,7 @@ macro_rules! with_conn_result {
                     let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
                     checkout.settle(&result);
                     drop(checkout);
-                    if !$crate::db::retry_after(&result, &mut attempt, $deadline).await {
+                    if !$crate::db::retry_after(&result, &mut attempt, $deadline, $kind).await {
                         break result;
                     }
                 }
@@ -144,10 +154,11 @@ macro_rules! with_conn_result {
 }
 pub(crate) use with_conn_result;
 
-/// [`with_conn_result!`], with a database error turned into Ferrum's (`?`).
+/// [`with_conn_result!`] for a body that only reads, with a database error turned into
+/// Ferrum's (`?`).
 macro_rules! with_conn {
     ($db:expr, |$conn:ident| $body:expr) => {
-        $crate::db::with_conn_result!($db, |$conn| $body)?
+        $crate::db::with_conn_result!($db, reads, |$conn| $body)?
     };
 }
 pub(crate) use with_conn;
@@ -237,11 +248,11 @@ impl<M: deadpool::managed::Manager> Checkout<M> {
     /// Keeps the connection for the pool when the query finished: it succeeded, or the server
     /// answered with an error of its own (a constraint, a deadlock), which leaves the protocol
     /// in step. Any other failure (I/O, a broken or desynchronised connection, a server going
-    /// away) closes it on drop.
+    /// away or not serving) closes it on drop.
     pub(crate) fn settle<T>(&mut self, result: &Result<T, diesel::result::Error>) {
         self.finished = match result {
             Ok(_) => true,
-            Err(e) => classify(e) != Failure::ConnectionLost,
+            Err(e) => classify(e).keeps_connection(),
         };
     }
 }

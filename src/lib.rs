@@ -5,6 +5,7 @@
 
 pub mod allocation;
 pub mod api;
+pub mod broker;
 pub mod chassis;
 pub mod conductor;
 pub mod config;

@@ -10,12 +10,18 @@ use tracing::{info, warn};
 use crate::{
     api::auth::BasicAuth,
     api::{self, ApiState, routing::ConductorRouter},
+    broker::Brokers,
     conductor,
     config::{AuthStrategy, Config},
     db::{self, Db, redact_url},
     drivers::{self, Registry},
     notifications::{self, Notifier, Service, Sink, amqp::Publisher, watch},
-    rpc::{RpcClient, amqp::AmqpTransport, local::LocalTransport, transport::Transport},
+    rpc::{
+        RpcClient,
+        amqp::{AmqpTransport, QueueType},
+        local::LocalTransport,
+        transport::Transport,
+    },
 };
 
 async fn connect_db(config: &Config) -> anyhow::Result<Db> {
@@ -37,14 +43,20 @@ async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>
     if config.transport.is_local() {
         return Ok(Arc::new(LocalTransport::new()));
     }
-    let transport = AmqpTransport::connect(&config.transport.url, &config.transport.prefix)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot reach the message broker at {}",
-                redact_url(&config.transport.url)
-            )
-        })?;
+    let queues = if config.transport.quorum_queues {
+        QueueType::Quorum
+    } else {
+        QueueType::Classic
+    };
+    let transport =
+        AmqpTransport::connect_with(&config.transport.url, &config.transport.prefix, queues)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot reach the message broker at {}",
+                    redact_url(&config.transport.url)
+                )
+            })?;
     Ok(Arc::new(transport))
 }
 
@@ -53,9 +65,14 @@ async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>
 /// nowhere (`notifications.without_broker`). A broker is connected to in the background: a
 /// process starts, and serves, while it is away. The publisher is kept in `publishers`, to flush
 /// at a graceful stop.
-fn notification_sink(config: &Config, publishers: &mut Vec<Publisher>) -> Option<Arc<Sink>> {
+fn notification_sink(
+    config: &Config,
+    publishers: &mut Vec<Publisher>,
+) -> anyhow::Result<Option<Arc<Sink>>> {
     let n = &config.notifications;
-    let level = n.level?;
+    let Some(level) = n.level else {
+        return Ok(None);
+    };
     let url = match &n.transport_url {
         Some(url) => Some(url.clone()),
         None if !config.transport.is_local() => Some(config.transport.url.clone()),
@@ -72,7 +89,7 @@ fn notification_sink(config: &Config, publishers: &mut Vec<Publisher>) -> Option
                 redact_url(&url)
             );
             let target = notifications::amqp::Target {
-                url,
+                brokers: brokers(&url)?,
                 exchange: n.exchange.clone(),
                 oslo: true,
                 connection_name: "ferrum notifications",
@@ -80,9 +97,9 @@ fn notification_sink(config: &Config, publishers: &mut Vec<Publisher>) -> Option
             let (sink, publisher) =
                 notifications::amqp::start(target, n.topic.clone(), n.queue_size);
             publishers.push(publisher);
-            Some(sink)
+            Ok(Some(sink))
         }
-        None => match n.without_broker {
+        None => Ok(match n.without_broker {
             crate::config::WithoutBroker::Log => {
                 info!(
                     level = level.name(),
@@ -92,20 +109,30 @@ fn notification_sink(config: &Config, publishers: &mut Vec<Publisher>) -> Option
                 Some(Sink::log())
             }
             crate::config::WithoutBroker::Off => None,
-        },
+        }),
     }
+}
+
+/// The brokers of a transport URL the settings have checked.
+fn brokers(url: &str) -> anyhow::Result<Arc<Brokers>> {
+    Brokers::parse(url)
+        .map(Arc::new)
+        .map_err(|e| anyhow::anyhow!("bad transport URL: {e}"))
 }
 
 /// Where a multi-host process hands its node events for the watch: a publisher to the RPC
 /// broker's `amq.topic` (kept in `publishers`), so every API process gets them; None when the
 /// watch is off.
-fn watch_feed(config: &Config, publishers: &mut Vec<Publisher>) -> Option<watch::Feed> {
+fn watch_feed(
+    config: &Config,
+    publishers: &mut Vec<Publisher>,
+) -> anyhow::Result<Option<watch::Feed>> {
     if !config.watch.is_on(false) {
-        return None;
+        return Ok(None);
     }
     let queue = notifications::Queue::new("watch event", config.notifications.queue_size);
     let target = notifications::amqp::Target {
-        url: config.transport.url.clone(),
+        brokers: brokers(&config.transport.url)?,
         exchange: watch::EXCHANGE.to_owned(),
         oslo: false,
         connection_name: "ferrum watch events",
@@ -117,7 +144,7 @@ fn watch_feed(config: &Config, publishers: &mut Vec<Publisher>) -> Option<watch:
         "watch event",
         move |event: &Arc<watch::WatchEvent>| (key.clone(), event.json.clone().into_bytes()),
     ));
-    Some(watch::Feed::Broker(queue))
+    Ok(Some(watch::Feed::Broker(queue)))
 }
 
 /// The hub an API process's watch streams read, ended by `shutdown`; None when the watch is off.
@@ -288,10 +315,16 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
     require_schema(&db, &config).await?;
     let transport = connect_transport(&config).await?;
     let mut publishers = Vec::new();
-    let sink = notification_sink(&config, &mut publishers);
-    let feed = watch_feed(&config, &mut publishers);
-    let hub = watch_hub(&config, false, &shutdown)
-        .map(|hub| watch::consume(config.transport.url.clone(), &config.transport.prefix, hub));
+    let sink = notification_sink(&config, &mut publishers)?;
+    let feed = watch_feed(&config, &mut publishers)?;
+    let hub = match watch_hub(&config, false, &shutdown) {
+        Some(hub) => Some(watch::consume(
+            brokers(&config.transport.url)?,
+            &config.transport.prefix,
+            hub,
+        )),
+        None => None,
+    };
     let state = api_state(
         &config,
         db,
@@ -336,8 +369,8 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
     let transport = connect_transport(&config).await?;
     let mut ctx = conductor::Context::new(db, config.conductor.clone());
     let mut publishers = Vec::new();
-    let sink = notification_sink(&config, &mut publishers);
-    let feed = watch_feed(&config, &mut publishers);
+    let sink = notification_sink(&config, &mut publishers)?;
+    let feed = watch_feed(&config, &mut publishers)?;
     Arc::get_mut(&mut ctx)
         .context("a new conductor context is not shared")?
         .notifier = notifier(&config, Service::Conductor, sink.as_ref(), feed);
@@ -415,7 +448,7 @@ impl AllInOne {
         // One publisher (or log) for both halves of the process, and one watch hub fed in
         // process (whatever the transport: both halves are here).
         let mut publishers = Vec::new();
-        let sink = notification_sink(config, &mut publishers);
+        let sink = notification_sink(config, &mut publishers)?;
         let hub = watch_hub(config, true, &shutdown);
         let feed = hub.clone().map(watch::Feed::Local);
         // Built before the conductor starts: a bad user file stops the start cleanly.

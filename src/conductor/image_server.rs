@@ -44,6 +44,11 @@ fn router(root: PathBuf) -> Router {
     Router::new().route("/{*path}", get(file)).with_state(root)
 }
 
+/// How much of a file is read at a time. Each read is a trip to tokio's blocking pool and back
+/// (two thread wake-ups), which the lab's profile showed costing as much as the bytes' copies at
+/// 64 KiB; at 256 KiB there are a quarter as many, for 256 KiB of memory per download.
+const READ_CHUNK: usize = 256 << 10;
+
 /// The file at `path` under `root`, streamed; 404 for anything else.
 async fn file(State(root): State<PathBuf>, UrlPath(path): UrlPath<String>) -> Response {
     let Some(path) = inside(&root, &path) else {
@@ -62,7 +67,9 @@ async fn file(State(root): State<PathBuf>, UrlPath(path): UrlPath<String>) -> Re
             (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
             (header::CONTENT_LENGTH, size.to_string()),
         ],
-        Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 16)),
+        Body::from_stream(tokio_util::io::ReaderStream::with_capacity(
+            file, READ_CHUNK,
+        )),
     )
         .into_response()
 }

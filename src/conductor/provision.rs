@@ -16,8 +16,13 @@ pub use super::flows::{
 use super::{
     Ctx,
     flows::{
-        clean::CleanSteps, deploy::without_deploy_steps, inspect::require_inspectable, ports_of,
-        service::ServiceSteps, start, step_id, step_runner::StepRun,
+        clean::CleanSteps,
+        deploy::without_deploy_steps,
+        inspect::{self, require_inspectable},
+        ports_of,
+        service::ServiceSteps,
+        start, step_id,
+        step_runner::StepRun,
     },
 };
 use crate::{
@@ -58,7 +63,7 @@ pub async fn do_provisioning_action(
     };
     let verb = action.api_name();
     // An in-band inspection may need the node's ports to boot (`require_inspectable`).
-    let ports = if event == Event::Inspect {
+    let ports = if event == Event::Inspect && inspect::in_band(&node) {
         ports_of(&ctx.db, &node).await?
     } else {
         Vec::new()

@@ -114,22 +114,17 @@ fn above_0(value: &Duration) -> Result<(), String> {
     Ok(())
 }
 
-fn amqp_url(url: &str) -> bool {
-    url.starts_with("amqp://") || url.starts_with("amqps://")
-}
-
 fn database_url(url: &String) -> Result<(), String> {
-    if crate::db::Backend::of_url(url).is_none() {
-        return Err("expected sqlite://<file> or mysql://user@host/database".to_owned());
-    }
-    Ok(())
+    crate::db::check_url(url)
 }
 
 fn transport_url(url: &String) -> Result<(), String> {
-    if !(url == "local" || amqp_url(url)) {
-        return Err("expected `local` or an amqp:// URL".to_owned());
+    if url == "local" {
+        return Ok(());
     }
-    Ok(())
+    crate::broker::Brokers::parse(url)
+        .map(drop)
+        .map_err(|e| format!("expected `local` or an amqp:// URL: {e}"))
 }
 
 fn host(host: &String) -> Result<(), String> {
@@ -185,7 +180,8 @@ fn http_url(url: &Option<String>) -> Result<(), String> {
 
 settings! {
     [database] DatabaseConfig {
-        /// `sqlite://<file>` (embedded, all-in-one) or `mysql://user:pass@host/db` (multi-host).
+        /// `sqlite://<file>` (embedded, all-in-one) or `mysql://user:pass@host/db` (multi-host; a
+        /// Galera cluster's nodes: `mysql://user:pass@h1,h2,h3/db`).
         url: String = "sqlite://ferrum.sqlite".to_owned(),
             env "FERRUM_DATABASE_URL" flag "database-url", for EVERY, check database_url;
         /// Connections per process.
@@ -203,7 +199,9 @@ settings! {
     }
 
     [transport] TransportConfig {
-        /// `local` (in-process, all-in-one) or `amqp://user:pass@host:5672/%2f` (multi-host).
+        /// `local` (in-process, all-in-one) or `amqp://user:pass@host:5672/%2f` (multi-host);
+        /// the nodes of a RabbitMQ cluster as `amqp://u:p@h1:5672,u:p@h2:5672/%2f`, tried in
+        /// turn (`rabbit://` is read as `amqp://`).
         url: String = "local".to_owned(),
             env "FERRUM_TRANSPORT_URL" flag "transport-url", for SERVERS, check transport_url;
         /// Prefix of every queue name, so that several deployments (or tests) share one broker.
@@ -218,6 +216,12 @@ settings! {
         /// How long the API waits for a conductor's answer (seconds).
         rpc_timeout: Duration = Duration::from_secs(60),
             env "FERRUM_RPC_TIMEOUT" flag "rpc-timeout", for SERVERS, check above_0;
+        /// Conductor queues as RabbitMQ quorum queues, replicated over a cluster's nodes so
+        /// that they outlive any one (Ironic's `[oslo_messaging_rabbit]rabbit_quorum_queue`);
+        /// off: classic auto-delete queues. Every process of a deployment must agree: a queue's
+        /// type is fixed when it is declared.
+        quorum_queues: bool = false,
+            env "FERRUM_TRANSPORT_QUORUM_QUEUES" flag "transport-quorum-queues", for SERVERS;
     }
 
     [api] ApiConfig {
@@ -422,6 +426,31 @@ settings! {
         /// `[pxe]ipxe_fallback_script`); unset, such a machine reboots.
         ipxe_fallback_script: Option<String> = None,
             env "FERRUM_IPXE_FALLBACK_SCRIPT" flag "ipxe-fallback-script", for CONDUCTOR;
+        /// The EFI system partition image (a FAT file system holding an EFI boot loader such as
+        /// GRUB, `EFI/BOOT/BOOTX64.EFI`) that `redfish-virtual-media` puts in the ISOs it builds
+        /// for UEFI nodes: a URL (http://, https:// or file://); a node's
+        /// `driver_info.bootloader` replaces it (Ironic's `[conductor]bootloader`).
+        bootloader: Option<String> = None,
+            env "FERRUM_BOOTLOADER" flag "bootloader", for CONDUCTOR;
+        /// Where a UEFI boot ISO holds its GRUB configuration, as the boot loader of
+        /// `bootloader` looks for it (Ironic's `[DEFAULT]grub_config_path`).
+        grub_config_path: String = "EFI/BOOT/grub.cfg".to_owned(),
+            env "FERRUM_GRUB_CONFIG_PATH" flag "grub-config-path", for CONDUCTOR;
+        /// ISOLINUX's boot loader, which BIOS boot ISOs start (Ironic's `[DEFAULT]isolinux_bin`;
+        /// this default is Debian's package `isolinux`).
+        isolinux_bin: PathBuf = PathBuf::from("/usr/lib/ISOLINUX/isolinux.bin"),
+            env "FERRUM_ISOLINUX_BIN" flag "isolinux-bin", for CONDUCTOR;
+        /// ISOLINUX's `ldlinux.c32`; unset, it is looked for in
+        /// `/usr/lib/syslinux/modules/bios` and `/usr/share/syslinux` (Ironic's
+        /// `[DEFAULT]ldlinux_c32`).
+        ldlinux_c32: Option<PathBuf> = None,
+            env "FERRUM_LDLINUX_C32" flag "ldlinux-c32", for CONDUCTOR;
+        /// Kernel parameters of the deploy ramdisk booted from a virtual media ISO that Ferrum
+        /// builds; a node's `driver_info.kernel_append_params` replaces them (Ironic's
+        /// `[redfish]kernel_append_params`).
+        redfish_kernel_append_params: String = "nofb vga=normal".to_owned(),
+            env "FERRUM_REDFISH_KERNEL_APPEND_PARAMS" flag "redfish-kernel-append-params",
+            for CONDUCTOR;
         /// How much the cache of deploy kernels and ramdisks may hold, MiB; 0 is unbounded
         /// (Ironic's `[pxe]image_cache_size`).
         image_cache_size: u32 = 20480,
@@ -636,8 +665,8 @@ settings! {
         transport_url: Option<String> = None,
             env "FERRUM_NOTIFICATION_TRANSPORT_URL" flag "notification-transport-url", for SERVERS,
             check |url| match url {
-                Some(url) if !amqp_url(url) => Err("expected an amqp:// URL".to_owned()),
-                _ => Ok(()),
+                Some(url) => crate::broker::Brokers::parse(url).map(drop),
+                None => Ok(()),
             };
         /// The topic exchange (Ironic's `control_exchange`).
         exchange: String = "ironic".to_owned(),

@@ -1,29 +1,31 @@
-//! A small ISO 9660 image writer, enough for a config drive.
+//! A small ISO 9660 image writer: config drives (in memory) and the boot ISOs of virtual media
+//! (streamed to a file, bootable by El Torito).
 //!
 //! openstacksdk's `openstack/baremetal/configdrive.py` (`pack`) runs `genisoimage`,
-//! `mkisofs` or `xorrisofs` with `-J -r -V config-2`; none is installed where Ferrum runs,
-//! so this writes the image itself. The layout (ECMA-119, 2048-byte sectors):
+//! `mkisofs` or `xorrisofs` with `-J -r -V config-2`, as Ironic runs `mkisofs` for its boot
+//! ISOs; none is installed where Ferrum runs, so this writes the image itself. The layout
+//! (ECMA-119, 2048-byte sectors):
 //!
 //! - sectors 0..16: the system area, zeros;
 //! - sector 16: the Primary Volume Descriptor;
-//! - sector 17: a Joliet Supplementary Volume Descriptor (escape sequence `%/E`, UCS-2
-//!   level 3), whose hierarchy keeps the names as given (`meta_data.json`, `2012-08-10`):
-//!   Linux and cloud-init read long names from Joliet when Rock Ridge is absent;
-//! - sector 18: the Volume Descriptor Set Terminator;
+//! - a bootable image only: sector 17, El Torito's Boot Record (where the boot catalog is);
+//! - then a Joliet Supplementary Volume Descriptor (escape sequence `%/E`, UCS-2 level 3),
+//!   whose hierarchy keeps the names as given (`meta_data.json`, `2012-08-10`): Linux,
+//!   cloud-init and GRUB read long names from Joliet when Rock Ridge is absent;
+//! - the Volume Descriptor Set Terminator;
+//! - a bootable image only: the boot catalog (one entry, no emulation);
 //! - the L (little-endian) and M (big-endian) path tables of the primary hierarchy, then
 //!   those of the Joliet hierarchy;
 //! - the directory extents of the primary hierarchy, then those of the Joliet hierarchy;
 //! - the file extents, shared by both hierarchies.
 //!
 //! The primary hierarchy uses d-character names (uppercased, other characters as `_`,
-//! `;1` after file names). There is no Rock Ridge (no `NM`/`PX` entries): readers that
-//! prefer Rock Ridge fall back to Joliet here.
+//! `;1` after file names; ISOLINUX reads these, ignoring case and the version). There is no
+//! Rock Ridge (no `NM`/`PX` entries): readers that prefer Rock Ridge fall back to Joliet here.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, path::Path};
 
 const SECTOR: usize = 2048;
-/// The first sector after the descriptors (PVD 16, SVD 17, terminator 18).
-const FIRST_FREE: usize = 19;
 
 #[derive(Default)]
 struct TreeDir {
@@ -361,6 +363,122 @@ fn volume_descriptor(
 /// directories implied by them) under the volume identifier `volume_label`, which is also
 /// the Joliet volume identifier (cloud-init finds a config drive by the label `config-2`).
 pub fn image(volume_label: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
+    let listed: Vec<(&str, u64)> = files.iter().map(|(p, d)| (*p, d.len() as u64)).collect();
+    let plan = plan(volume_label, &listed, None);
+    let mut out = plan.head;
+    out.resize(plan.total * SECTOR, 0);
+    for (i, (_, data)) in files.iter().enumerate() {
+        let at = plan.file_lba[i] * SECTOR;
+        out[at..at + data.len()].copy_from_slice(data);
+    }
+    out
+}
+
+/// Where a file of a bootable image comes from.
+pub enum Source<'a> {
+    Bytes(&'a [u8]),
+    /// A file on disk, copied by the kernel (`copy_file_range`): a ramdisk of hundreds of MiB
+    /// never passes through memory.
+    File(&'a Path),
+}
+
+/// What an El Torito boot catalog boots (no emulation), as an index into the files.
+#[derive(Debug, Clone, Copy)]
+pub enum Boot {
+    /// A BIOS boot loader (ISOLINUX's `isolinux.bin`), loaded as 4 virtual sectors, with
+    /// the boot information table patched into it (`mkisofs -no-emul-boot -boot-load-size 4
+    /// -boot-info-table`). Its source must be `Bytes`.
+    Bios(usize),
+    /// A FAT image holding the EFI boot loader (an EFI system partition), for UEFI firmware
+    /// (platform 0xEF, `mkisofs -e`).
+    Efi(usize),
+}
+
+/// Writes a bootable ISO 9660 image of `files` to `out` (see [`image`] for the names and the
+/// label). Files larger than 4 GiB do not fit a directory record and are refused.
+pub fn write_bootable(
+    out: &mut std::fs::File,
+    volume_label: &str,
+    files: &[(&str, Source<'_>)],
+    boot: Boot,
+) -> std::io::Result<()> {
+    use std::io::{Seek as _, SeekFrom, Write as _};
+    let mut listed = Vec::with_capacity(files.len());
+    for (path, source) in files {
+        let len = match source {
+            Source::Bytes(b) => b.len() as u64,
+            Source::File(p) => std::fs::metadata(p)?.len(),
+        };
+        if len > u64::from(u32::MAX) {
+            return Err(std::io::Error::other(format!(
+                "{path} is {len} bytes: an ISO 9660 file holds at most 4 GiB"
+            )));
+        }
+        listed.push((*path, len));
+    }
+    let plan = plan(volume_label, &listed, Some(boot));
+    out.set_len(0)?;
+    out.write_all(&plan.head)?;
+    for (i, (_, source)) in files.iter().enumerate() {
+        out.seek(SeekFrom::Start((plan.file_lba[i] * SECTOR) as u64))?;
+        match source {
+            Source::Bytes(b) => match boot {
+                Boot::Bios(loader) if loader == i => {
+                    out.write_all(&with_boot_info_table(b, plan.file_lba[i]))?
+                }
+                _ => out.write_all(b)?,
+            },
+            Source::File(_) if matches!(boot, Boot::Bios(loader) if loader == i) => {
+                return Err(std::io::Error::other(
+                    "a BIOS boot loader is patched in memory: give it as bytes",
+                ));
+            }
+            Source::File(p) => {
+                let copied = std::io::copy(&mut std::fs::File::open(p)?, out)?;
+                if copied != listed[i].1 {
+                    return Err(std::io::Error::other(format!(
+                        "{} changed while it was written into an ISO image",
+                        p.display()
+                    )));
+                }
+            }
+        }
+    }
+    // The image is whole sectors long.
+    out.set_len((plan.total * SECTOR) as u64)?;
+    out.sync_all()
+}
+
+/// A boot loader with ISOLINUX's boot information table in bytes 8..64: the primary volume
+/// descriptor's sector, its own sector and length, and the 32-bit sum of its bytes from 64 on.
+fn with_boot_info_table(loader: &[u8], lba: usize) -> Vec<u8> {
+    let mut b = loader.to_vec();
+    if b.len() < 64 {
+        return b;
+    }
+    let sum = b[64..].chunks(4).fold(0u32, |sum, word| {
+        let mut w = [0u8; 4];
+        w[..word.len()].copy_from_slice(word);
+        sum.wrapping_add(u32::from_le_bytes(w))
+    });
+    let fields = [16, lba, loader.len(), sum as usize];
+    for (i, v) in fields.into_iter().enumerate() {
+        let v = u32::try_from(v).unwrap_or(u32::MAX);
+        b[8 + 4 * i..12 + 4 * i].copy_from_slice(&v.to_le_bytes());
+    }
+    b[24..64].fill(0);
+    b
+}
+
+/// An image laid out: its first sectors (descriptors, boot catalog, path tables,
+/// directories), where each file starts, and its length, in sectors.
+struct Plan {
+    head: Vec<u8>,
+    file_lba: Vec<usize>,
+    total: usize,
+}
+
+fn plan(volume_label: &str, files: &[(&str, u64)], boot: Option<Boot>) -> Plan {
     let mut tree = TreeDir::default();
     for (i, (path, _)) in files.iter().enumerate() {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
@@ -374,13 +492,20 @@ pub fn image(volume_label: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
         dir.files.insert((*name).to_owned(), i);
     }
     let nodes = flatten(tree);
+    let len = |i: usize| usize::try_from(files[i].1).unwrap_or(usize::MAX);
 
     let now = chrono::Utc::now();
     let (date, long_date) = dates(now);
 
+    // Descriptors from sector 16: the primary, El Torito's boot record when booting, the
+    // Joliet one, the terminator; then the boot catalog.
+    let booting = usize::from(boot.is_some());
+    let joliet_at = 17 + booting;
+    let terminator_at = joliet_at + 1;
+    let catalog_at = terminator_at + 1;
     let mut prim = layout(Hier::Primary, &nodes);
     let mut jol = layout(Hier::Joliet, &nodes);
-    let mut lba = FIRST_FREE;
+    let mut lba = catalog_at + booting;
     for l in [&mut prim, &mut jol] {
         let n = sectors(l.pt_size);
         l.pt_l_lba = lba;
@@ -393,18 +518,19 @@ pub fn image(volume_label: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
             lba += l.dir_size[d] / SECTOR;
         }
     }
+    let head_sectors = lba;
     let mut file_lba = vec![0; files.len()];
-    for (i, (_, data)) in files.iter().enumerate() {
-        file_lba[i] = lba;
-        lba += sectors(data.len());
+    for (i, lba_of) in file_lba.iter_mut().enumerate() {
+        *lba_of = lba;
+        lba += sectors(len(i));
     }
     let total = lba;
 
-    let mut out = vec![0u8; total * SECTOR];
+    let mut out = vec![0u8; head_sectors * SECTOR];
     let mut put = |at: usize, bytes: &[u8]| {
         out[at * SECTOR..at * SECTOR + bytes.len()].copy_from_slice(bytes)
     };
-    for (h, l, at) in [(Hier::Primary, &prim, 16), (Hier::Joliet, &jol, 17)] {
+    for (h, l, at) in [(Hier::Primary, &prim, 16), (Hier::Joliet, &jol, joliet_at)] {
         let root = dir_record(&[0], l.dir_lba[0], l.dir_size[0], true, &date);
         put(
             at,
@@ -421,21 +547,71 @@ pub fn image(volume_label: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
             for (id, e) in &l.entries[d] {
                 recs.push(match *e {
                     Entry::Dir(c) => dir_record(id, l.dir_lba[c], l.dir_size[c], true, &date),
-                    Entry::File(f) => dir_record(id, file_lba[f], files[f].1.len(), false, &date),
+                    Entry::File(f) => dir_record(id, file_lba[f], len(f), false, &date),
                 });
             }
             put(l.dir_lba[d], &pack_records(&recs));
         }
     }
+    if let Some(boot) = boot {
+        put(17, &boot_record(catalog_at));
+        let (image, len) = match boot {
+            Boot::Bios(i) | Boot::Efi(i) => (file_lba[i], len(i)),
+        };
+        put(catalog_at, &boot_catalog(boot, image, len));
+    }
     let mut term = vec![0u8; SECTOR];
     term[0] = 255;
     term[1..6].copy_from_slice(b"CD001");
     term[6] = 1;
-    put(18, &term);
-    for (i, (_, data)) in files.iter().enumerate() {
-        put(file_lba[i], data);
+    put(terminator_at, &term);
+    Plan {
+        head: out,
+        file_lba,
+        total,
     }
-    out
+}
+
+/// El Torito's Boot Record Volume Descriptor: where the boot catalog is.
+fn boot_record(catalog_lba: usize) -> Vec<u8> {
+    let mut d = vec![0u8; SECTOR];
+    d[1..6].copy_from_slice(b"CD001");
+    d[6] = 1;
+    d[7..7 + 23].copy_from_slice(b"EL TORITO SPECIFICATION");
+    let lba = u32::try_from(catalog_lba).unwrap_or(u32::MAX);
+    d[71..75].copy_from_slice(&lba.to_le_bytes());
+    d
+}
+
+/// El Torito's boot catalog with one entry: the validation entry (platform x86 or EFI, its
+/// checksum making the 16-bit words sum to 0) and the initial entry, bootable, no emulation.
+fn boot_catalog(boot: Boot, image_lba: usize, image_len: usize) -> Vec<u8> {
+    let mut c = vec![0u8; SECTOR];
+    c[0] = 1;
+    let load_sectors = match boot {
+        Boot::Bios(_) => {
+            c[1] = 0;
+            4
+        }
+        Boot::Efi(_) => {
+            c[1] = 0xEF;
+            // In virtual (512-byte) sectors; an image too large for 16 bits is given as 0,
+            // which UEFI firmware reads as "to the end of the image", as xorriso does.
+            u16::try_from(image_len.div_ceil(512)).unwrap_or(0)
+        }
+    };
+    c[4..10].copy_from_slice(b"FERRUM");
+    c[30] = 0x55;
+    c[31] = 0xAA;
+    let sum = c[..32].chunks(2).fold(0u16, |s, w| {
+        s.wrapping_add(u16::from_le_bytes([w[0], w[1]]))
+    });
+    c[28..30].copy_from_slice(&0u16.wrapping_sub(sum).to_le_bytes());
+    c[32] = 0x88;
+    c[38..40].copy_from_slice(&load_sectors.to_le_bytes());
+    let lba = u32::try_from(image_lba).unwrap_or(u32::MAX);
+    c[40..44].copy_from_slice(&lba.to_le_bytes());
+    c
 }
 
 /// The 7-byte recording date of directory records and the 17-byte date of volume
@@ -612,5 +788,138 @@ mod tests {
         assert_eq!(primary_ident("user_data", false), b"USER_DATA.;1");
         assert_eq!(primary_ident("a.b.c", false), b"A_B.C;1");
         assert_eq!(primary_ident("2012-08-10", true), b"2012_08_10");
+    }
+
+    /// A bootable image written to a file, read back as bytes.
+    fn bootable(files: &[(&str, Source<'_>)], boot: Boot) -> Vec<u8> {
+        let path = std::env::temp_dir().join(format!("ferrum-boot-{}.iso", uuid::Uuid::new_v4()));
+        let mut out = std::fs::File::create(&path).expect("create");
+        write_bootable(&mut out, "VMEDIA_BOOT_ISO", files, boot).expect("write");
+        let iso = std::fs::read(&path).expect("read");
+        let _ = std::fs::remove_file(&path);
+        iso
+    }
+
+    fn le16(b: &[u8]) -> usize {
+        usize::from(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    #[test]
+    fn a_bios_boot_image_has_its_catalog_and_boot_information_table() {
+        let dir = std::env::temp_dir().join(format!("ferrum-boot-src-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ramdisk = dir.join("initrd");
+        std::fs::write(&ramdisk, vec![b'r'; 5000]).unwrap();
+        let loader: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        let iso = bootable(
+            &[
+                ("vmlinuz", Source::Bytes(b"kernel")),
+                ("initrd", Source::File(&ramdisk)),
+                ("isolinux/isolinux.bin", Source::Bytes(&loader)),
+            ],
+            Boot::Bios(2),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(iso.len() % SECTOR, 0);
+        let record = sector(&iso, 17);
+        assert_eq!(record[0], 0);
+        assert_eq!(&record[1..6], b"CD001");
+        assert_eq!(&record[7..30], b"EL TORITO SPECIFICATION");
+        assert_eq!(sector(&iso, 18)[0], 2, "the Joliet descriptor follows");
+        assert_eq!(sector(&iso, 19)[0], 255, "then the terminator");
+        let catalog_lba = le32(&record[71..75]);
+        let catalog = sector(&iso, catalog_lba);
+        assert_eq!((catalog[0], catalog[1]), (1, 0), "validation entry, x86");
+        assert_eq!((catalog[30], catalog[31]), (0x55, 0xAA));
+        let sum = catalog[..32].chunks(2).map(le16).sum::<usize>() % 65536;
+        assert_eq!(sum, 0, "the validation entry's words sum to 0");
+        assert_eq!(
+            (catalog[32], catalog[33]),
+            (0x88, 0),
+            "bootable, no emulation"
+        );
+        assert_eq!(le16(&catalog[38..40]), 4, "4 virtual sectors loaded");
+
+        // The catalog points at isolinux.bin as the directory names it, patched.
+        let pvd = sector(&iso, 16);
+        let root = records(&iso, le32(&pvd[158..162]), le32(&pvd[166..170]));
+        let (dir, dir_len, _) = find(&root, b"ISOLINUX");
+        let (lba, len, _) = find(&records(&iso, dir, dir_len), b"ISOLINUX.BIN;1");
+        assert_eq!(le32(&catalog[40..44]), lba);
+        let written = &iso[lba * SECTOR..lba * SECTOR + len];
+        assert_eq!(len, loader.len());
+        assert_eq!(
+            (
+                le32(&written[8..12]),
+                le32(&written[12..16]),
+                le32(&written[16..20])
+            ),
+            (16, lba, loader.len())
+        );
+        let sum = loader[64..]
+            .chunks(4)
+            .map(|w| {
+                let mut b = [0u8; 4];
+                b[..w.len()].copy_from_slice(w);
+                u32::from_le_bytes(b)
+            })
+            .fold(0u32, u32::wrapping_add);
+        assert_eq!(le32(&written[20..24]), sum as usize);
+        assert_eq!(&written[64..], &loader[64..], "the rest unchanged");
+        let (lba, len, _) = find(&root, b"INITRD.;1");
+        assert_eq!(
+            &iso[lba * SECTOR..lba * SECTOR + len],
+            &vec![b'r'; 5000][..]
+        );
+    }
+
+    #[test]
+    fn an_efi_boot_image_names_its_system_partition_in_virtual_sectors() {
+        let esp = vec![0xE5u8; 3 * 2048 + 100];
+        let iso = bootable(
+            &[
+                ("boot/grub/efiboot.img", Source::Bytes(&esp)),
+                ("EFI/BOOT/grub.cfg", Source::Bytes(b"menuentry")),
+            ],
+            Boot::Efi(0),
+        );
+        let catalog = sector(&iso, le32(&sector(&iso, 17)[71..75]));
+        assert_eq!(catalog[1], 0xEF, "platform EFI");
+        let sum = catalog[..32].chunks(2).map(le16).sum::<usize>() % 65536;
+        assert_eq!(sum, 0);
+        assert_eq!(le16(&catalog[38..40]), esp.len().div_ceil(512));
+        let lba = le32(&catalog[40..44]);
+        assert_eq!(&iso[lba * SECTOR..lba * SECTOR + esp.len()], &esp[..]);
+    }
+
+    /// pycdlib reads the El Torito catalog and the files of a bootable image (skipped like
+    /// the config drive's pycdlib tests when pycdlib is missing).
+    #[test]
+    fn pycdlib_reads_a_bootable_image() {
+        let Some(python) = crate::configdrive::tests::pycdlib_python() else {
+            return;
+        };
+        let loader = vec![7u8; 2500];
+        let iso = bootable(
+            &[
+                ("vmlinuz", Source::Bytes(b"kernel")),
+                ("isolinux/isolinux.bin", Source::Bytes(&loader)),
+                ("isolinux/isolinux.cfg", Source::Bytes(b"default boot\n")),
+            ],
+            Boot::Bios(1),
+        );
+        let script = r#"
+import io, sys, pycdlib
+iso = pycdlib.PyCdlib()
+iso.open(sys.argv[1])
+cat = iso.eltorito_boot_catalog
+print("platform", cat.validation_entry.platform_id, "sectors", cat.initial_entry.sector_count)
+out = io.BytesIO()
+iso.get_file_from_iso_fp(out, joliet_path="/isolinux/isolinux.cfg;1")
+print(out.getvalue().decode().strip())
+iso.close()
+"#;
+        let stdout = crate::configdrive::tests::run_pycdlib(&python, script, &iso);
+        assert_eq!(stdout, "platform 0 sectors 4\ndefault boot\n");
     }
 }

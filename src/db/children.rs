@@ -10,7 +10,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use tokio::time::Instant;
 
 use super::{
-    Db, Failure, classify,
+    Db, classify,
     deadline::{self, BeforeDeadline},
     ports::{get_port, port_write_error, portgroup_not_found, portgroup_write_error},
     volume::{connector_write_error, target_write_error},
@@ -291,7 +291,7 @@ pub async fn change_children(
         (_, Some(refused)) => Err(refused),
         (_, None) if too_late => Ok(None),
         (outcome, None) => match outcome {
-            Err(e) if classify(&e) == Failure::Transient && deadline::passed(deadline) => Ok(None),
+            Err(e) if classify(&e).retryable() && deadline::passed(deadline) => Ok(None),
             outcome => Ok(outcome?),
         },
     }

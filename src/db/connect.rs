@@ -11,6 +11,7 @@ use diesel_async::{
 use diesel_migrations::MigrationHarness;
 use futures::FutureExt;
 
+use super::hosts::MysqlHosts;
 use super::{
     Db, MYSQL_MIGRATIONS, MysqlPool, Pool, SQLITE_MIGRATIONS, SqliteConn, SqlitePool, durable,
     with_conn, with_conn_result,
@@ -40,6 +41,16 @@ impl Backend {
         } else {
             None
         }
+    }
+}
+
+/// Whether `url` is one [`Db::connect`] takes: `sqlite://<file>`, or `mysql://` with one host or
+/// several (a Galera cluster's, `hosts.rs`); the problem, in words, when not.
+pub fn check_url(url: &str) -> std::result::Result<(), String> {
+    match Backend::of_url(url) {
+        Some(Backend::Sqlite) => Ok(()),
+        Some(Backend::Mysql) => MysqlHosts::parse(url).map(drop),
+        None => Err("expected sqlite://<file> or mysql://user@host/database".to_owned()),
     }
 }
 
@@ -75,22 +86,12 @@ impl Db {
                 // request. `Checkout` closes instead any connection a query did not finish on,
                 // and the pre-recycle hook pings only connections that sat idle.
                 manager_config.recycling_method = RecyclingMethod::Fast;
-                manager_config.custom_setup = Box::new(|url| {
-                    let url = url.to_owned();
-                    async move {
-                        use diesel_async::SimpleAsyncConnection;
-                        let mut conn = AsyncMysqlConnection::establish(&url).await?;
-                        // Every statement is one autocommitted conditional write or a read:
-                        // READ COMMITTED takes no gap locks, so two single-row updates of
-                        // neighbouring nodes cannot deadlock on a secondary index's gaps.
-                        conn.batch_execute(
-                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-                        )
-                        .await
-                        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-                        Ok(conn)
-                    }
-                    .boxed()
+                let hosts = std::sync::Arc::new(MysqlHosts::parse(url).map_err(|e| {
+                    Error::InvalidParameterValue(format!("{e}: {}", redact_url(url)))
+                })?);
+                manager_config.custom_setup = Box::new(move |_url| {
+                    let hosts = hosts.clone();
+                    async move { hosts.connect().await }.boxed()
                 });
                 let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(
                     url,
@@ -223,7 +224,7 @@ impl Db {
             version: String,
         }
         let query = "SELECT version FROM __diesel_schema_migrations";
-        let applied = match with_conn_result!(self, |conn| {
+        let applied = match with_conn_result!(self, reads, |conn| {
             diesel::sql_query(query).load::<Applied>(conn).await?
         }) {
             Ok(rows) => rows.into_iter().map(|r| r.version).collect(),
@@ -296,18 +297,25 @@ fn with_limits<M: deadpool::managed::Manager>(
         .create_timeout(Some(Duration::from_secs(5)))
 }
 
-/// A URL fit for a log line: the password replaced.
+/// A URL fit for a log line or an error: every password replaced by `***`, also those of the
+/// several hosts of a cluster's URL (`amqp://u:p@h1,u:p@h2/vhost`).
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    // The hosts end where the path or the query starts.
+    let (hosts, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let hosts: Vec<String> = hosts
+        .split(',')
+        .map(|host| match host.rsplit_once('@') {
+            Some((userinfo, at)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***@{at}"),
+                None => host.to_owned(),
+            },
+            None => host.to_owned(),
+        })
+        .collect();
+    format!("{scheme}://{}{tail}", hosts.join(","))
 }
 
 #[cfg(test)]
@@ -324,5 +332,10 @@ mod tests {
             redact_url("mysql://root@db/ferrum"),
             "mysql://root@db/ferrum"
         );
+        assert_eq!(
+            redact_url("amqp://u:p1@h1:5672,v:p2@h2,h3/vh?heartbeat=2"),
+            "amqp://u:***@h1:5672,v:***@h2,h3/vh?heartbeat=2"
+        );
+        assert_eq!(redact_url("local"), "local");
     }
 }

@@ -12,7 +12,7 @@ impl From<diesel::result::Error> for Error {
     /// retry); any other database error is a fault of ours (500).
     fn from(e: diesel::result::Error) -> Self {
         match classify(&e) {
-            Failure::ConnectionLost | Failure::Transient => {
+            Failure::ConnectionLost | Failure::Transient | Failure::NotServing => {
                 Error::DatabaseUnavailable(e.to_string())
             }
             Failure::Storage => {

@@ -17,10 +17,28 @@ pub enum Failure {
     /// No answer came: the socket died, the server went away or is shutting down. Whether a
     /// write was applied is unknown, and the connection is no good any more.
     ConnectionLost,
+    /// The server is up but not serving: a Galera node outside the cluster's primary component
+    /// or still joining it (1047, "WSREP has not yet prepared node for application use").
+    /// Nothing was applied; the connection is closed, and the statement runs again on a new
+    /// one, which goes to another node (`hosts.rs`).
+    NotServing,
     /// The database cannot store the write now: out of space, a read-only file system or
     /// server, a failing disk. Nothing was applied (or, for a failed sync, it may be lost);
     /// running it again at once would fail the same way, and reads still work.
     Storage,
+}
+
+impl Failure {
+    /// Whether nothing was applied and the statement may run again after a backoff.
+    pub fn retryable(self) -> bool {
+        matches!(self, Failure::Transient | Failure::NotServing)
+    }
+
+    /// Whether the connection that failed so can go back to the pool: not when it is dead or
+    /// on a node that does not serve.
+    pub(crate) fn keeps_connection(self) -> bool {
+        !matches!(self, Failure::ConnectionLost | Failure::NotServing)
+    }
 }
 
 /// Client-side failures of the MySQL driver, which diesel-async reports as database errors of
@@ -55,6 +73,9 @@ const STORAGE: &[&str] = &[
     "is read only",
     "Error writing file",
 ];
+/// MariaDB Galera's 1047 (also when the node left the cluster's primary component under a
+/// running session).
+const NOT_SERVING: &[&str] = &["WSREP has not yet prepared node"];
 /// Server answers that roll back and can be tried again (1213, 1205; SQLite's busy file).
 const TRANSIENT: &[&str] = &[
     "Deadlock found",
@@ -72,6 +93,8 @@ pub fn classify(e: &diesel::result::Error) -> Failure {
                 || SESSION_ENDING.iter().any(|m| message.contains(m))
             {
                 Failure::ConnectionLost
+            } else if NOT_SERVING.iter().any(|m| message.contains(m)) {
+                Failure::NotServing
             } else if TRANSIENT.iter().any(|m| message.contains(m)) {
                 Failure::Transient
             } else if STORAGE.iter().any(|m| message.contains(m)) {
@@ -93,16 +116,28 @@ pub fn classify(e: &diesel::result::Error) -> Failure {
 const TRANSIENT_RETRIES: u32 = 5;
 const TRANSIENT_BACKOFF: Duration = Duration::from_millis(5);
 
-/// Whether `result` is a transient refusal worth another attempt; if so, waits the backoff.
-/// Not when the attempt would start past `deadline`: its caller has stopped waiting.
+/// What a query body does, which decides whether a lost connection is worth another attempt.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    Reads,
+    Writes,
+}
+
+/// Whether `result` is a transient refusal worth another attempt (or, for a body that only
+/// `reads`, a lost connection); if so, waits the backoff. Not when the attempt would start past
+/// `deadline`: its caller has stopped waiting.
 #[doc(hidden)]
 pub async fn retry_after<T>(
     result: &Result<T, diesel::result::Error>,
     attempt: &mut u32,
     deadline: Option<tokio::time::Instant>,
+    body: Body,
 ) -> bool {
     let Err(e) = result else { return false };
-    if classify(e) != Failure::Transient || *attempt >= TRANSIENT_RETRIES {
+    let failure = classify(e);
+    let again = failure.retryable() || (body == Body::Reads && failure == Failure::ConnectionLost);
+    if !again || *attempt >= TRANSIENT_RETRIES {
         return false;
     }
     let jitter = Duration::from_micros(rand::random_range(0..1000));
@@ -124,7 +159,7 @@ pub(crate) fn not_written_past(
     deadline: Option<tokio::time::Instant>,
 ) -> Result<usize, diesel::result::Error> {
     match result {
-        Err(e) if classify(&e) == Failure::Transient && deadline::passed(deadline) => Ok(0),
+        Err(e) if classify(&e).retryable() && deadline::passed(deadline) => Ok(0),
         other => other,
     }
 }
@@ -141,6 +176,31 @@ mod tests {
         )
     }
 
+    /// Runs again: a transient refusal and a node not serving, for any body; a lost
+    /// connection only for a body that reads (a write's outcome is unknown); an answer never.
+    #[tokio::test]
+    async fn what_runs_again_depends_on_the_failure_and_on_the_body() {
+        let cases = [
+            ("Deadlock found when trying to get lock", true, true),
+            (
+                "WSREP has not yet prepared node for application use",
+                true,
+                true,
+            ),
+            ("Server shutdown in progress", true, false),
+            ("Duplicate entry 'x' for key 'uuid'", false, false),
+        ];
+        for (message, reads, writes) in cases {
+            for (body, expected) in [(Body::Reads, reads), (Body::Writes, writes)] {
+                let result: Result<(), _> = Err(db_error(message));
+                let mut attempt = 0;
+                let again = retry_after(&result, &mut attempt, None, body).await;
+                assert_eq!(again, expected, "{message} in a body that {body:?}");
+                assert_eq!(attempt, u32::from(expected), "{message}");
+            }
+        }
+    }
+
     #[test]
     fn failures_are_told_apart_by_what_the_server_said() {
         let lost = [
@@ -154,6 +214,12 @@ mod tests {
             "Lock wait timeout exceeded; try restarting transaction",
             "database is locked",
         ];
+        assert_eq!(
+            classify(&db_error(
+                "WSREP has not yet prepared node for application use"
+            )),
+            Failure::NotServing
+        );
         for (messages, failure) in [
             (&lost[..], Failure::ConnectionLost),
             (&transient[..], Failure::Transient),

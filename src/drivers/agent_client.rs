@@ -10,7 +10,11 @@
 //! certificate, `driver_info.agent_verify_ca` decides as in Ironic: `false` verifies nothing, a
 //! path names a CA bundle; no system roots are read.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, Mutex},
+    time::Duration,
+};
 
 use rustls::{
     DigitallySignedStruct, SignatureScheme,
@@ -111,16 +115,7 @@ impl AgentClient {
             })?
             .trim_end_matches('/')
             .to_owned();
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(COMMAND_TIMEOUT)
-            .pool_idle_timeout(Duration::from_secs(30));
-        if base.starts_with("https://") {
-            builder = builder.use_preconfigured_tls(tls_config(node)?);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| DriverError::Failed(format!("Cannot make the agent's client: {e}")))?;
+        let http = shared_client(node, &base)?;
         Ok(AgentClient {
             http,
             base,
@@ -254,6 +249,56 @@ impl AgentClient {
             self.node, self.base
         ))
     }
+}
+
+/// The HTTP clients of the agents talked to lately, each for what makes one: the agent's URL and
+/// how its certificate is trusted. A client keeps its connections open between requests (for
+/// [`IDLE_KEEP`]), so that a deploy's polls and commands reuse one TLS session instead of each
+/// building a client and paying a handshake. An agent that boots again sends a new certificate,
+/// and so gets a new client.
+static CLIENTS: LazyLock<Mutex<HashMap<(String, String), reqwest::Client>>> =
+    LazyLock::new(Mutex::default);
+/// More clients than this and the cache starts over (their open connections close as they idle).
+const MAX_CLIENTS: usize = 4096;
+/// How long a client keeps an idle connection to its agent.
+const IDLE_KEEP: Duration = Duration::from_secs(30);
+
+/// The client for the agent at `base` as `node` records it, from [`CLIENTS`] or made.
+fn shared_client(node: &Node, base: &str) -> Result<reqwest::Client, DriverError> {
+    let https = base.starts_with("https://");
+    let trust = if https {
+        match node.driver_internal_info.get("agent_verify_ca") {
+            Some(Value::String(pem)) if !pem.trim().is_empty() => pem.clone(),
+            _ => node
+                .driver_info
+                .get("agent_verify_ca")
+                .map_or_else(String::new, Value::to_string),
+        }
+    } else {
+        String::new()
+    };
+    let key = (base.to_owned(), trust);
+    let mut clients = CLIENTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(client) = clients.get(&key) {
+        return Ok(client.clone());
+    }
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(COMMAND_TIMEOUT)
+        .pool_idle_timeout(IDLE_KEEP);
+    if https {
+        builder = builder.use_preconfigured_tls(tls_config(node)?);
+    }
+    let client = builder
+        .build()
+        .map_err(|e| DriverError::Failed(format!("Cannot make the agent's client: {e}")))?;
+    if clients.len() >= MAX_CLIENTS {
+        clients.clear();
+    }
+    clients.insert(key, client.clone());
+    Ok(client)
 }
 
 /// The TLS configuration for the node's agent: see the module's comment.

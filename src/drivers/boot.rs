@@ -15,14 +15,22 @@
 pub mod dhcp;
 pub mod image_cache;
 pub mod pxe;
+pub mod vmedia_iso;
 
-use std::path::Path;
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use self::{dhcp::Dhcp, image_cache::ImageCache};
 use super::{BootDevice, Driver, DriverError, Properties, StepContext};
-use crate::node::{JsonObject, Node, management::BootMode};
+use crate::{
+    config::ConductorConfig,
+    node::{JsonObject, Node, management::BootMode},
+};
 
 #[async_trait]
 pub trait BootInterface: Send + Sync + 'static {
@@ -82,21 +90,128 @@ pub enum InspectionBoot {
     Unmanageable(String),
 }
 
-/// `ipxe` and `pxe`, in Ironic's order of `enabled_boot_interfaces`, sharing their settings.
-pub fn network_boot(
-    config: &crate::config::ConductorConfig,
-) -> Vec<std::sync::Arc<dyn BootInterface>> {
-    let settings = pxe::NetworkBootSettings::new(config);
+/// The boot settings of a conductor, shared by its boot interfaces (one image cache per root).
+#[derive(Debug)]
+pub struct BootSettings {
+    tftp_root: PathBuf,
+    tftp_server: Option<String>,
+    http_root: PathBuf,
+    http_url: Option<String>,
+    api_url: Option<String>,
+    kernel_append_params: String,
+    pxe_bootfile: [String; 2],
+    ipxe_bootfile: [String; 2],
+    tftp_cache: ImageCache,
+    http_cache: ImageCache,
+    ipxe_fallback_script: Option<String>,
+    dhcp: Dhcp,
+    bootloader: Option<String>,
+    grub_config_path: String,
+    isolinux_bin: PathBuf,
+    ldlinux_c32: Option<PathBuf>,
+    vmedia_kernel_append_params: String,
+}
+
+impl BootSettings {
+    pub fn new(config: &ConductorConfig) -> Arc<BootSettings> {
+        let cache = |root: &Path| {
+            ImageCache::new(root, config.image_cache_size.into(), config.image_cache_ttl)
+        };
+        let url = |u: &Option<String>| u.as_ref().map(|u| u.trim_end_matches('/').to_owned());
+        Arc::new(BootSettings {
+            tftp_root: config.tftp_root.clone(),
+            tftp_server: config.tftp_server.clone(),
+            http_root: config.http_root.clone(),
+            http_url: url(&config.http_url),
+            api_url: url(&config.api_url),
+            kernel_append_params: config.kernel_append_params.clone(),
+            pxe_bootfile: [
+                config.pxe_bootfile_name.clone(),
+                config.uefi_pxe_bootfile_name.clone(),
+            ],
+            ipxe_bootfile: [
+                config.ipxe_bootfile_name.clone(),
+                config.uefi_ipxe_bootfile_name.clone(),
+            ],
+            tftp_cache: cache(&config.tftp_root),
+            http_cache: cache(&config.http_root),
+            ipxe_fallback_script: config.ipxe_fallback_script.clone(),
+            dhcp: Dhcp::of(config),
+            bootloader: config.bootloader.clone(),
+            grub_config_path: config.grub_config_path.clone(),
+            isolinux_bin: config.isolinux_bin.clone(),
+            ldlinux_c32: config.ldlinux_c32.clone(),
+            vmedia_kernel_append_params: config.redfish_kernel_append_params.clone(),
+        })
+    }
+
+    /// The deploy ramdisk's kernel parameters: the node's `driver_info.kernel_append_params`
+    /// or `default_append`, `ipa-api-url`, and in an inspection its callback. `what` boots.
+    fn ramdisk_params(
+        &self,
+        node: &Node,
+        default_append: &str,
+        what: &str,
+        inspection: bool,
+    ) -> Result<String, DriverError> {
+        let api_url = self.api_url.as_deref().ok_or_else(|| {
+            DriverError::InvalidParameterValue(format!(
+                "{what} needs the conductor's api_url (the Ironic API URL the deploy ramdisk calls back): it is not set."
+            ))
+        })?;
+        let append = node
+            .driver_info
+            .get("kernel_append_params")
+            .and_then(Value::as_str)
+            .unwrap_or(default_append);
+        let mut params = format!("{append} ipa-api-url={api_url}");
+        if inspection {
+            params.push_str(&format!(
+                " ipa-inspection-callback-url={api_url}/v1/continue_inspection"
+            ));
+        }
+        Ok(params.trim().to_owned())
+    }
+}
+
+/// `ipxe` and `pxe`, in Ironic's order of `enabled_boot_interfaces`.
+pub fn network_boot(settings: &Arc<BootSettings>) -> Vec<Arc<dyn BootInterface>> {
     vec![
-        std::sync::Arc::new(pxe::NetworkBoot {
+        Arc::new(pxe::NetworkBoot {
             ipxe: true,
             settings: settings.clone(),
         }),
-        std::sync::Arc::new(pxe::NetworkBoot {
+        Arc::new(pxe::NetworkBoot {
             ipxe: false,
-            settings,
+            settings: settings.clone(),
         }),
     ]
+}
+
+/// A node's `driver_info` `deploy_kernel` and `deploy_ramdisk`, or which are missing, after
+/// `what` (Ironic's words differ per interface).
+pub(crate) fn deploy_kernel_and_ramdisk<'a>(
+    node: &'a Node,
+    what: &str,
+) -> Result<[&'a str; 2], DriverError> {
+    let get = |key: &str| {
+        node.driver_info
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if let (Some(kernel), Some(ramdisk)) = (get("deploy_kernel"), get("deploy_ramdisk")) {
+        return Ok([kernel, ramdisk]);
+    }
+    let missing: Vec<String> = ["deploy_kernel", "deploy_ramdisk"]
+        .into_iter()
+        .filter(|key| get(key).is_none())
+        .map(|key| format!("'{key}'"))
+        .collect();
+    Err(DriverError::MissingParameterValue(format!(
+        "{what}. Some parameters were missing in node's driver_info and configuration. Missing are: [{}]",
+        missing.join(", ")
+    )))
 }
 
 /// `fake`: the ramdisk needs no preparing (fake hardware, and the sandboxed agent of the tests,

@@ -66,7 +66,7 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
         })],
         management: vec![Arc::new(IpmiManagement { tool, boot })],
         // `ipxe` the default, as in Ironic's default `enabled_boot_interfaces`.
-        boot: super::boot::network_boot(config),
+        boot: super::boot::network_boot(&super::boot::BootSettings::new(config)),
         deploy: vec![Arc::new(DirectDeploy {
             images: LocalImages::new(config),
         })],

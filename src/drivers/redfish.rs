@@ -44,6 +44,7 @@ pub use self::{
     management::RedfishManagement,
     power::RedfishPower,
 };
+use super::boot::BootSettings;
 use super::{HardwareType, NoSteps, NoVendor, direct::DirectDeploy, local_image::LocalImages};
 use crate::{config::ConductorConfig, node::InterfaceKind};
 
@@ -72,8 +73,9 @@ pub fn hardware_type(config: &ConductorConfig) -> HardwareType {
         })],
         management: vec![Arc::new(RedfishManagement { connections })],
         boot: {
-            let mut boot = super::boot::network_boot(config);
-            boot.push(Arc::new(VirtualMediaBoot));
+            let settings = BootSettings::new(config);
+            let mut boot = super::boot::network_boot(&settings);
+            boot.push(Arc::new(VirtualMediaBoot { settings }));
             boot
         },
         deploy: vec![Arc::new(DirectDeploy {

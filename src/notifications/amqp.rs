@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::{Notification, Queue, Sink};
+use crate::broker::Brokers;
 
 /// How many notifications are published before their confirms are awaited.
 pub const BATCH: usize = 256;
@@ -56,8 +57,8 @@ const FRAME_MAX: u32 = 16 * 1024;
 /// Where the publisher sends.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The broker's URL; it carries credentials: never log it.
-    pub url: String,
+    /// The brokers of the transport URL (it carries credentials: never logged).
+    pub brokers: Arc<Brokers>,
     /// The exchange (Ironic's `control_exchange`, `ironic`; `amq.topic` for the watch).
     pub exchange: String,
     /// oslo.messaging's notifier topology: the topic exchange declared, and the default queue
@@ -185,18 +186,14 @@ async fn publish<T>(
 }
 
 async fn connect(target: &Target) -> Result<Session, String> {
-    let mut uri: lapin::uri::AMQPUri = target
-        .url
-        .parse()
-        .map_err(|e: String| format!("bad notification transport URL: {e}"))?;
-    uri.query.frame_max.get_or_insert(FRAME_MAX);
     let properties =
         ConnectionProperties::default().with_connection_name(target.connection_name.into());
-    let connection =
-        tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_uri(uri, properties))
-            .await
-            .map_err(|_| format!("connecting timed out after {CONNECT_TIMEOUT:?}"))?
-            .map_err(|e| e.to_string())?;
+    let (connection, _) = target
+        .brokers
+        .connect(&properties, CONNECT_TIMEOUT, |uri| {
+            uri.query.frame_max.get_or_insert(FRAME_MAX);
+        })
+        .await?;
     declare_exchange(target, connection)
         .await
         .map_err(|e| e.to_string())

@@ -29,7 +29,7 @@ use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt as _;
 use lapin::{
-    Connection, ConnectionProperties,
+    ConnectionProperties,
     options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions},
     types::{FieldTable, ShortString},
 };
@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{Level, Payload, Queue, oslo_timestamp};
+use crate::broker::Brokers;
 
 /// The exchange watch events travel by between processes (RabbitMQ's built-in topic exchange).
 pub const EXCHANGE: &str = "amq.topic";
@@ -209,10 +210,9 @@ const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Starts the task that feeds `hub` with the deployment's watch events from the broker at
-/// `url` (one exclusive, auto-delete queue for this process, bound while streams want it),
-/// reconnecting until the hub is closed; the hub returned asks it for the binding. `url`
-/// carries credentials: never logged.
-pub fn consume(url: String, prefix: &str, hub: Hub) -> Hub {
+/// `brokers` (one exclusive, auto-delete queue for this process, bound while streams want it),
+/// reconnecting until the hub is closed; the hub returned asks it for the binding.
+pub fn consume(brokers: Arc<Brokers>, prefix: &str, hub: Hub) -> Hub {
     let key = routing_key(prefix);
     let (binder, mut requests) = mpsc::channel(64);
     let hub = Hub {
@@ -224,7 +224,7 @@ pub fn consume(url: String, prefix: &str, hub: Hub) -> Hub {
         let closed = feeding.closed.clone();
         tokio::select! {
             () = closed.cancelled() => {}
-            () = consume_forever(&url, &key, &feeding, &mut requests) => {}
+            () = consume_forever(&brokers, &key, &feeding, &mut requests) => {}
         }
     });
     hub
@@ -232,11 +232,11 @@ pub fn consume(url: String, prefix: &str, hub: Hub) -> Hub {
 
 type BindRequests = mpsc::Receiver<oneshot::Sender<()>>;
 
-async fn consume_forever(url: &str, key: &str, hub: &Hub, requests: &mut BindRequests) {
+async fn consume_forever(brokers: &Brokers, key: &str, hub: &Hub, requests: &mut BindRequests) {
     let mut delay = RECONNECT_MIN;
     let mut lost = false;
     loop {
-        match consume_once(url, key, hub, requests, lost).await {
+        match consume_once(brokers, key, hub, requests, lost).await {
             Ok(()) => delay = RECONNECT_MIN,
             Err(err) => {
                 warn!(error = %err, retry_in = ?delay, "The watch stream lost the broker; reconnecting");
@@ -252,17 +252,16 @@ async fn consume_forever(url: &str, key: &str, hub: &Hub, requests: &mut BindReq
 /// connection breaks. Returns Ok when it broke after it had been set up (reconnect at once),
 /// Err when it could not be set up.
 async fn consume_once(
-    url: &str,
+    brokers: &Brokers,
     key: &str,
     hub: &Hub,
     requests: &mut BindRequests,
     lost: bool,
 ) -> Result<(), String> {
     let properties = ConnectionProperties::default().with_connection_name("ferrum watch".into());
-    let connection = tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, properties))
-        .await
-        .map_err(|_| format!("connecting timed out after {CONNECT_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())?;
+    let (connection, _) = brokers
+        .connect(&properties, CONNECT_TIMEOUT, |_| {})
+        .await?;
     let channel = connection
         .create_channel()
         .await

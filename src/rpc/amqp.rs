@@ -5,18 +5,31 @@
 //! rpc module encodes and decodes them.
 //!
 //! Topology:
-//! - Each conductor host consumes `<prefix>.conductor.<host>` ([`conductor_queue`]):
-//!   non-durable and auto-delete, so when its last consumer goes (the conductor stopped or
-//!   was killed) the queue goes too, and requests to it come back at once as
-//!   [`TransportError::Unroutable`] instead of timing out. An `x-expires` argument removes
-//!   queues that never got a consumer (e.g. leftovers of a crashed test).
+//! - Each conductor host consumes `<prefix>.conductor.<host>` ([`conductor_queue`]), of one of
+//!   two [`QueueType`]s:
+//!   - classic (the default): non-durable and auto-delete, so when its last consumer goes (the
+//!     conductor stopped or was killed) the queue goes too, and requests to it come back at once
+//!     as [`TransportError::Unroutable`] instead of timing out;
+//!   - quorum: durable and replicated over the cluster's nodes, so it, and the requests in it,
+//!     outlive the loss of any one broker node (its leader's too, and the one its conductor was
+//!     connected to: the conductor reconnects to another node and serves them). It stays when
+//!     its conductor goes; what auto-delete gave is kept by its callers: a queue without a
+//!     consumer, and with requests waiting, for [`QUEUE_UNSERVED_CHECKS`] checks is deleted by
+//!     the first caller that sees it, and its callers stop waiting ([`TransportError::Lost`], as for a queue gone), so
+//!     nothing sent to a conductor that went away runs later. A request rejected, delivered
+//!     [`DELIVERY_LIMIT`] times (never redelivered for ever) or expired unserved (its caller
+//!     gave up) is dead-lettered to `<prefix>.dead-letter` ([`dead_letter_queue`]).
+//!
+//!   Either has an `x-expires` argument, which removes a queue left without a consumer (a
+//!   conductor gone for good, leftovers of a crashed test).
 //! - Requests are published to the default exchange with the queue name as routing key,
 //!   `mandatory` set, on one channel in confirm mode: the confirm tells whether the broker
 //!   took the message or returned it.
 //! - Each transport has one private, exclusive, server-named reply queue, consumed without
 //!   acks by one task that hands replies to the waiting callers by `correlation_id`.
 //!
-//! One connection is shared by callers and servers. When it is lost, calls fail with
+//! One connection, to one of the brokers of the URL ([`crate::broker`]), is shared by callers
+//! and servers. When it is lost, calls fail with
 //! [`TransportError::Unavailable`] while a supervisor task reconnects with capped
 //! exponential backoff; servers re-attach to their queue on the new connection: to the same
 //! queue if it is still there (the requests the lost consumer held are redelivered to the new
@@ -50,6 +63,7 @@ use self::{
     session::{Session, live_session, reconnect_when_lost},
 };
 use super::transport::{Listener, RequestHandler, Transport, TransportError};
+use crate::broker::Brokers;
 
 /// How long opening a connection may take before the broker counts as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,6 +89,11 @@ const HEARTBEAT_SECS: u16 = 2;
 const STOP_CONSUMING_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a call still waiting for its reply checks that its conductor's queue still exists.
 const QUEUE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// How many queue checks in a row may find a conductor's queue without a consumer (and with
+/// requests waiting) before a caller deletes it and stops waiting: longer than a conductor takes to reconnect to another
+/// broker node and consume its queue again (well under a second once its connection is found
+/// lost), much shorter than a call's timeout.
+const QUEUE_UNSERVED_CHECKS: u32 = 3;
 /// How long a conductor whose queue went with its lost connection waits before it declares the
 /// queue again: longer than two queue checks, so that every call waiting for a request that went
 /// with the old queue sees it gone (a queue declared again at once under the same name, between
@@ -97,9 +116,33 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Header carrying the caller's request id, for the server's tracing span.
 const REQUEST_ID_HEADER: &str = "request_id";
 
+/// How often a quorum queue delivers a request before dead-lettering it: a request whose
+/// handling kills the conductor is not handed to it for ever.
+const DELIVERY_LIMIT: i64 = 5;
+/// How long a dead-lettered request is kept, and how many at most (the oldest go first). A
+/// request carries the node as the API read it, `driver_info` secrets included: a day to look
+/// at what went wrong, not an archive.
+const DEAD_LETTER_TTL: Duration = Duration::from_secs(24 * 3600);
+const DEAD_LETTER_MAX: i64 = 10_000;
+
 /// The queue a conductor on `host` consumes. Every queue name is built here.
 pub fn conductor_queue(prefix: &str, host: &str) -> String {
     format!("{prefix}.conductor.{host}")
+}
+
+/// Where quorum conductor queues put the requests they reject or give up on, for an operator
+/// to read.
+pub fn dead_letter_queue(prefix: &str) -> String {
+    format!("{prefix}.dead-letter")
+}
+
+/// The kind of the conductor queues (`transport.quorum_queues`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueType {
+    /// Non-durable, auto-delete: on the broker node of the conductor's connection.
+    Classic,
+    /// Durable, replicated over a cluster (RabbitMQ 3.10 or later: per-message TTL).
+    Quorum,
 }
 
 /// The routing key for `host`. A name longer than AMQP allows cannot be a queue, so
@@ -112,6 +155,7 @@ fn routing_key(prefix: &str, host: &str) -> Result<ShortString, TransportError> 
 /// A RabbitMQ [`Transport`]; cheap to share behind an `Arc`.
 pub struct AmqpTransport {
     prefix: String,
+    queues: QueueType,
     /// The live session; the supervisor replaces it after a reconnection.
     session: watch::Receiver<Arc<Session>>,
     /// Stops the supervisor when the transport and every server it started are dropped.
@@ -130,21 +174,31 @@ impl Drop for StopOnDrop {
 }
 
 impl AmqpTransport {
-    /// Connects to the broker at `url` (it carries credentials: never log it) and opens the
-    /// reply queue. All queue names start with `prefix`.
+    /// Connects to a broker of `url` (one or several, see [`crate::broker`]; it carries
+    /// credentials: never log it) and opens the reply queue. All queue names start with
+    /// `prefix`; conductor queues are classic.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, TransportError> {
+        Self::connect_with(url, prefix, QueueType::Classic).await
+    }
+
+    /// As [`connect`](Self::connect), with conductor queues of type `queues`.
+    pub async fn connect_with(
+        url: &str,
+        prefix: &str,
+        queues: QueueType,
+    ) -> Result<Self, TransportError> {
+        let brokers = Arc::new(
+            Brokers::parse(url)
+                .map_err(|e| TransportError::Unavailable(format!("bad transport URL: {e}")))?,
+        );
         let name = format!("ferrum {prefix}");
-        let session = Session::open(url, &name).await?;
+        let session = Session::open(&brokers, &name).await?;
         let (sessions, session) = watch::channel(session);
         let stop = CancellationToken::new();
-        tokio::spawn(reconnect_when_lost(
-            url.to_owned(),
-            name,
-            sessions,
-            stop.clone(),
-        ));
+        tokio::spawn(reconnect_when_lost(brokers, name, sessions, stop.clone()));
         Ok(Self {
             prefix: prefix.to_owned(),
+            queues,
             session,
             supervisor: Arc::new(StopOnDrop(stop)),
         })
@@ -214,7 +268,7 @@ impl Transport for AmqpTransport {
                         "the reply queue was closed".to_owned(),
                     ))
                 }),
-                () = session.queue_gone(&routing_key) => Err(TransportError::Lost(host.to_owned())),
+                () = session.queue_unserved(&routing_key) => Err(TransportError::Lost(host.to_owned())),
             }
         };
         tokio::time::timeout(timeout, round_trip)
@@ -261,6 +315,8 @@ impl Transport for AmqpTransport {
         let server = Server {
             sessions: self.session.clone(),
             queue: routing_key(&self.prefix, host)?,
+            queues: self.queues,
+            dead_letters: ShortString::from(dead_letter_queue(&self.prefix)),
             handler,
             max_in_flight: max_in_flight.max(1),
             shutdown,

@@ -11,7 +11,7 @@ use std::{
 };
 
 use ferrum::rpc::{
-    amqp::{AmqpTransport, conductor_queue},
+    amqp::{AmqpTransport, QueueType, conductor_queue, dead_letter_queue},
     transport::{Rejection, RequestHandler, Transport, TransportError},
 };
 use tokio::{
@@ -490,4 +490,171 @@ async fn a_conductor_answers_a_request_it_cannot_decode_at_once() {
         .create_node(serde_json::json!({"driver": "fake-hardware"}))
         .await;
     assert_eq!(node["provision_state"], "enroll");
+}
+
+/// A transport whose conductor queues are quorum queues, with a prefix of its own; the broker's
+/// URL and the prefix. Call [`delete_queues`] at the end: a quorum queue is durable.
+async fn connect_quorum() -> Option<(Arc<AmqpTransport>, String, String)> {
+    let url = crate::util::amqp_url()?;
+    let prefix = format!("test-{}", Uuid::new_v4().simple());
+    let transport = AmqpTransport::connect_with(&url, &prefix, QueueType::Quorum)
+        .await
+        .unwrap_or_else(|err| panic!("RabbitMQ answers on the network but not to AMQP: {err}"));
+    Some((Arc::new(transport), url, prefix))
+}
+
+/// A channel of a connection of its own, to look at the broker beside the transport.
+async fn raw_channel(url: &str) -> (lapin::Connection, lapin::Channel) {
+    let connection = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
+        .await
+        .expect("raw connection");
+    let channel = connection.create_channel().await.expect("raw channel");
+    (connection, channel)
+}
+
+async fn delete_queues(url: &str, names: &[String]) {
+    let (_connection, channel) = raw_channel(url).await;
+    for name in names {
+        let _ = channel
+            .queue_delete(name.as_str().into(), Default::default())
+            .await;
+    }
+}
+
+/// Quorum conductor queues serve calls like classic ones; what the server rejects, or loses
+/// to a panic, is dead-lettered for an operator to read instead of dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_queues_serve_and_dead_letter_what_is_rejected() {
+    let Some((transport, url, prefix)) = connect_quorum().await else {
+        return;
+    };
+    let shutdown = CancellationToken::new();
+    let picky = handler(|body: Vec<u8>| async move {
+        assert_ne!(body, b"boom", "the handler blew up");
+        if body == b"garbage" {
+            return Err(Rejection::silent("not MessagePack"));
+        }
+        Ok(body)
+    });
+    let server = serve(&transport, "c1", picky, 1, &shutdown).await;
+    let reply = transport
+        .call("c1", "req-1", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("call");
+    assert_eq!(reply, b"ping");
+
+    // It is a quorum queue: declaring it classic is refused.
+    let queue = conductor_queue(&prefix, "c1");
+    let (_connection, channel) = raw_channel(&url).await;
+    let mut classic = lapin::types::FieldTable::default();
+    classic.insert(
+        "x-queue-type".into(),
+        lapin::types::AMQPValue::LongString("classic".into()),
+    );
+    let refused = channel
+        .queue_declare(
+            queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            classic,
+        )
+        .await;
+    assert!(refused.is_err(), "{queue} is not a quorum queue");
+
+    for body in [&b"garbage"[..], b"boom"] {
+        let err = transport
+            .call("c1", "req-2", body.to_vec(), Duration::from_millis(500))
+            .await
+            .expect_err("no reply");
+        assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+    }
+    // The refused declare closed that channel: another one.
+    let (_connection, channel) = raw_channel(&url).await;
+    let dead_letters = dead_letter_queue(&prefix);
+    let mut dead = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while dead.len() < 2 && Instant::now() < deadline {
+        match channel
+            .basic_get(
+                dead_letters.as_str().into(),
+                lapin::options::BasicGetOptions { no_ack: true },
+            )
+            .await
+            .expect("basic.get on the dead-letter queue")
+        {
+            Some(message) => dead.push(message.delivery.data),
+            None => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(dead, [b"garbage".to_vec(), b"boom".to_vec()]);
+    let reply = transport
+        .call("c1", "req-3", b"ping".to_vec(), PATIENCE)
+        .await
+        .expect("the server still serves");
+    assert_eq!(reply, b"ping");
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+    delete_queues(&url, &[queue, dead_letters]).await;
+}
+
+/// A quorum queue outlives its conductor: its callers are told at once (within two queue
+/// checks) that the request is lost, as when a classic queue goes with its conductor, and what
+/// they sent never runs when a conductor consumes the queue again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_queue_without_its_conductor_loses_its_calls_and_never_runs_them_later() {
+    let Some((transport, url, prefix)) = connect_quorum().await else {
+        return;
+    };
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let recording = handler(move |body: Vec<u8>| {
+        let seen_tx = seen_tx.clone();
+        async move {
+            let _ = seen_tx.send(body.clone());
+            Ok(body)
+        }
+    });
+    let shutdown = CancellationToken::new();
+    let server = serve(&transport, "c1", recording.clone(), 4, &shutdown).await;
+    transport
+        .call("c1", "req-1", b"first".to_vec(), PATIENCE)
+        .await
+        .expect("call");
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+
+    let started = Instant::now();
+    let err = transport
+        .call("c1", "req-2", b"late".to_vec(), Duration::from_secs(30))
+        .await
+        .expect_err("nobody consumes");
+    assert!(matches!(err, TransportError::Lost(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "told after {:?}",
+        started.elapsed()
+    );
+
+    let shutdown = CancellationToken::new();
+    let server = serve(&transport, "c1", recording, 4, &shutdown).await;
+    let reply = transport
+        .call("c1", "req-3", b"again".to_vec(), PATIENCE)
+        .await
+        .expect("served again");
+    assert_eq!(reply, b"again");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+    let mut handled = Vec::new();
+    while let Ok(body) = seen.try_recv() {
+        handled.push(String::from_utf8_lossy(&body).into_owned());
+    }
+    assert_eq!(handled, ["first", "again"], "the lost request ran");
+    delete_queues(
+        &url,
+        &[conductor_queue(&prefix, "c1"), dead_letter_queue(&prefix)],
+    )
+    .await;
 }

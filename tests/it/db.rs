@@ -38,3 +38,29 @@ async fn an_abandoned_query_does_not_poison_the_connection(stack) {
     }
 }
 }
+
+/// A database URL naming several hosts (a Galera cluster's) whose first refuses connections:
+/// the pool connects to the next, and every statement works there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_url_whose_first_host_is_down_connects_to_the_next() {
+    let Some(server) = crate::util::services::mysql_url() else {
+        return;
+    };
+    let test_db = crate::util::TestDb::on_server(&server).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    // `mysql://root@127.0.0.1:3306/ferrum_t_…` → `mysql://root@127.0.0.1:<closed>,127.0.0.1:3306/…`
+    let (userinfo_and_host, database) = test_db.url.rsplit_once('/').expect("database");
+    let (userinfo, host) = userinfo_and_host.rsplit_once('@').expect("userinfo");
+    let url = format!("{userinfo}@127.0.0.1:{closed},{host}/{database}");
+    let pool = Db::connect(&url, 2).expect("pool");
+    let node = db::nodes::insert(&pool, &crate::util::fake_hardware_row())
+        .await
+        .expect("a write through the second host");
+    let read = db::nodes::get_by_uuid(&test_db.db, &node.uuid)
+        .await
+        .expect("read back directly");
+    assert_eq!(read.uuid, node.uuid);
+}

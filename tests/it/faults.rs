@@ -32,6 +32,7 @@ use ferrum::states::ProvisionState;
 
 use crate::util::{
     Cluster, ClusterOptions, PrivateMariaDb, PrivateRabbit,
+    clusters::{GaleraCluster, RabbitCluster},
     load::{FaultRun, LoadPlan, Verdict},
 };
 
@@ -181,6 +182,197 @@ async fn rabbitmq_killed_and_back_after_2s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_killed_and_back_after_20s() {
     rabbitmq_down_for("rabbitmq_killed_20s", Duration::from_secs(20)).await;
+}
+
+/// The full service the cluster scenarios demand after a node's loss (issue 28).
+const CLUSTER_RECOVERY: Duration = Duration::from_secs(5);
+
+const SLOW: &str = "full service took longer than CLUSTER_RECOVERY (5 s) after a node's loss";
+
+/// The API and two conductors on `options`' engines under a load of deploys, PATCHes and GETs
+/// on twenty nodes a client (so that it runs through several losses and restarts), with
+/// deploys in flight; `engines` says what was started, and in how long, in the report.
+async fn cluster_under_load(
+    name: &str,
+    options: ClusterOptions,
+    engines: String,
+) -> Option<(Cluster, FaultRun)> {
+    let cluster = Cluster::start(options).await?;
+    let plan = LoadPlan {
+        nodes: 320,
+        ..LoadPlan::default()
+    };
+    let mut run = FaultRun::start(name, &cluster, plan).await;
+    run.note(engines);
+    run.wait_in_flight(&cluster, None, 8).await;
+    Some((cluster, run))
+}
+
+/// The failures a cluster scenario found besides the suite's own, `what` before each list.
+fn add_failures(verdict: &mut Verdict, found: &[(&str, &[String])]) {
+    for (what, items) in found {
+        if !items.is_empty() {
+            verdict
+                .extra_failures
+                .push(format!("{what}: {}", items.join(", ")));
+        }
+    }
+}
+
+/// A three-node RabbitMQ cluster, every node in the transport URL, quorum queues: each node
+/// kill -9'd in turn under the load (including those the processes are connected to: each is
+/// connected to one), full service within [`CLUSTER_RECOVERY`] of each loss, the node started
+/// again before the next; then the suite's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_cluster_nodes_killed_in_turn() {
+    let name = "rabbitmq_cluster_nodes_killed";
+    let (Some(mariadb), Some(rabbits)) =
+        tokio::join!(PrivateMariaDb::start(), RabbitCluster::start(3))
+    else {
+        return;
+    };
+    let options = ClusterOptions {
+        mysql_url: Some(mariadb.url()),
+        amqp_url: Some(rabbits.url().to_owned()),
+        env: vec![("FERRUM_TRANSPORT_QUORUM_QUEUES", "true".to_owned())],
+        ..options()
+    };
+    let engines = format!(
+        "RabbitMQ cluster of 3 nodes up in {}",
+        secs(rabbits.first_start)
+    );
+    let Some((mut cluster, mut run)) = cluster_under_load(name, options, engines).await else {
+        return;
+    };
+    let mut slow = Vec::new();
+    for i in 0..3 {
+        let killed = Instant::now();
+        rabbits.kill(i);
+        let served = run
+            .time_to_full_service(killed, Duration::from_secs(20))
+            .await;
+        let boot = rabbits.start_again(i).await;
+        run.note(format!(
+            "RabbitMQ node {} SIGKILLed: full service {} later; started again, in the cluster {} later",
+            rabbits.node_name(i),
+            served.map_or("never (20 s)".to_owned(), secs),
+            secs(boot)
+        ));
+        if served.is_none_or(|t| t > CLUSTER_RECOVERY) {
+            slow.push(format!("node {i}: {served:?}"));
+        }
+    }
+    // The conductors' queues are quorum queues, replicated on every node.
+    let prefix = cluster
+        .env_var("FERRUM_TRANSPORT_PREFIX")
+        .expect("prefix")
+        .to_owned();
+    let queues = rabbits.ctl(
+        0,
+        &[
+            "list_queues",
+            "--quiet",
+            "--no-table-headers",
+            "name",
+            "type",
+        ],
+    );
+    let conductor_queues: Vec<&str> = queues
+        .lines()
+        .filter(|line| line.starts_with(&format!("{prefix}.conductor.")))
+        .collect();
+    let mut verdict = run.finish(&mut cluster, Instant::now(), WINDOW).await;
+    let mut not_quorum = Vec::new();
+    if conductor_queues.len() != 2 || !conductor_queues.iter().all(|q| q.ends_with("quorum")) {
+        not_quorum.push(format!("{conductor_queues:?}"));
+    }
+    add_failures(
+        &mut verdict,
+        &[
+            (
+                "the conductor queues are not two quorum queues",
+                &not_quorum,
+            ),
+            (SLOW, &slow),
+        ],
+    );
+    finish(&verdict);
+}
+
+/// A three-node Galera cluster, every node in the database URL: kill -9 of the node every
+/// process writes to (they all connect to the first that serves, `db/hosts.rs`), three times in
+/// turn, each started again before the next, then of a node nobody writes to; full service
+/// within [`CLUSTER_RECOVERY`] of each loss; then the suite's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn galera_cluster_nodes_killed_in_turn() {
+    let name = "galera_cluster_nodes_killed";
+    let Some(galera) = GaleraCluster::start(3).await else {
+        return;
+    };
+    let options = ClusterOptions {
+        mysql_url: Some(galera.url_of_all()),
+        // Galera stops every commit for ~2-3 s after a node dies (longer on this machine when
+        // the other fault tests load it too): a conductor's lease must outlast that, as it must
+        // in production (README), or its conductor stops its work. 10 s, not the suite's 5 s.
+        heartbeat_timeout: 10.0,
+        ..options()
+    };
+    let engines = format!(
+        "Galera cluster of 3 nodes up in {}",
+        secs(galera.first_start)
+    );
+    let Some((mut cluster, mut run)) = cluster_under_load(name, options, engines).await else {
+        return;
+    };
+    let (mut slow, mut misplaced) = (Vec::new(), Vec::new());
+    // 0, 1, 2: each the node written to when it is killed (the processes move on to the next
+    // host); then 1, which nobody writes to any more.
+    for (i, written_to) in [(0, true), (1, true), (2, true), (1, false)] {
+        // Whether the node commits transactions of its own clients under the load.
+        let commits = || {
+            galera
+                .status(i, "wsrep_local_commits")
+                .parse::<u64>()
+                .unwrap_or(0)
+        };
+        let before = commits();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if (commits() > before) != written_to {
+            misplaced.push(format!(
+                "node {} is {}written to",
+                i + 1,
+                if written_to { "not " } else { "" }
+            ));
+        }
+        let killed = Instant::now();
+        galera.kill(i);
+        let served = run
+            .time_to_full_service(killed, Duration::from_secs(20))
+            .await;
+        let boot = galera.start_again(i).await;
+        run.note(format!(
+            "Galera node {} ({}) SIGKILLed: full service {} later; started again, Synced {} later",
+            i + 1,
+            if written_to { "written to" } else { "idle" },
+            served.map_or("never (20 s)".to_owned(), secs),
+            secs(boot)
+        ));
+        if served.is_none_or(|t| t > CLUSTER_RECOVERY) {
+            slow.push(format!("node {}: {served:?}", i + 1));
+        }
+    }
+    let mut verdict = run.finish(&mut cluster, Instant::now(), WINDOW).await;
+    add_failures(
+        &mut verdict,
+        &[
+            (
+                "the processes do not write to one node at a time",
+                &misplaced,
+            ),
+            (SLOW, &slow),
+        ],
+    );
+    finish(&verdict);
 }
 
 async fn conductor_killed(name: &str, restart: bool) {

@@ -14,7 +14,7 @@ use std::{
 
 /// The floors, lowest first. A module may import the modules of lower floors only.
 const FLOORS: &[&[&str]] = &[
-    &["error", "schema", "telemetry"],
+    &["broker", "error", "schema", "telemetry"],
     &["states", "resource"],
     &["node"],
     &["patch"],

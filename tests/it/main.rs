@@ -31,6 +31,7 @@ mod embedded;
 mod failures;
 mod fault_schedule;
 mod faults;
+mod galera;
 mod indicators;
 mod inprocess;
 mod inspection;

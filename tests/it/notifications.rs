@@ -901,7 +901,7 @@ async fn a_graceful_stop_flushes_the_queued_notifications_within_its_time_limit(
         topic: topic.clone(),
     };
     let target = |url: &str| Target {
-        url: url.to_owned(),
+        brokers: std::sync::Arc::new(ferrum::broker::Brokers::parse(url).expect("broker URL")),
         exchange: exchange.clone(),
         oslo: true,
         connection_name: "ferrum flush test",

@@ -144,6 +144,11 @@ async fn a_power_change_behind_ferrums_back_is_undone(stack) {
             log.matches("Notification baremetal.node.power_set.end").count(),
         )
     };
+    // The power on's end is logged just after the node shows it: counted before the fault.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while power_sets(&cluster).0 != power_sets(&cluster).1 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (starts_before, ends_before) = power_sets(&cluster);
     emu.reset(0, "ForceOff").await;
     wait_bmc(&emu, "Off", Duration::from_secs(5)).await;

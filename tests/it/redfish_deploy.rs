@@ -21,6 +21,16 @@ use crate::util::{
 
 const IMAGE_SIZE: usize = 4 << 20;
 
+/// The `instance_info` of a raw whole-disk image at `source` whose SHA-256 is `sha256`.
+fn raw_image(source: &str, sha256: &str) -> Value {
+    json!({
+        "image_source": source,
+        "image_os_hash_algo": "sha256",
+        "image_os_hash_value": sha256,
+        "image_disk_format": "raw",
+    })
+}
+
 /// Waits until the node is unlocked in `state`, failing at once if it settles in another
 /// stable state, with the firmware's story and the agents' logs.
 async fn wait_state(api: &Api, uuid: &str, state: &str, limit: Duration, fw: &Firmware) -> Value {
@@ -85,12 +95,7 @@ async fn a_redfish_virtual_media_node_deploys_with_the_real_agent(stack) {
         "boot_interface": "redfish-virtual-media",
         "deploy_interface": "direct",
         "driver_info": info,
-        "instance_info": {
-            "image_source": image_url,
-            "image_os_hash_algo": "sha256",
-            "image_os_hash_value": sha256_hex(&image),
-            "image_disk_format": "raw",
-        },
+        "instance_info": raw_image(&image_url, &sha256_hex(&image)),
     })).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     api.add_port(&uuid, &mac).await;
@@ -188,12 +193,7 @@ async fn a_redfish_deploy_that_times_out_is_powered_off_and_its_iso_ejected(stac
             "deploy_interface": "direct",
             "automated_clean": false,
             "driver_info": info,
-            "instance_info": {
-                "image_source": images.add("disk.raw", vec![0_u8; 4096]),
-                "image_os_hash_algo": "sha256",
-                "image_os_hash_value": sha256_hex(&[0_u8; 4096]),
-                "image_disk_format": "raw",
-            },
+            "instance_info": raw_image(&images.add("disk.raw", vec![0_u8; 4096]), &sha256_hex(&[0_u8; 4096])),
         }))
         .await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
@@ -270,6 +270,23 @@ async fn network_boot_cluster_with(
     .await
 }
 
+/// What a boot interface test with the real agent starts from: the agent's sandbox, the
+/// emulator (power changes landing within 1..2 s), a temporary directory `name` and a
+/// network-boot cluster on it; None where one of them cannot run (announced).
+async fn agent_boot_setup(
+    stack: crate::util::Stack,
+    name: &str,
+) -> Option<(Emulator, std::path::PathBuf, Cluster)> {
+    ipa_sandbox()?;
+    let emu = Emulator::start(EmulatorOptions {
+        power_delay: Some(2),
+        ..EmulatorOptions::default()
+    })?;
+    let dir = temp_dir(name);
+    let cluster = network_boot_cluster(stack, &dir).await?;
+    Some((emu, dir, cluster))
+}
+
 /// The `driver_info` of a node on the emulator's first system with a (dummy) deploy kernel and
 /// ramdisk served by `images`.
 fn network_boot_info(emu: &Emulator, images: &ImageServer) -> Value {
@@ -322,17 +339,7 @@ on_both_stacks! {
 /// firmware follows exactly that chain, over the conductor's own HTTP server. Once the ramdisk's
 /// work is done, all of it is withdrawn and the node boots from its disk, persistently.
 async fn an_ipxe_node_boots_its_ramdisk_over_the_network_and_deploys(stack) {
-    if ipa_sandbox().is_none() {
-        return;
-    }
-    let Some(emu) = Emulator::start(EmulatorOptions {
-        power_delay: Some(2),
-        ..EmulatorOptions::default()
-    }) else {
-        return;
-    };
-    let dir = temp_dir("ipxe");
-    let Some(cluster) = network_boot_cluster(stack, &dir).await else {
+    let Some((emu, dir, cluster)) = agent_boot_setup(stack, "ipxe").await else {
         return;
     };
     let api = &cluster.api;
@@ -350,12 +357,7 @@ async fn an_ipxe_node_boots_its_ramdisk_over_the_network_and_deploys(stack) {
         "boot_interface": "ipxe",
         "deploy_interface": "direct",
         "driver_info": info,
-        "instance_info": {
-            "image_source": images.add("disk.raw", image.clone()),
-            "image_os_hash_algo": "sha256",
-            "image_os_hash_value": sha256_hex(&image),
-            "image_disk_format": "raw",
-        },
+        "instance_info": raw_image(&images.add("disk.raw", image.clone()), &sha256_hex(&image)),
     })).await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
     let mac = emu.mac(0).await;
@@ -403,17 +405,9 @@ async fn an_ipxe_node_boots_its_ramdisk_over_the_network_and_deploys(stack) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ipxe_deploy_with_a_bad_checksum_fails_withdraws_its_network_boot_and_can_be_redeployed()
 {
-    if ipa_sandbox().is_none() {
-        return;
-    }
-    let Some(emu) = Emulator::start(EmulatorOptions {
-        power_delay: Some(2),
-        ..EmulatorOptions::default()
-    }) else {
-        return;
-    };
-    let dir = temp_dir("ipxe-fail");
-    let Some(cluster) = network_boot_cluster(crate::util::Stack::Embedded, &dir).await else {
+    let Some((emu, dir, cluster)) =
+        agent_boot_setup(crate::util::Stack::Embedded, "ipxe-fail").await
+    else {
         return;
     };
     let api = &cluster.api;
@@ -431,12 +425,7 @@ async fn an_ipxe_deploy_with_a_bad_checksum_fails_withdraws_its_network_boot_and
             "deploy_interface": "direct",
             "automated_clean": false,
             "driver_info": info,
-            "instance_info": {
-                "image_source": images.add("disk.raw", image.clone()),
-                "image_os_hash_algo": "sha256",
-                "image_os_hash_value": sha256_hex(b"not the image"),
-                "image_disk_format": "raw",
-            },
+            "instance_info": raw_image(&images.add("disk.raw", image.clone()), &sha256_hex(b"not the image")),
         }))
         .await;
     let uuid = node["uuid"].as_str().unwrap().to_owned();
@@ -580,6 +569,7 @@ async fn an_unmanaged_inspection_finds_its_node_by_bmc_address_and_creates_its_p
     let inspected = api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
     assert!(inspected["last_error"].is_null(), "{inspected}");
     assert_eq!(inspected["power_state"], "power off", "{inspected}");
+    assert!(inspected["driver_internal_info"].get("lookup_bmc_addresses").is_none(), "the lookup's addresses stay: {inspected}");
     let ports = api.get(&format!("/v1/ports?node={uuid}&fields=address,pxe_enabled")).await;
     let ports: Vec<(Value, Value)> = ports.body["ports"].as_array().unwrap().iter().map(|p| (p["address"].clone(), p["pxe_enabled"].clone())).collect();
     assert_eq!(ports, [(json!(mac), json!(true))], "{ports:?}");
@@ -590,7 +580,8 @@ async fn an_unmanaged_inspection_finds_its_node_by_bmc_address_and_creates_its_p
     api.wait_settled(&uuid, "inspect wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
     assert!(dir.join("http").join(&uuid).join("config").exists(), "a managed inspection publishes the node's boot");
     api.accepted(&uuid, "abort").await;
-    api.wait_settled(&uuid, "inspect failed", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    let aborted = api.wait_settled(&uuid, "inspect failed", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    assert!(aborted["driver_internal_info"].get("lookup_bmc_addresses").is_none(), "the lookup's addresses stay: {aborted}");
     assert_network_boot_withdrawn(&dir, &uuid, &mac);
     wait_unknown("*:*:*:*:*:*,ignore\n").await;
 }
@@ -680,4 +671,298 @@ async fn a_ramdisk_boot_whose_bmc_is_gone_fails_and_withdraws_its_network_boot()
     api.accepted(&uuid, "abort").await;
     settle("inspect failed").await;
     assert_network_boot_withdrawn(&dir, &uuid, &mac);
+}
+
+/// What pycdlib reads of a boot ISO: the El Torito platform and sector count, and each named
+/// file's bytes (hex-free: lengths and a SHA-256), as one JSON object.
+fn read_boot_iso(iso: &[u8], files: &[&str]) -> Option<Value> {
+    let venv = crate::util::services::clients_venv()?;
+    let path = std::env::temp_dir().join(format!("ferrum-boot-iso-{}.iso", uuid::Uuid::new_v4()));
+    std::fs::write(&path, iso).expect("write the ISO");
+    let script = r#"
+import hashlib, io, json, sys, pycdlib
+iso = pycdlib.PyCdlib()
+iso.open(sys.argv[1])
+cat = iso.eltorito_boot_catalog
+out = {"platform": cat.validation_entry.platform_id, "sectors": cat.initial_entry.sector_count,
+       "label": iso.pvd.volume_identifier.decode().strip()}
+for name in sys.argv[2:]:
+    buf = io.BytesIO()
+    iso.get_file_from_iso_fp(buf, joliet_path="/" + name + ";1")
+    data = buf.getvalue()
+    out[name] = {"len": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                 "text": data.decode("latin-1") if name.endswith(".cfg") else None}
+print(json.dumps(out))
+"#;
+    let out = std::process::Command::new(venv.join("bin/python"))
+        .args(["-c", script])
+        .arg(&path)
+        .args(files)
+        .output()
+        .expect("run python");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "pycdlib: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("pycdlib's JSON"))
+}
+
+on_both_stacks! {
+/// `redfish-virtual-media` without a `deploy_iso`: Ferrum builds the ISO from the deploy kernel
+/// and ramdisk and the node's EFI boot loader image (`bootloader`), publishes it on its HTTP
+/// server and inserts that; the ISO boots GRUB from the El Torito EFI image, whose configuration
+/// names the kernel with `ipa-api-url` and `boot_method=vmedia`. An abort of the cleaning
+/// ejects the CD and withdraws the ISO; the node is then cleaned and deployed with the real
+/// agent (booted by the test's firmware from that ISO), each ramdisk boot building it again
+/// from the image cache (each image fetched once), and nothing is left published.
+async fn a_virtual_media_node_boots_an_iso_built_from_its_kernel_and_ramdisk(stack) {
+    let Some((emu, dir, cluster)) = agent_boot_setup(stack, "vmedia-iso").await else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let kernel = vec![0x4b_u8; 96 << 10];
+    let ramdisk: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    let esp = vec![0xE5_u8; 64 << 10];
+    let mut info = emu.driver_info(0);
+    info["deploy_kernel"] = images.add("ipa.kernel", kernel.clone()).into();
+    info["deploy_ramdisk"] = images.add("ipa.initramfs", ramdisk.clone()).into();
+    info["deploy_forces_oob_reboot"] = true.into();
+
+    // UEFI (the default boot mode) cannot boot an ISO without a boot loader image.
+    api.create_node(json!({"name": "no-loader", "driver": "redfish", "driver_info": info,
+        "boot_interface": "redfish-virtual-media"})).await;
+    let r = api.get("/v1/nodes/no-loader/validate").await;
+    assert_eq!(r.body["boot"]["result"], false, "{}", r.body);
+    assert!(r.body["boot"]["reason"].as_str().unwrap_or_default().contains("bootloader"), "{}", r.body);
+
+    info["bootloader"] = images.add("esp.img", esp.clone()).into();
+    let image = raw_disk_image(IMAGE_SIZE, 13);
+    let node = api.create_node(json!({
+        "name": "vm-built-iso",
+        "driver": "redfish",
+        "boot_interface": "redfish-virtual-media",
+        "deploy_interface": "direct",
+        "driver_info": info,
+        "instance_info": raw_image(&images.add("disk.raw", image.clone()), &sha256_hex(&image)),
+    })).await;
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let mac = emu.mac(0).await;
+    api.add_port(&uuid, &mac).await;
+    let r = api.get(&format!("/v1/nodes/{uuid}/validate")).await;
+    assert_eq!(r.body["boot"]["result"], true, "{}", r.body);
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(&uuid, "manageable", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+
+    // No firmware yet: the cleaning waits for an agent that does not come, with the ISO in.
+    api.accepted(&uuid, "provide").await;
+    api.wait_settled(&uuid, "clean wait", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    let cd = emu.get(&format!("{}/VirtualMedia/Cd", emu.systems[0])).await;
+    let http_url = cluster.env_var("FERRUM_HTTP_URL").expect("http_url");
+    let iso_url = format!("{http_url}/redfish/boot-{uuid}.iso");
+    assert_eq!((&cd["Inserted"], &cd["Image"]), (&json!(true), &json!(iso_url)), "{cd}");
+    let iso = reqwest::get(&iso_url).await.expect("GET the ISO");
+    assert_eq!(iso.status(), StatusCode::OK);
+    let iso = iso.bytes().await.expect("the ISO's bytes");
+    let files = ["vmlinuz", "initrd", "boot/grub/efiboot.img", "EFI/BOOT/grub.cfg"];
+    if let Some(read) = read_boot_iso(&iso, &files) {
+        assert_eq!((&read["platform"], &read["label"]), (&json!(0xEF), &json!("VMEDIA_BOOT_ISO")), "{read}");
+        assert_eq!(read["sectors"], json!(esp.len() / 512), "{read}");
+        for (name, bytes) in [("vmlinuz", &kernel), ("initrd", &ramdisk), ("boot/grub/efiboot.img", &esp)] {
+            assert_eq!(read[name]["sha256"], json!(sha256_hex(bytes)), "{name}: {read}");
+        }
+        let grub = read["EFI/BOOT/grub.cfg"]["text"].as_str().unwrap_or_default();
+        let api_url = cluster.env_var("FERRUM_API_URL").expect("api_url");
+        assert!(grub.contains(&format!("linux /vmlinuz nofb vga=normal ipa-api-url={api_url} boot_method=vmedia --")), "{grub}");
+        assert!(grub.contains("initrd /initrd"), "{grub}");
+    }
+
+    // An abort ejects the CD and withdraws the ISO.
+    api.accepted(&uuid, "abort").await;
+    api.wait_settled(&uuid, "clean failed", Duration::from_secs(30), Duration::from_millis(100), String::new).await;
+    let cd = emu.get(&format!("{}/VirtualMedia/Cd", emu.systems[0])).await;
+    assert_eq!(cd["Inserted"], false, "{cd}");
+    assert_eq!(reqwest::get(&iso_url).await.expect("GET").status(), StatusCode::NOT_FOUND);
+
+    // With the firmware booting that ISO, the node is cleaned and deployed.
+    let firmware = emu.firmware(0, &api.base, &mac, &iso_url);
+    api.accepted(&uuid, "manage").await;
+    wait_state(api, &uuid, "manageable", Duration::from_secs(30), &firmware).await;
+    api.accepted(&uuid, "provide").await;
+    let available = wait_state(api, &uuid, "available", Duration::from_secs(120), &firmware).await;
+    assert!(available["last_error"].is_null(), "{available}");
+    api.accepted(&uuid, "active").await;
+    let active = wait_state(api, &uuid, "active", Duration::from_secs(120), &firmware).await;
+    assert!(active["last_error"].is_null(), "{active}");
+    let written = firmware.with_log(|log| log.agents[1].disk_prefix(image.len()));
+    assert!(written == image, "the deploy's agent's disk does not hold the image\n{}", firmware.agent_logs());
+    let cd = emu.get(&format!("{}/VirtualMedia/Cd", emu.systems[0])).await;
+    assert_eq!(cd["Inserted"], false, "{cd}");
+    assert_eq!(reqwest::get(&iso_url).await.expect("GET").status(), StatusCode::NOT_FOUND);
+    let published: Vec<_> = std::fs::read_dir(dir.join("http/redfish")).expect("redfish dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(published.is_empty(), "left under http_root/redfish: {published:?}");
+    assert_eq!(
+        (images.served("ipa.kernel"), images.served("ipa.initramfs"), images.served("esp.img")),
+        (1, 1, 1),
+        "three ISOs built from one fetch of each image"
+    );
+    cluster.assert_no_locks().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+}
+
+/// A BIOS node's built ISO boots ISOLINUX (`isolinux_bin`, its boot information table patched
+/// in, `ldlinux_c32`) by `isolinux/isolinux.cfg`; a deploy ramdisk that cannot be fetched fails
+/// the cleaning before anything is inserted: `clean failed` naming the URL, the CD empty,
+/// nothing published, the lock released, and the node cleaned once its URL is right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bios_iso_boots_isolinux_and_a_ramdisk_that_404s_fails_the_cleaning_cleanly() {
+    let Some(emu) = Emulator::start(EmulatorOptions::default()) else {
+        return;
+    };
+    let dir = temp_dir("vmedia-bios");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let isolinux: Vec<u8> = (0..4096u32).map(|i| (i % 249) as u8).collect();
+    std::fs::write(dir.join("isolinux.bin"), &isolinux).expect("isolinux.bin");
+    std::fs::write(dir.join("ldlinux.c32"), b"ldlinux").expect("ldlinux.c32");
+    let settings = [
+        (
+            "FERRUM_ISOLINUX_BIN",
+            dir.join("isolinux.bin").display().to_string(),
+        ),
+        (
+            "FERRUM_LDLINUX_C32",
+            dir.join("ldlinux.c32").display().to_string(),
+        ),
+    ];
+    let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let Some(cluster) =
+        network_boot_cluster_with(crate::util::Stack::Embedded, &dir, &settings).await
+    else {
+        return;
+    };
+    let api = &cluster.api;
+    let images = ImageServer::start().await;
+    let mut info = network_boot_info(&emu, &images);
+    let ramdisk_url = info["deploy_ramdisk"].as_str().expect("url").to_owned();
+    info["deploy_ramdisk"] = format!("{ramdisk_url}.missing").into();
+    let node = api
+        .create_node(json!({
+            "driver": "redfish",
+            "boot_interface": "redfish-virtual-media",
+            "driver_info": info,
+            "properties": {"capabilities": "boot_mode:bios"},
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().expect("uuid").to_owned();
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(
+        &uuid,
+        "manageable",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        String::new,
+    )
+    .await;
+
+    api.accepted(&uuid, "provide").await;
+    let failed = api
+        .wait_settled(
+            &uuid,
+            "clean failed",
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            String::new,
+        )
+        .await;
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("{ramdisk_url}.missing")),
+        "{failed}"
+    );
+    let cd = emu
+        .get(&format!("{}/VirtualMedia/Cd", emu.systems[0]))
+        .await;
+    assert_eq!(cd["Inserted"], false, "{cd}");
+    let left: Vec<_> = std::fs::read_dir(dir.join("http/redfish"))
+        .map(|d| d.map(|e| e.expect("entry").file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left under http_root/redfish: {left:?}");
+    cluster.assert_no_locks().await;
+
+    // The URL fixed, the cleaning boots a BIOS ISO.
+    let r = api
+        .patch(
+            &uuid,
+            json!([
+        {"op": "replace", "path": "/driver_info/deploy_ramdisk", "value": ramdisk_url}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    api.accepted(&uuid, "manage").await;
+    api.wait_settled(
+        &uuid,
+        "manageable",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        String::new,
+    )
+    .await;
+    api.accepted(&uuid, "provide").await;
+    api.wait_settled(
+        &uuid,
+        "clean wait",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        String::new,
+    )
+    .await;
+    let iso_path = dir.join(format!("http/redfish/boot-{uuid}.iso"));
+    let iso = std::fs::read(&iso_path).expect("the published ISO");
+    if let Some(read) = read_boot_iso(&iso, &["isolinux/isolinux.cfg", "isolinux/ldlinux.c32"]) {
+        assert_eq!(
+            (&read["platform"], &read["sectors"]),
+            (&json!(0), &json!(4)),
+            "{read}"
+        );
+        assert_eq!(read["isolinux/ldlinux.c32"]["len"], json!(7), "{read}");
+        let cfg = read["isolinux/isolinux.cfg"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        let api_url = cluster.env_var("FERRUM_API_URL").expect("api_url");
+        assert!(cfg.contains("kernel /vmlinuz\n"), "{cfg}");
+        assert!(cfg.contains(&format!("append initrd=/initrd text nofb vga=normal ipa-api-url={api_url} boot_method=vmedia --")), "{cfg}");
+    }
+    // The boot information table: isolinux.bin as written names the primary volume
+    // descriptor's sector (16) at byte 8; the rest from byte 64 is as given.
+    let at = iso
+        .windows(isolinux.len() - 64)
+        .position(|w| w == &isolinux[64..])
+        .expect("isolinux.bin in the ISO")
+        - 64;
+    assert_eq!(at % 2048, 0, "isolinux.bin starts a sector");
+    assert_eq!(
+        u32::from_le_bytes(iso[at + 8..at + 12].try_into().unwrap()),
+        16
+    );
+    assert_eq!(
+        u32::from_le_bytes(iso[at + 12..at + 16].try_into().unwrap()) as usize,
+        at / 2048
+    );
+    api.accepted(&uuid, "abort").await;
+    api.wait_settled(
+        &uuid,
+        "clean failed",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        String::new,
+    )
+    .await;
+    assert!(!iso_path.exists(), "the abort withdrew the ISO");
+    cluster.assert_no_locks().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,12 +13,18 @@ reads either BMC the same way; here the power state is QEMU's, not a file's:
   VMDIR/state/boot    the boot device, as ipmi_sim names it (pxe, default [the disk], cdrom,
                       bios, none); pxe puts the NIC first in the firmware's boot order, any
                       other the disk
+  VMDIR/state/cdrom   the ISO in the VM's virtual CD (`lab.sh media`), if any
   VMDIR/state/power   1 or 0: written on each change and on each read, from whether QEMU lives
   VMDIR/state/log     a line per request and per action
   VMDIR/qemu.pid      the running QEMU's PID
   VMDIR/hooks/<event> optional executables, started in the background (never waited for) after
                       power-on, power-off and reset, with the boot device as their argument;
                       their output goes to VMDIR/hooks.log
+
+ipmi_sim also runs `chassis.py VMDIR lan get ip_addr ...` (its lan_config_program, for LAN
+channel 1) and reads `ip_addr:198.51.100.21`-style lines back: the BMC's address, MAC and
+netmask from vm.env, which ipmi_sim itself does not know. `lan set` is refused (the lab's
+addresses are fixed).
 
 Also run by hand or by lab.sh: `chassis.py VMDIR on [BOOT-DEVICE]|off|status|command`
 (`command` prints the QEMU command line, for debugging), and
@@ -103,6 +109,31 @@ class Vm:
             "-netdev", "tap,id=net0,ifname=%s,script=no,downscript=no" % e["TAP"],
             "-device", "virtio-net-pci,netdev=net0,mac=%s,bootindex=%d" % (e["MAC"], net_index),
         ]
+        # The BMC as the VM sees it: a KCS system interface whose other end is ipmi_sim (`serial
+        # kcs ... codec VM` in its config; it listens, QEMU connects, and reconnects if
+        # ipmi_sim restarts). QEMU also describes it in SMBIOS (type 38) and ACPI, where the
+        # guest's ipmi_si finds it. Power stays with this chassis: ipmi_sim uses the VM
+        # codec's power commands only when it has no chassis_control program.
+        # The virtual CD (`lab.sh media`): first in the boot order when the boot device is
+        # cdrom, else last.
+        try:
+            with open(self.path("state/cdrom")) as f:
+                iso = f.read().strip()
+        except FileNotFoundError:
+            iso = ""
+        if iso:
+            cmd += [
+                "-drive", "if=none,id=cd0,media=cdrom,readonly=on,format=raw,file=%s" % iso,
+                "-device", "ide-cd,drive=cd0,bus=ide.0,bootindex=%d"
+                % (0 if boot == "cdrom" else 3),
+            ]
+        if e.get("BMC_KCS_PORT"):
+            cmd += [
+                "-chardev", "socket,id=ipmi0,host=127.0.0.1,port=%s,reconnect=2"
+                % e["BMC_KCS_PORT"],
+                "-device", "ipmi-bmc-extern,id=bmc0,chardev=ipmi0",
+                "-device", "isa-ipmi-kcs,bmc=bmc0",
+            ]
         if e.get("FIRMWARE", "uefi") == "uefi":
             cmd += [
                 "-drive", "if=pflash,format=raw,unit=0,readonly=on,file=%s" % e["OVMF_CODE"],
@@ -247,6 +278,32 @@ def ipmi_sim_call(vm, args):
     return 1
 
 
+def lan_config(vm, args):
+    """ipmi_sim's lan_config_program protocol (see OpenIPMI's ipmi_sim_lancontrol): `get PARM...`
+    prints PARM:VALUE lines; `set`/`check` are refused, with the reason on stdout."""
+    e = vm.env
+    values = {
+        "ip_addr": e.get("BMC_ADDRESS", "0.0.0.0"),
+        "ip_addr_src": "static",
+        "mac_addr": e.get("BMC_MAC", "00:00:00:00:00:00"),
+        "subnet_mask": "255.255.255.0",
+        "default_gw_ip_addr": "0.0.0.0",
+        "default_gw_mac_addr": "00:00:00:00:00:00",
+        "backup_gw_ip_addr": "0.0.0.0",
+        "backup_gw_mac_addr": "00:00:00:00:00:00",
+    }
+    if args[:1] == ["get"]:
+        for name in args[1:]:
+            if name not in values:
+                print("Invalid parameter: %s" % name)
+                return 1
+            print("%s:%s" % (name, values[name]))
+        return 0
+    vm.log("lan: refused: %s" % " ".join(args))
+    print("the lab's BMC addresses are fixed (vm.env)")
+    return 1
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -255,6 +312,8 @@ def main(argv):
     args = argv[2:]
     if args[0] in ("get", "set"):
         return ipmi_sim_call(vm, args)
+    if args[0] == "lan":
+        return lan_config(vm, args[1:])
     if args[0] == "on":
         if len(args) > 1:
             vm.set_boot_device("default" if args[1] == "disk" else args[1])

@@ -6,7 +6,8 @@
 #             [--disk-size 10G]
 #       namespace NAME (loopback up, bridge br0 198.51.100.1/24, one tap per VM), dnsmasq
 #       (DHCP + TFTP, Ironic's hostsdir/optsdir model), and per VM a qcow2 disk, firmware
-#       and an ipmi_sim BMC on 127.0.0.1:623N inside the namespace. VMs start powered off.
+#       and an ipmi_sim BMC on 198.51.100.(20+N):623N (and 127.0.0.1:623N) inside the
+#       namespace, which the VM sees as its IPMI KCS interface. VMs start powered off.
 #   lab.sh down [--name NAME] [--dir DIR] [--rm]
 #       stop every process the lab started, by PID; delete the namespace; --rm: and DIR
 #   lab.sh status [--name NAME] [--dir DIR]      one line per VM, KEY=VALUE words
@@ -19,6 +20,9 @@
 #   lab.sh setup                                 apt-get install what is missing
 #   lab.sh build-ramdisk OUTDIR                  vmlinuz + initramfs that run the agent
 #   lab.sh build-image OUTFILE                   a bootable whole-disk instance image (qcow2)
+#   lab.sh build-esp OUTFILE                     an EFI system partition image whose GRUB boots
+#                                                a CD's EFI/BOOT/grub.cfg (a boot ISO's bootloader)
+#   lab.sh media [--name NAME] VM-NUMBER insert ISO|eject   the VM's virtual CD (next power on)
 #   lab.sh selftest [--firmware uefi|bios] [--keep]
 #       up 1 VM; IPMI -> DHCP -> iPXE -> the ramdisk -> the agent, which writes the instance
 #       image and a config drive to the VM's disk; IPMI bootdev disk -> the image; down
@@ -64,6 +68,8 @@ NEEDS="ip:iproute2 qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils
     syslinux:syslinux /usr/lib/syslinux/mbr/mbr.bin:syslinux-common
     /usr/lib/PXELINUX/pxelinux.0:pxelinux
     /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi:syslinux-efi mcopy:mtools mkfs.fat:dosfstools
+    /usr/lib/ISOLINUX/isolinux.bin:isolinux grub-mkstandalone:grub-common
+    /usr/lib/grub/x86_64-efi/linux.mod:grub-efi-amd64-bin
     sfdisk:fdisk lshw:lshw"
 
 missing_packages() {
@@ -157,7 +163,16 @@ stop_pidfile() { # FILE WORD WHAT
 vm_mac() { printf '52:54:00:%02x:%02x:%02x' "$LAB_ID" 0 "$1"; }
 vm_dir() { echo "$DIR/vms/vm$1"; }
 bmc_port() { echo $((6230 + $1)); }
+# VM I's BMC has an address of its own on the bridge (what `ipmitool lan print` in the VM
+# reports, and what a conductor's lookup by BMC address matches): .21-.99, below the DHCP
+# range (.100-.199), hence at most 79 VMs.
+bmc_ip() { echo "$SUBNET_PREFIX.$((20 + $1))"; }
+# The BMC's MAC as `lan print` reports it (no NIC has it: ipmi_sim's LAN is a UDP socket); the
+# VMs' NICs have 52:54:00:<lab>:00:<i>.
+bmc_mac() { printf '52:54:00:%02x:01:%02x' "$LAB_ID" "$1"; }
 serial_port() { echo $((5000 + $1)); }
+# ipmi_sim's end of the VM's IPMI system interface (QEMU's ipmi-bmc-extern connects there).
+kcs_port() { echo $((9000 + $1)); }
 
 # ---- up ------------------------------------------------------------------------------------
 
@@ -175,7 +190,8 @@ cmd_up() {
             *) fail "up: unknown argument $1" ;;
         esac
     done
-    [[ "$vms" =~ ^[1-9][0-9]?$ ]] || fail "--vms takes 1 to 99"
+    [[ "$vms" =~ ^[1-9][0-9]?$ ]] && [ "$vms" -le 79 ] \
+        || fail "--vms takes 1 to 79 (the BMCs' addresses .21-.99 stay below the DHCP range)"
     [ "$firmware" = uefi ] || [ "$firmware" = bios ] || fail "--firmware is uefi or bios"
     [[ "$memory" =~ ^[0-9]+$ ]] || fail "--memory takes MiB"
     require_tools
@@ -257,7 +273,8 @@ start_dnsmasq() {
     # Up to 30 s: on a loaded machine (builds on both cores) dnsmasq has taken more than 5.
     for _ in $(seq 300); do
         grep -q "DHCP, IP range" "$DIR/dnsmasq.log" && break
-        pid_is "$(cat "$DIR/dnsmasq.pid")" dnsmasq || break
+        # Alive, not "is dnsmasq": just after `&` the child may not have exec'd it yet.
+        kill -0 "$(cat "$DIR/dnsmasq.pid")" 2>/dev/null || break
         sleep 0.1
     done
     grep -q "DHCP, IP range" "$DIR/dnsmasq.log" \
@@ -299,27 +316,39 @@ OVMF_VARS=$vmdir/OVMF_VARS.fd
 SERIAL_LOG=$vmdir/serial.log
 SERIAL_PORT=$(serial_port "$i")
 SHARES=$shares
-BMC_ADDRESS=127.0.0.1
+BMC_ADDRESS=$(bmc_ip "$i")
 BMC_PORT=$(bmc_port "$i")
 BMC_USER=$BMC_USER
 BMC_PASSWORD=$BMC_PASSWORD
+BMC_MAC=$(bmc_mac "$i")
+BMC_KCS_PORT=$(kcs_port "$i")
 EOF
     echo default >"$vmdir/state/boot"
     echo 0 >"$vmdir/state/power"
     : >"$vmdir/state/log"
     : >"$vmdir/serial.log"
+    # The BMC's own address, on the bridge (ipmi_sim binds it, so it must exist first).
+    ip -n "$NAME" addr add "$(bmc_ip "$i")/32" dev "$BRIDGE"
+    # LAN channel 1 is the BMC's own address; ipmi_sim knows none of its LAN parameters (`lan
+    # print` would say 0.0.0.0) unless lan_config_program gives them: chassis.py answers from
+    # vm.env. Channel 2 is the address the lab had first, on the namespace's loopback.
+    # `serial kcs ... codec VM` is ipmi_sim's end of the VM's KCS interface (QEMU's
+    # ipmi-bmc-extern connects there): the agent's `ipmitool lan print 1` in the VM comes in
+    # there. Power stays chassis_control's: ipmi_sim uses the VM codec's power commands only
+    # when it has no chassis_control program.
     cat >"$vmdir/bmc.conf" <<EOF
 name "$NAME-vm$i"
 set_working_mc 0x20
   startlan 1
-    addr 127.0.0.1 $(bmc_port "$i")
-    priv_limit admin
-    allowed_auths_callback none md2 md5 straight
-    allowed_auths_user none md2 md5 straight
-    allowed_auths_operator none md2 md5 straight
-    allowed_auths_admin none md2 md5 straight
-    guid $(printf '%s' "$NAME-vm$i" | md5sum | cut -c1-32)
+    addr $(bmc_ip "$i") $(bmc_port "$i")
+$(lan_channel_settings "$i")
+    lan_config_program "$PYTHON $HERE/chassis.py $vmdir lan"
   endlan
+  startlan 2
+    addr 127.0.0.1 $(bmc_port "$i")
+$(lan_channel_settings "$i")
+  endlan
+  serial kcs 127.0.0.1 $(kcs_port "$i") codec VM
   chassis_control "$PYTHON $HERE/chassis.py $vmdir"
   sol "tcp:127.0.0.1:$(serial_port "$i")" 115200
   user 2 true "$BMC_USER" "$BMC_PASSWORD" admin 10 none md2 md5 straight
@@ -332,7 +361,20 @@ mc_enable 0x20
 EOF
     start_bmc "$i"
     [[ "$BMC_ANSWER" == "Chassis Power is off" ]] || fail "BMC of vm$i answers: $BMC_ANSWER"
-    say "vm$i: mac $mac, BMC 127.0.0.1:$(bmc_port "$i") (ipmi_sim pid $(cat "$vmdir/bmc.pid"))"
+    say "vm$i: mac $mac, BMC $(bmc_ip "$i"):$(bmc_port "$i") and 127.0.0.1:$(bmc_port "$i")" \
+        "(ipmi_sim pid $(cat "$vmdir/bmc.pid"))"
+}
+
+# What both LAN channels of VM I's BMC share, for bmc.conf.
+lan_channel_settings() { # I
+    cat <<EOF
+    priv_limit admin
+    allowed_auths_callback none md2 md5 straight
+    allowed_auths_user none md2 md5 straight
+    allowed_auths_operator none md2 md5 straight
+    allowed_auths_admin none md2 md5 straight
+    guid $(printf '%s' "$NAME-vm$1" | md5sum | cut -c1-32)
+EOF
 }
 
 # Starts VM I's ipmi_sim and waits until it answers; BMC_ANSWER is its power status line.
@@ -344,7 +386,7 @@ start_bmc() { # I
     echo $! >"$vmdir/bmc.pid"
     BMC_ANSWER=""
     for _ in $(seq 30); do
-        BMC_ANSWER="$(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H 127.0.0.1 \
+        BMC_ANSWER="$(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H "$(bmc_ip "$i")" \
             -p "$(bmc_port "$i")" -U "$BMC_USER" -P "$BMC_PASSWORD" -N 1 -R 1 \
             chassis power status 2>&1 || true)"
         [[ "$BMC_ANSWER" == "Chassis Power is"* ]] && return 0
@@ -373,6 +415,27 @@ cmd_bmc() {
             fi
             ;;
         *) fail "bmc: stop or start, not $2" ;;
+    esac
+}
+
+# A VM's virtual CD, as a BMC's virtual media holds one: an ISO file inserted (QEMU takes
+# drives at start: from the VM's next power on; `chassis bootdev cdrom` boots it first) or
+# ejected.
+cmd_media() {
+    parse_common "$@"
+    set -- "${REST[@]+"${REST[@]}"}"
+    [[ "${1:-}" =~ ^[1-9][0-9]?$ ]] || fail "media [--name NAME] VM-NUMBER insert ISO|eject"
+    local vmdir
+    vmdir="$(vm_dir "$1")"
+    [ -f "$vmdir/vm.env" ] || fail "no vm$1 in $DIR"
+    case "${2:-}" in
+        insert)
+            [ $# = 3 ] && [ -r "$3" ] || fail "media: no ISO file at ${3:-}"
+            realpath "$3" >"$vmdir/state/cdrom"
+            say "vm$1's CD holds $3"
+            ;;
+        eject) [ $# = 2 ] || fail "media VM-NUMBER eject"; rm -f "$vmdir/state/cdrom" ;;
+        *) fail "media: insert ISO or eject, not ${2:-nothing}" ;;
     esac
 }
 
@@ -498,11 +561,13 @@ case "${1:-}" in
     up) shift; cmd_up "$@" ;;
     forward) shift; cmd_forward "$@" ;;
     bmc) shift; cmd_bmc "$@" ;;
+    media) shift; cmd_media "$@" ;;
     down) shift; cmd_down "$@" ;;
     status) shift; cmd_status "$@" ;;
     exec) shift; cmd_exec "$@" ;;
     build-ramdisk) shift; source "$HERE/build.sh"; build_ramdisk "$@" ;;
     build-image) shift; source "$HERE/build.sh"; build_image "$@" ;;
+    build-esp) shift; source "$HERE/build.sh"; build_esp "$@" ;;
     selftest) shift; source "$HERE/build.sh"; source "$HERE/selftest.sh"; selftest "$@" ;;
     *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

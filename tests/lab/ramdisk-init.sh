@@ -6,6 +6,8 @@
 #            else on the first NIC with a carrier
 #   agent:   the unmodified ironic-python-agent; it reads ipa-api-url= and the rest from
 #            /proc/cmdline itself
+#   BMC:     /dev/ipmi0 (ipmi_si on the VM's KCS interface), where the agent reads its BMC's
+#            address; the address goes to the console too
 # Lines on the console start with "ferrum-lab-ramdisk:" (the lab's selftest reads them).
 /bin/busybox mkdir -p /proc /sys /dev /run /tmp /usr/bin /usr/sbin /sbin
 /bin/busybox --install -s
@@ -28,6 +30,17 @@ for m in $(cat /lib/modules/load-order); do
     [ "$m" = efivarfs.ko ] && [ ! -d /sys/firmware/efi ] && continue   # booted by BIOS
     insmod "/lib/modules/$m" || say "insmod $m failed"
 done
+# ipmi_si finds the VM's KCS interface in SMBIOS (type 38) and ACPI (IPI0001), where QEMU's
+# isa-ipmi-kcs describes it, and ipmi_devintf makes it /dev/ipmi0 (the agent reads its BMC's
+# address there), possibly just after insmod returns. A VM without one has neither.
+ipmi=no
+if [ -e /sys/firmware/dmi/entries/38-0 ] || [ -e /sys/bus/acpi/devices/IPI0001:00 ]; then
+    for _ in $(seq 50); do
+        [ -c /dev/ipmi0 ] && ipmi=/dev/ipmi0 && break
+        sleep 0.1
+    done
+fi
+say "modules loaded at $(uptime_s) s; IPMI device: $ipmi"
 
 # The ACPI power button (IPMI `power soft`, QEMU's system_powerdown) powers the machine off,
 # as a distribution's acpid or logind would.
@@ -88,6 +101,9 @@ for runner in docker podman; do
         "/root/usr/local/sbin/$runner"
 done
 mount -t 9p -o "$ninep" ipa "/root$IPA_VENV" || die "cannot mount the 9p share 'ipa' (the venv)"
+# ipmitool's IANA registry, short (build.sh says why), where it looks first: in the agent's HOME.
+mkdir -p /root/root/.local/usr/share/misc
+mv /root/etc/enterprise-numbers.txt /root/root/.local/usr/share/misc/
 mount -t proc proc /root/proc
 mount -t sysfs sysfs /root/sys
 mount -t devtmpfs devtmpfs /root/dev
@@ -97,6 +113,15 @@ mount -t tmpfs -o mode=1777 shm /root/dev/shm
 mount -t tmpfs -o mode=755 run /root/run
 [ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /root/sys/firmware/efi/efivars
 say "root ready at $(uptime_s) s; starting ironic-python-agent"
+# The BMC's address as the agent reads it (`ipmitool lan print 1` on /dev/ipmi0, the host's
+# ipmitool in the agent's root), for the console: in the background, the agent need not wait.
+if [ "$ipmi" != no ]; then
+    (
+        out="$(HOME=/root chroot /root /usr/bin/ipmitool lan print 1 2>&1)"
+        addr="$(echo "$out" | sed -n 's/^IP Address  *: *//p')"
+        say "bmc address ${addr:-unknown: $(echo "$out" | tail -n 1)} at $(uptime_s) s"
+    ) &
+fi
 
 # Like a ramdisk's service manager: the agent is started again if it ever exits.
 while true; do

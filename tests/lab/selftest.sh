@@ -3,11 +3,12 @@
 # One VM, booted the way Ironic's ipxe boot interface with the dnsmasq DHCP provider boots a
 # node: the files a conductor writes (a host file, an options file, boot.ipxe, the node's
 # iPXE config, its kernel and ramdisk), then IPMI `chassis bootdev pxe` and `power on`, up to
-# the unmodified agent's lookup, inside the VM, at the API URL on its kernel command line. Then
-# a stand-in conductor (standin_conductor.py) has the agent write the instance image and a
-# config drive to the VM's disk and power off; over IPMI `bootdev disk`, `power on`: the image
-# prints its marker and the config drive's host name; `power soft`; `power off`. Prints each
-# step's time.
+# the unmodified agent's inspection data (its inventory's bmc_address must be the VM's BMC's
+# address, which the agent reads over the VM's KCS interface) and lookup, inside the VM, at the
+# URLs on its kernel command line. Then a stand-in conductor (standin_conductor.py) has the
+# agent write the instance image and a config drive to the VM's disk and power off; over IPMI
+# `bootdev disk`, `power on`: the image prints its marker and the config drive's host name;
+# `power soft`; `power off`. Prints each step's time.
 
 SELFTEST_HTTP_PORT=8080
 SELFTEST_API_PORT=6385
@@ -50,11 +51,18 @@ selftest() {
         build_image "$DIR/images/instance.qcow2"
     step "lab up (1 VM, $firmware)" \
         cmd_up --name "$NAME" --dir "$DIR" --vms 1 --firmware "$firmware"
-    local vmdir mac bmc
+    local vmdir mac bmc bmc_ip bmc_port
     vmdir="$DIR/vms/vm1"
     mac="$(sed -n 's/^MAC=//p' "$vmdir/vm.env")"
-    bmc=(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H 127.0.0.1
-         -p "$(sed -n 's/^BMC_PORT=//p' "$vmdir/vm.env")" -U "$BMC_USER" -P "$BMC_PASSWORD")
+    bmc_ip="$(sed -n 's/^BMC_ADDRESS=//p' "$vmdir/vm.env")"
+    bmc_port="$(sed -n 's/^BMC_PORT=//p' "$vmdir/vm.env")"
+    bmc=(ip netns exec "$NAME" ipmitool -I lanplus -C 3 -H "$bmc_ip" -p "$bmc_port"
+         -U "$BMC_USER" -P "$BMC_PASSWORD")
+    step "IPMI: the BMC answers on 127.0.0.1:$bmc_port too" \
+        expect_output "Chassis Power is off" ip netns exec "$NAME" ipmitool -I lanplus -C 3 \
+        -H 127.0.0.1 -p "$bmc_port" -U "$BMC_USER" -P "$BMC_PASSWORD" chassis power status
+    step "IPMI: lan print 1 says IP Address $bmc_ip" \
+        expect_output_line "^IP Address  *: ${bmc_ip//./\\.}\$" "${bmc[@]}" lan print 1
 
     # What a conductor writes (tests/lab/README.md, "The contract").
     write_conductor_files "$mac"
@@ -65,7 +73,7 @@ selftest() {
     ip netns exec "$NAME" "$clients/bin/python" "$HERE/standin_conductor.py" \
         --bind "$HOST_IP" --port "$SELFTEST_API_PORT" --mac "$mac" \
         --image "$DIR/images/instance.qcow2" --hostname "$SELFTEST_HOSTNAME" \
-        --log "$DIR/api.log" >"$DIR/conductor.out" 2>&1 &
+        --log "$DIR/api.log" --inspection "$DIR/inspection.json" >"$DIR/conductor.out" 2>&1 &
     SELFTEST_PIDS+=("$!")
     step "HTTP servers on $HOST_IP:$SELFTEST_HTTP_PORT and :$SELFTEST_API_PORT" \
         wait_for 30 "HTTP servers" http_servers_up
@@ -91,7 +99,16 @@ selftest() {
         grep -q "ferrum-lab-ramdisk: lease" "$vmdir/serial.log"
     milestone "$on" 300 "9p mounted, agent starting" \
         grep -q "ferrum-lab-ramdisk: root ready" "$vmdir/serial.log"
+    milestone "$on" 300 "the ramdisk read its BMC's address (KCS)" \
+        grep -q "ferrum-lab-ramdisk: bmc address $bmc_ip " "$vmdir/serial.log"
     milestone "$on" 600 "the agent's first request" test -s "$DIR/api.log"
+    milestone "$on" 600 "the agent's inspection data" \
+        grep -q " POST /v1/continue_inspection" "$DIR/api.log"
+    step "the inventory's bmc_address is $bmc_ip" \
+        expect_output "bmc_address=$bmc_ip;" "$PYTHON" -c '
+import json, sys
+print("bmc_address=%s;" % json.load(open(sys.argv[1]))["inventory"].get("bmc_address"))' \
+        "$DIR/inspection.json"
     milestone "$on" 600 "the agent's lookup (GET /v1/lookup)" \
         grep -q " GET /v1/lookup?addresses=.*${mac//:/%3A}" "$DIR/api.log"
     milestone "$on" 600 "the agent's first heartbeat" \
@@ -165,7 +182,7 @@ set i:int32 0
 goto deploy
 :deploy
 imgfree
-kernel $base/deploy_kernel selinux=0 troubleshoot=0 text nofb nomodeset console=ttyS0 ipa-api-url=http://$HOST_IP:$SELFTEST_API_PORT ipa-debug=1 BOOTIF=\${mac} initrd=deploy_ramdisk || goto retry
+kernel $base/deploy_kernel selinux=0 troubleshoot=0 text nofb nomodeset console=ttyS0 ipa-api-url=http://$HOST_IP:$SELFTEST_API_PORT ipa-inspection-callback-url=http://$HOST_IP:$SELFTEST_API_PORT/v1/continue_inspection ipa-inspection-collectors=default ipa-debug=1 BOOTIF=\${mac} initrd=deploy_ramdisk || goto retry
 initrd $base/deploy_ramdisk || goto retry
 boot
 :retry
@@ -200,6 +217,15 @@ step() { # WHAT COMMAND...
         echo "$out" | tail -n 20 | sed 's/^/       /'
         exit 1
     fi
+}
+
+# Runs COMMAND and fails unless a line of its output matches the extended regex PATTERN.
+expect_output_line() { # PATTERN COMMAND...
+    local pattern="$1" out
+    shift
+    out="$("$@" 2>&1)" || { echo "$out"; return 1; }
+    echo "$out"
+    grep -Eq -- "$pattern" <<<"$out"
 }
 
 # Runs COMMAND and fails unless its output holds TEXT (ipmitool exits 0 on some refusals).

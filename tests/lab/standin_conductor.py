@@ -3,15 +3,16 @@
 prove that the agent inside a lab VM writes a whole-disk image and a config drive to the VM's
 own disk. Standard library, plus pycdlib for the config drive (the clients venv has it).
 
-It answers the agent's lookup (handing out a token) and heartbeats on --bind:--port, serves
-the image at /images/<name>, writes one line per request to --log (`<time> <client> <method>
-<path>`, as httpd.py does), and once the agent has heartbeated, plays the conductor over the
-agent's HTTPS API: get_deploy_steps, write_image (the image, its sha256, a config drive whose
-meta_data.json names --hostname), then power_off. One line per step on stdout; exit 0 if all
-passed.
+It answers the agent's inspection data (POST /v1/continue_inspection; written to --inspection
+as the agent sent it, the inventory with its bmc_address), its lookup (handing out a token) and
+heartbeats on --bind:--port, serves the image at /images/<name>, writes one line per request to
+--log (`<time> <client> <method> <path>`, as httpd.py does), and once the agent has
+heartbeated, plays the conductor over the agent's HTTPS API: get_deploy_steps, write_image (the
+image, its sha256, a config drive whose meta_data.json names --hostname), then power_off. One
+line per step on stdout; exit 0 if all passed.
 
     standin_conductor.py --bind 198.51.100.1 --port 6385 --mac MAC --image FILE
-                         --hostname NAME --log FILE [--timeout 600]
+                         --hostname NAME --log FILE --inspection FILE [--timeout 600]
 """
 import argparse
 import base64
@@ -93,6 +94,12 @@ class Api(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.record()
         body = json.loads(self.rfile.read(int(self.headers.get('Content-Length') or 0)) or b'{}')
+        if self.path.rstrip('/') == '/v1/continue_inspection':
+            # As Ironic's API does for a node it knows: the agent then looks it up by UUID.
+            with open(ARGS.inspection + '.tmp', 'w') as f:
+                json.dump(body, f, indent=1)
+            os.replace(ARGS.inspection + '.tmp', ARGS.inspection)
+            return self.reply(200, {'uuid': NODE})
         if self.path.rstrip('/') != '/v1/heartbeat/' + NODE:
             return self.reply(404, {'error_message': 'not found'})
         if body.get('agent_token') != TOKEN:
@@ -181,6 +188,7 @@ def main():
     parser.add_argument('--image', required=True)
     parser.add_argument('--hostname', required=True)
     parser.add_argument('--log', required=True)
+    parser.add_argument('--inspection', required=True)
     parser.add_argument('--timeout', type=float, default=600)
     ARGS = parser.parse_args()
     ARGS.mac = ARGS.mac.lower()

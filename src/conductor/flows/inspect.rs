@@ -61,7 +61,7 @@ impl Flow for Inspect {
 /// Inspection. The `agent` inspect interface boots the ramdisk and waits for its data
 /// ([`start_agent_inspection`]); the fake one has nothing to discover, so inspection completes at once.
 async fn inspect(task: &mut Task, driver: &Driver) -> std::result::Result<(), String> {
-    if task.node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT {
+    if in_band(&task.node) {
         return start_agent_inspection(task, driver).await;
     }
     let changes = NodeChanges {
@@ -88,7 +88,7 @@ pub(crate) fn require_inspectable(
         .validate(node)
         .map_err(|e| Error::InvalidParameterValue(e.to_string()))?;
     require_interface(node, InterfaceKind::Inspect)?;
-    if node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT {
+    if in_band(node) {
         let boot = driver
             .boot
             .validate_inspection(node, ports)
@@ -102,8 +102,29 @@ pub(crate) fn require_inspectable(
     Ok(())
 }
 
+/// Drops the BMC addresses an inspection kept for the agent's lookup from what `changes` write
+/// (Ironic's `clear_lookup_addresses`, when an inspection ends either way).
+fn forget_lookup_addresses(node: &Node, changes: &mut NodeChanges) {
+    if node
+        .driver_internal_info
+        .0
+        .contains_key(LOOKUP_BMC_ADDRESSES)
+    {
+        changes
+            .driver_internal_info
+            .get_or_insert_with(|| node.driver_internal_info.clone())
+            .0
+            .remove(LOOKUP_BMC_ADDRESSES);
+    }
+}
+
 /// The inspect interface that inspects through the ramdisk's agent.
 pub const AGENT_INSPECT: &str = "agent";
+
+/// Whether the node is inspected in band, by its ramdisk's agent (which needs a boot).
+pub(crate) fn in_band(node: &Node) -> bool {
+    node.interfaces.get(InterfaceKind::Inspect) == AGENT_INSPECT
+}
 
 /// The hooks Ferrum can run over inspection data, in order (described with the setting that
 /// names them).
@@ -217,6 +238,9 @@ pub async fn start_agent_inspection(
         .map_err(|e| format!("Failed to wait for the inspection data: {e}"))
 }
 
+/// How long a BMC's host name may take to resolve for the lookup by BMC address.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The addresses of the node's BMC an agent may report as its `bmc_address`: every
 /// `driver_info` `*_address` (a URL's host), with the IPs a name resolves to, loopback left out
 /// (a BMC the conductor reaches on loopback is not an address the machine reports). Ironic's
@@ -240,15 +264,25 @@ async fn lookup_addresses(node: &Node) -> Vec<String> {
         }
         let ips: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![ip],
-            Err(_) => match tokio::net::lookup_host((host.as_str(), 0)).await {
-                Ok(addrs) => {
+            // The node is locked meanwhile: a resolver that does not answer is given up on.
+            Err(_) => match tokio::time::timeout(
+                RESOLVE_TIMEOUT,
+                tokio::net::lookup_host((host.as_str(), 0)),
+            )
+            .await
+            {
+                Ok(Ok(addrs)) => {
                     if !found.contains(&host) {
                         found.push(host.clone());
                     }
                     addrs.map(|a| a.ip()).collect()
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(node.uuid = %node.uuid, error = %e, "Failed to resolve the host name ({host}) in {key} of node {}", node.uuid);
+                    Vec::new()
+                }
+                Err(_) => {
+                    tracing::warn!(node.uuid = %node.uuid, "The host name ({host}) in {key} of node {} was not resolved within {RESOLVE_TIMEOUT:?}", node.uuid);
                     Vec::new()
                 }
             },
@@ -335,10 +369,9 @@ impl Flow for InspectFailed {
         let uuid = task.node.uuid.clone();
         match end_ramdisk(task, driver).await {
             Ok(power) => {
-                if let Err(e) = task
-                    .write(NodeChanges::default().power(Some(power), None).release())
-                    .await
-                {
+                let mut changes = NodeChanges::default().power(Some(power), None);
+                forget_lookup_addresses(&task.node, &mut changes);
+                if let Err(e) = task.write(changes.release()).await {
                     tracing::warn!(node.uuid = %uuid, error = %e, "Failed to record the power-off after the failed inspection of node {uuid}");
                 }
             }
@@ -373,7 +406,7 @@ pub async fn continue_inspection(
                 node.uuid, node.provision_state);
             return Err(Error::NotFound("Resource could not be found.".to_owned()));
         }
-        if node.interfaces.get(InterfaceKind::Inspect) != AGENT_INSPECT {
+        if !in_band(node) {
             return Err(Error::UnsupportedDriverExtension {
                 driver: node.driver.clone(),
                 extension: "inspect (processing inspection data)".to_owned(),
@@ -495,6 +528,7 @@ impl InspectionData {
         let power = end_ramdisk(task, driver).await?;
         let mut changes = changes.power(Some(power), None);
         changes.inspection_finished_at = Some(Some(node::now()));
+        forget_lookup_addresses(&task.node, &mut changes);
         tracing::info!(node.uuid = %task.node.uuid, "Successfully finished inspection of node {}", task.node.uuid);
         task.process_event(Event::Done, false, changes.release())
             .await

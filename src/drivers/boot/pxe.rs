@@ -25,10 +25,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{
-    BootInterface, InspectionBoot, boot_mode_of,
-    dhcp::{Dhcp, DhcpOption},
-    image_cache::ImageCache,
-    io_failed, pxe_macs, replace_file, write_whole,
+    BootInterface, BootSettings, InspectionBoot, boot_mode_of, deploy_kernel_and_ramdisk,
+    dhcp::DhcpOption, io_failed, pxe_macs, replace_file, write_whole,
 };
 use crate::{
     config::ConductorConfig,
@@ -57,61 +55,10 @@ const PROPERTIES: Properties = &[
     ),
 ];
 
-/// The network boot settings of a conductor.
-#[derive(Debug)]
-pub struct NetworkBootSettings {
-    tftp_root: PathBuf,
-    tftp_server: Option<String>,
-    http_root: PathBuf,
-    http_url: Option<String>,
-    api_url: Option<String>,
-    kernel_append_params: String,
-    pxe_bootfile: [String; 2],
-    ipxe_bootfile: [String; 2],
-    tftp_cache: ImageCache,
-    http_cache: ImageCache,
-    ipxe_fallback_script: Option<String>,
-    dhcp: Dhcp,
-}
-
-impl NetworkBootSettings {
-    pub fn new(config: &ConductorConfig) -> Arc<NetworkBootSettings> {
-        let cache = |root: &Path| {
-            ImageCache::new(root, config.image_cache_size.into(), config.image_cache_ttl)
-        };
-        Arc::new(NetworkBootSettings {
-            tftp_root: config.tftp_root.clone(),
-            tftp_server: config.tftp_server.clone(),
-            http_root: config.http_root.clone(),
-            http_url: config
-                .http_url
-                .as_ref()
-                .map(|u| u.trim_end_matches('/').to_owned()),
-            api_url: config
-                .api_url
-                .as_ref()
-                .map(|u| u.trim_end_matches('/').to_owned()),
-            kernel_append_params: config.kernel_append_params.clone(),
-            pxe_bootfile: [
-                config.pxe_bootfile_name.clone(),
-                config.uefi_pxe_bootfile_name.clone(),
-            ],
-            ipxe_bootfile: [
-                config.ipxe_bootfile_name.clone(),
-                config.uefi_ipxe_bootfile_name.clone(),
-            ],
-            tftp_cache: cache(&config.tftp_root),
-            http_cache: cache(&config.http_root),
-            ipxe_fallback_script: config.ipxe_fallback_script.clone(),
-            dhcp: Dhcp::of(config),
-        })
-    }
-}
-
 /// `pxe` (`ipxe: false`) or `ipxe`.
 pub struct NetworkBoot {
     pub ipxe: bool,
-    pub settings: Arc<NetworkBootSettings>,
+    pub settings: Arc<BootSettings>,
 }
 
 /// The boot loader a node's configuration is written for.
@@ -141,48 +88,17 @@ impl NetworkBoot {
 
     /// The node's deploy kernel and ramdisk URLs, or Ironic's MissingParameterValue.
     fn kernel_and_ramdisk<'a>(&self, node: &'a Node) -> Result<[&'a str; 2], DriverError> {
-        let get = |key: &str| {
-            node.driver_info
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|v| !v.is_empty())
-        };
-        if let (Some(kernel), Some(ramdisk)) = (get("deploy_kernel"), get("deploy_ramdisk")) {
-            return Ok([kernel, ramdisk]);
-        }
-        let missing: Vec<String> = ["deploy_kernel", "deploy_ramdisk"]
-            .into_iter()
-            .filter(|key| get(key).is_none())
-            .map(|key| format!("'{key}'"))
-            .collect();
-        Err(DriverError::MissingParameterValue(format!(
-            "Cannot validate PXE bootloader. Some parameters were missing in node's driver_info and configuration. Missing are: [{}]",
-            missing.join(", ")
-        )))
+        deploy_kernel_and_ramdisk(node, "Cannot validate PXE bootloader")
     }
 
-    /// The kernel command line of the ramdisk: the node's `kernel_append_params`, else the
-    /// conductor's, then where the agent finds the API, and for an inspection where it posts
-    /// what it found (Ironic's `ipa-inspection-callback-url`).
     fn kernel_params(&self, node: &Node, inspection: bool) -> Result<String, DriverError> {
-        let api_url = self.settings.api_url.as_deref().ok_or_else(|| {
-            DriverError::InvalidParameterValue(
-                "Network boot needs the conductor's api_url (the Ironic API URL the deploy ramdisk calls back): it is not set.".to_owned(),
-            )
-        })?;
-        let append = node
-            .driver_info
-            .get("kernel_append_params")
-            .and_then(Value::as_str)
-            .unwrap_or(&self.settings.kernel_append_params);
-        let mut params = format!("{append} ipa-api-url={api_url}");
-        if inspection {
-            let api_url = api_url.trim_end_matches('/');
-            params.push_str(&format!(
-                " ipa-inspection-callback-url={api_url}/v1/continue_inspection"
-            ));
-        }
-        Ok(params.trim().to_owned())
+        let settings = &self.settings;
+        settings.ramdisk_params(
+            node,
+            &settings.kernel_append_params,
+            "Network boot",
+            inspection,
+        )
     }
 
     fn http_url(&self) -> Result<&str, DriverError> {

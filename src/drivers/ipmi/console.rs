@@ -240,6 +240,10 @@ impl ConsoleInterface for SocatConsole {
         let log = std::fs::File::create(&log_file).map_err(failed)?;
         let mut socat = tokio::process::Command::new("sh");
         socat.args(["-c", LIFELINE, "ferrum-console", "socat"]);
+        // socat's children, each connection's ipmitool, inherit it.
+        if let Some(home) = super::ipmitool::short_registry_home() {
+            socat.env("HOME", home);
+        }
         if !self.terminal_timeout.is_zero() {
             socat.arg(format!("-T{}", self.terminal_timeout.as_secs().max(1)));
         }

@@ -2,7 +2,7 @@
 //! again whenever the consumer is lost (see [`Server::run`]), each delivery handled in a task of its own (bounded by
 //! the prefetch), replied to and acked, or rejected without requeue.
 
-use std::{panic::AssertUnwindSafe, sync::Arc};
+use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use futures::{FutureExt, StreamExt};
 use lapin::{
@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::{
-    CONNECT_TIMEOUT, QUEUE_EXPIRES, QUEUE_GONE_HOLD, RECONNECT_MAX, RECONNECT_MIN,
-    STOP_CONSUMING_TIMEOUT, StopOnDrop, check_size, is_not_found, request_id,
+    CONNECT_TIMEOUT, DEAD_LETTER_MAX, DEAD_LETTER_TTL, DELIVERY_LIMIT, QUEUE_EXPIRES,
+    QUEUE_GONE_HOLD, QueueType, RECONNECT_MAX, RECONNECT_MIN, STOP_CONSUMING_TIMEOUT, StopOnDrop,
+    check_size, is_not_found, request_id,
     session::{Session, live_session},
     unavailable,
 };
@@ -34,6 +35,9 @@ use crate::rpc::transport::{RequestHandler, TransportError};
 pub(super) struct Server {
     pub(super) sessions: watch::Receiver<Arc<Session>>,
     pub(super) queue: ShortString,
+    pub(super) queues: QueueType,
+    /// Where a quorum queue dead-letters (see [`super::dead_letter_queue`]).
+    pub(super) dead_letters: ShortString,
     pub(super) handler: Arc<dyn RequestHandler>,
     pub(super) max_in_flight: usize,
     pub(super) shutdown: CancellationToken,
@@ -90,21 +94,9 @@ impl Server {
             .await
             .map_err(unavailable)?;
         if how == Attach::Declare {
-            let mut arguments = FieldTable::default();
-            let expires = i64::try_from(QUEUE_EXPIRES.as_millis()).unwrap_or(i64::MAX);
-            arguments.insert("x-expires".into(), AMQPValue::LongLongInt(expires));
-            channel
-                .queue_declare(
-                    self.queue.clone(),
-                    QueueDeclareOptions {
-                        auto_delete: true,
-                        ..QueueDeclareOptions::default()
-                    },
-                    arguments,
-                )
-                .await
-                .map_err(unavailable)?;
+            self.declare(&channel).await?;
         }
+
         // Consuming a missing queue fails (404) and declares nothing: joining the queue the
         // lost consumer had is one step, with no moment in which it could be created afresh.
         let consumer = channel
@@ -124,6 +116,52 @@ impl Server {
             })?;
         debug!(queue = %self.queue, ?how, "Consuming");
         Ok(Attached { channel, consumer })
+    }
+
+    /// Declares the queue: classic auto-delete, or quorum with its dead-letter queue.
+    async fn declare(&self, channel: &Channel) -> Result<(), TransportError> {
+        let millis =
+            |d: Duration| AMQPValue::LongLongInt(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut arguments = FieldTable::default();
+        arguments.insert("x-expires".into(), millis(QUEUE_EXPIRES));
+        let options = match self.queues {
+            QueueType::Classic => QueueDeclareOptions {
+                auto_delete: true,
+                ..QueueDeclareOptions::default()
+            },
+            QueueType::Quorum => {
+                let mut dead = FieldTable::default();
+                dead.insert("x-queue-type".into(), quorum());
+                dead.insert("x-message-ttl".into(), millis(DEAD_LETTER_TTL));
+                dead.insert(
+                    "x-max-length".into(),
+                    AMQPValue::LongLongInt(DEAD_LETTER_MAX),
+                );
+                channel
+                    .queue_declare(self.dead_letters.clone(), durable(), dead)
+                    .await
+                    .map_err(unavailable)?;
+                arguments.insert("x-queue-type".into(), quorum());
+                arguments.insert(
+                    "x-delivery-limit".into(),
+                    AMQPValue::LongLongInt(DELIVERY_LIMIT),
+                );
+                arguments.insert(
+                    "x-dead-letter-exchange".into(),
+                    AMQPValue::LongString("".into()),
+                );
+                arguments.insert(
+                    "x-dead-letter-routing-key".into(),
+                    AMQPValue::LongString(self.dead_letters.as_str().into()),
+                );
+                durable()
+            }
+        };
+        channel
+            .queue_declare(self.queue.clone(), options, arguments)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
     }
 
     /// Serves until shutdown, attaching again (with capped backoff) whenever the consumer
@@ -271,6 +309,17 @@ impl Server {
         }
         outcome
     }
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    }
+}
+
+fn quorum() -> AMQPValue {
+    AMQPValue::LongString("quorum".into())
 }
 
 /// Sleeps until `until`; never ends for None.

@@ -15,6 +15,7 @@ use lapin::{
     message::BasicReturnMessage,
     options::{
         BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+        QueueDeleteOptions,
     },
     types::{FieldTable, ShortString},
 };
@@ -23,10 +24,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::{
-    CONNECT_TIMEOUT, FRAME_MAX, HEARTBEAT_SECS, QUEUE_CHECK_INTERVAL, RECONNECT_MAX, RECONNECT_MIN,
-    is_not_found, lock, unavailable,
+    CONNECT_TIMEOUT, FRAME_MAX, HEARTBEAT_SECS, QUEUE_CHECK_INTERVAL, QUEUE_UNSERVED_CHECKS,
+    RECONNECT_MAX, RECONNECT_MIN, is_not_found, lock, unavailable,
 };
-use crate::rpc::transport::TransportError;
+use crate::{broker::Brokers, rpc::transport::TransportError};
 
 /// One connection with its publishing channel and reply queue.
 ///
@@ -48,22 +49,17 @@ pub(super) struct Session {
 }
 
 impl Session {
-    pub(super) async fn open(url: &str, name: &str) -> Result<Arc<Self>, TransportError> {
+    /// Opens a session on the first of `brokers` that accepts a connection.
+    pub(super) async fn open(brokers: &Brokers, name: &str) -> Result<Arc<Self>, TransportError> {
         let properties = ConnectionProperties::default().with_connection_name(name.into());
-        let mut uri: lapin::uri::AMQPUri = url
-            .parse()
-            .map_err(|e: String| TransportError::Unavailable(format!("bad transport URL: {e}")))?;
-        uri.query.frame_max.get_or_insert(FRAME_MAX);
-        uri.query.heartbeat.get_or_insert(HEARTBEAT_SECS);
-        let connection =
-            tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect_uri(uri, properties))
-                .await
-                .map_err(|_| {
-                    TransportError::Unavailable(format!(
-                        "connecting timed out after {CONNECT_TIMEOUT:?}"
-                    ))
-                })?
-                .map_err(unavailable)?;
+        let (connection, broker) = brokers
+            .connect(&properties, CONNECT_TIMEOUT, |uri| {
+                uri.query.frame_max.get_or_insert(FRAME_MAX);
+                uri.query.heartbeat.get_or_insert(HEARTBEAT_SECS);
+            })
+            .await
+            .map_err(TransportError::Unavailable)?;
+        debug!(%broker, "Connected to the message broker");
 
         let publisher = connection.create_channel().await.map_err(unavailable)?;
         publisher
@@ -128,11 +124,20 @@ impl Session {
     }
 
     /// Returns once `queue` is gone, checking every [`QUEUE_CHECK_INTERVAL`] (with a passive
-    /// declare on a channel of its own: a missing queue closes it). A conductor that dies takes
-    /// its auto-delete queue with it, and the requests it had taken or queued with it; their
-    /// callers learn it here within a check instead of at their timeout. Pends forever while
-    /// the queue exists or cannot be checked.
-    pub(super) async fn queue_gone(&self, queue: &ShortString) {
+    /// declare on a channel of its own: a missing queue closes it), or once it has had no
+    /// consumer, and requests in it, for [`QUEUE_UNSERVED_CHECKS`] checks in a row, after
+    /// deleting it. A conductor that dies takes its classic auto-delete queue with it, and the
+    /// requests it had taken or queued with it; their callers learn it here within a check
+    /// instead of at their timeout.
+    /// A quorum queue stays without a consumer: while its conductor reconnects (to another
+    /// broker node) what waits in it is served when it is back, and what it had taken and not
+    /// acknowledged is delivered again; once it has been away longer, the first caller to see
+    /// that deletes the queue, which makes it one that went with its conductor: nothing sent to
+    /// it runs later, every caller waiting on it learns so at its next check, and the conductor
+    /// declares it again when it is back (see `server.rs`). Pends forever while the queue is
+    /// served or cannot be checked.
+    pub(super) async fn queue_unserved(&self, queue: &ShortString) {
+        let mut unserved = 0;
         loop {
             tokio::time::sleep(QUEUE_CHECK_INTERVAL).await;
             let Ok(channel) = self.connection.create_channel().await else {
@@ -146,12 +151,42 @@ impl Session {
                 .queue_declare(queue.clone(), options, FieldTable::default())
                 .await
             {
+                // Unserved: no consumer, and requests waiting (this caller's own, unless taken).
+                // A quorum queue whose leader is being elected, or is slow to answer, reports
+                // 0 consumers and 0 messages: that is no sign of a conductor gone.
+                Ok(declared) if declared.consumer_count() > 0 || declared.message_count() == 0 => {
+                    unserved = 0
+                }
                 Ok(_) => {
-                    let _ = channel.close(200, "OK".into()).await;
+                    unserved += 1;
+                    if unserved >= QUEUE_UNSERVED_CHECKS {
+                        // Unconditional: RabbitMQ 3 cannot delete a quorum queue "if unused".
+                        // A conductor that attached since the last check loses its consumer
+                        // and declares the queue again after the hold; what it took meanwhile
+                        // may still run, which the Lost answer allows ("may or may not have
+                        // been applied").
+                        match channel
+                            .queue_delete(queue.clone(), QueueDeleteOptions::default())
+                            .await
+                        {
+                            Ok(dropped) => {
+                                warn!(%queue, dropped, "Deleted a conductor queue left without a consumer");
+                                let _ = channel.close(200, "OK".into()).await;
+                                return;
+                            }
+                            Err(err) if is_not_found(&err) => return,
+                            Err(err) => debug!(error = %err, "Cannot delete the conductor queue"),
+                        }
+                        continue;
+                    }
                 }
                 Err(err) if is_not_found(&err) => return,
-                Err(err) => debug!(error = %err, "Cannot check the conductor queue"),
+                Err(err) => {
+                    debug!(error = %err, "Cannot check the conductor queue");
+                    continue;
+                }
             }
+            let _ = channel.close(200, "OK".into()).await;
         }
     }
 
@@ -198,9 +233,16 @@ impl Session {
             Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
                 self.returned(&returned, correlation_id, host)
             }
-            Confirmation::Nack(None) => Err(TransportError::Unavailable(
-                "the broker refused the message".to_owned(),
-            )),
+            Confirmation::Nack(None) => {
+                // The node could not enqueue it. A node of a RabbitMQ 3.10 cluster whose
+                // quorum queue leader was lost went on refusing every message for that queue
+                // until the lost node was back (~20 s, in the cluster fault test), while the
+                // other nodes took them: the session is given up for the next broker's.
+                self.lost.cancel();
+                Err(TransportError::Unavailable(
+                    "the broker refused the message".to_owned(),
+                ))
+            }
             Confirmation::NotRequested => Err(TransportError::Unavailable(
                 "publisher confirms are not enabled".to_owned(),
             )),
@@ -351,7 +393,7 @@ fn is_connection_error(err: &lapin::Error) -> bool {
 /// Replaces the session each time it is lost, retrying with capped exponential backoff,
 /// until the transport is dropped.
 pub(super) async fn reconnect_when_lost(
-    url: String,
+    brokers: Arc<Brokers>,
     name: String,
     sessions: watch::Sender<Arc<Session>>,
     stop: CancellationToken,
@@ -369,7 +411,7 @@ pub(super) async fn reconnect_when_lost(
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(delay) => {}
             }
-            match Session::open(&url, &name).await {
+            match Session::open(&brokers, &name).await {
                 Ok(session) => {
                     sessions.send_replace(session);
                     info!("Reconnected to the message broker");

@@ -77,12 +77,66 @@ pub struct Lab {
     pub firmware: String,
     /// VM 1's MAC.
     pub mac: String,
-    /// VM 1's BMC, UDP 127.0.0.1:<port> inside the namespace.
+    /// VM 1's BMC, UDP <address>:<port> inside the namespace (vm.env's BMC_ADDRESS, BMC_PORT).
+    pub bmc_address: String,
     pub bmc_port: u16,
     /// The host's way to Ferrum's API (`lab.sh forward --from-host`).
     pub api: Api,
     api_host_port: u16,
     ferrum: Option<Child>,
+    /// Ferrum's CPU time, sampled while it runs.
+    cpu: Option<CpuMeter>,
+}
+
+/// A process's CPU time to the nanosecond: every 100 ms, each of its threads' time on a CPU
+/// (`/proc/<pid>/task/<tid>/schedstat`), kept per thread, so that a thread that ends keeps what
+/// it used (up to its last 100 ms: a worker thread of tokio's ends after 10 s idle). The USER_HZ
+/// ticks of `/proc/<pid>/stat` (10 ms) cannot tell a 5 ms deploy from idle.
+struct CpuMeter {
+    threads: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u64>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl CpuMeter {
+    fn start(pid: u32) -> CpuMeter {
+        let meter = CpuMeter {
+            threads: Default::default(),
+            stop: Default::default(),
+        };
+        let (threads, stop) = (meter.threads.clone(), meter.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                    return;
+                };
+                for task in tasks.flatten() {
+                    let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else {
+                        continue;
+                    };
+                    let ns = std::fs::read_to_string(task.path().join("schedstat"))
+                        .ok()
+                        .and_then(|s| s.split(' ').next()?.parse::<u64>().ok());
+                    if let Some(ns) = ns {
+                        let mut threads = threads.lock().expect("cpu meter");
+                        let seen = threads.entry(tid).or_default();
+                        *seen = (*seen).max(ns);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        meter
+    }
+
+    fn total(&self) -> Duration {
+        Duration::from_nanos(self.threads.lock().expect("cpu meter").values().sum())
+    }
+}
+
+impl Drop for CpuMeter {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Lab {
@@ -139,10 +193,12 @@ impl Lab {
             dir,
             firmware: firmware.to_owned(),
             mac: String::new(),
+            bmc_address: String::new(),
             bmc_port: 0,
             api: Api::new(format!("http://127.0.0.1:{api_host_port}")),
             api_host_port,
             ferrum: None,
+            cpu: None,
         };
         let env = std::fs::read_to_string(lab.vm_dir().join("vm.env")).expect("vm.env");
         let var = |key: &str| {
@@ -152,6 +208,7 @@ impl Lab {
                 .unwrap_or_else(|| panic!("no {key} in vm.env:\n{env}"))
         };
         lab.mac = var("MAC").to_lowercase();
+        lab.bmc_address = var("BMC_ADDRESS");
         lab.bmc_port = var("BMC_PORT").parse().expect("BMC_PORT");
         Some(lab)
     }
@@ -172,10 +229,13 @@ impl Lab {
     /// The `ipmi` hardware type's driver_info for VM 1's BMC.
     pub fn driver_info(&self) -> serde_json::Value {
         serde_json::json!({
-            "ipmi_address": "127.0.0.1",
+            "ipmi_address": self.bmc_address,
             "ipmi_port": self.bmc_port,
             "ipmi_username": BMC_USER,
             "ipmi_password": BMC_PASSWORD,
+            // ipmi_sim offers suite 3; without it ipmitool asks for the suites, which ipmi_sim
+            // never answers, and waits ~10 s at every command.
+            "ipmi_cipher_suite": "3",
         })
     }
 
@@ -197,6 +257,70 @@ impl Lab {
             .and_then(|l| l.split_whitespace().next())
             .unwrap_or_else(|| panic!("no sha256 line from build-image:\n{out}"))
             .to_owned()
+    }
+
+    /// `lab.sh build-esp`: an EFI system partition image (FAT) whose GRUB boots by the
+    /// `EFI/BOOT/grub.cfg` of the CD it is on, a UEFI boot ISO's `bootloader`.
+    pub fn build_esp(&self) -> PathBuf {
+        let out = self.dir.join("esp.img");
+        run(lab_sh(&["build-esp", &out.display().to_string()]))
+            .unwrap_or_else(|e| panic!("lab.sh build-esp: {e}"));
+        out
+    }
+
+    /// `lab.sh media`: VM 1's virtual CD holds `iso` from its next power on.
+    pub fn insert_cd(&self, iso: &Path) {
+        let dir = self.dir.display().to_string();
+        let iso = iso.display().to_string();
+        run(lab_sh(&[
+            "media", "--name", &self.name, "--dir", &dir, "1", "insert", &iso,
+        ]))
+        .unwrap_or_else(|e| panic!("lab.sh media 1 insert: {e}"));
+    }
+
+    /// The operator's DHCP answers VM 1's MAC from the lab's range, with no boot options (a
+    /// host file of dnsmasq's `--dhcp-hostsdir` of its own): what a machine booted from virtual
+    /// media needs for its ramdisk's network, as Ironic's virtual media boot writes no DHCP.
+    pub fn answer_dhcp(&self) {
+        std::fs::write(
+            self.dir.join("dhcp-hosts/operator-vm1.conf"),
+            format!("{}\n", self.mac),
+        )
+        .expect("the operator's DHCP host file");
+    }
+
+    /// VM 1's firmware from its next power on: `uefi` (OVMF) or `bios` (SeaBIOS).
+    pub fn switch_firmware(&mut self, firmware: &str) {
+        let path = self.vm_dir().join("vm.env");
+        let env = std::fs::read_to_string(&path).expect("vm.env");
+        let env: String = env
+            .lines()
+            .map(|l| match l.strip_prefix("FIRMWARE=") {
+                Some(_) => format!("FIRMWARE={firmware}\n"),
+                None => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&path, env).expect("vm.env");
+        self.firmware = firmware.to_owned();
+    }
+
+    /// `ipmitool` against VM 1's BMC, inside the namespace, as an operator would run it; its
+    /// output.
+    pub fn ipmitool(&self, args: &[&str]) -> String {
+        let port = self.bmc_port.to_string();
+        let mut cmd = lab_sh(&["exec", "--name", &self.name, "--"]);
+        cmd.args([
+            "ipmitool",
+            "-I",
+            "lanplus",
+            "-H",
+            &self.bmc_address,
+            "-p",
+            &port,
+        ])
+        .args(["-U", BMC_USER, "-P", BMC_PASSWORD])
+        .args(args);
+        run(cmd).unwrap_or_else(|e| panic!("ipmitool {args:?}: {e}"))
     }
 
     /// Where Ferrum's HTTP server serves from (its `http_root`), on the host's file system.
@@ -231,7 +355,6 @@ impl Lab {
             ),
             ("FERRUM_TRANSPORT_URL", "local".to_owned()),
             ("FERRUM_CONDUCTOR_HOST", format!("{}-conductor", self.name)),
-            ("FERRUM_HEARTBEAT_INTERVAL", "1".to_owned()),
             ("FERRUM_API_BIND", format!("{HOST_IP}:{API_PORT}")),
             ("FERRUM_API_URL", format!("http://{HOST_IP}:{API_PORT}")),
             ("FERRUM_HTTP_ROOT", dir("http")),
@@ -267,7 +390,9 @@ impl Lab {
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
         // lab.sh execs `ip netns exec`, which execs ferrum: the child's PID is Ferrum's.
-        self.ferrum = Some(cmd.spawn().expect("spawn ferrum in the lab"));
+        let ferrum = cmd.spawn().expect("spawn ferrum in the lab");
+        self.cpu = Some(CpuMeter::start(ferrum.id()));
+        self.ferrum = Some(ferrum);
         let forward = format!("{}:{API_PORT}", self.api_host_port);
         run(lab_sh(&[
             "forward",
@@ -306,33 +431,14 @@ impl Lab {
         }
     }
 
-    /// Ferrum's CPU time so far (user and system, from `/proc/<pid>/stat`); zero before it starts.
+    /// Ferrum's CPU time so far, to the nanosecond (see [`CpuMeter`]); zero before it starts.
     pub fn ferrum_cpu(&self) -> Duration {
-        let Some(pid) = self.ferrum.as_ref().map(Child::id) else {
-            return Duration::ZERO;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // The fields after the command's closing parenthesis start at the state (field 3):
-        // utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second on Linux).
-        let fields: Vec<&str> = stat
-            .rsplit_once(") ")
-            .map(|(_, rest)| rest.split(' ').collect())
-            .unwrap_or_default();
-        let ticks: u64 = [11, 12]
-            .iter()
-            .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
-            .sum();
-        Duration::from_millis(ticks * 10)
+        self.cpu.as_ref().map_or(Duration::ZERO, CpuMeter::total)
     }
 
     /// The last `lines` lines of Ferrum's log.
     pub fn ferrum_log_tail(&self, lines: usize) -> String {
         tail(&self.ferrum_log(), lines)
-    }
-
-    /// Ferrum's whole log so far.
-    pub fn ferrum_log_text(&self) -> String {
-        std::fs::read_to_string(self.ferrum_log()).unwrap_or_default()
     }
 
     /// The operator's network boot of machines Ferrum does not boot, for unmanaged inspection

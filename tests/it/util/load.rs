@@ -686,6 +686,18 @@ impl FaultRun {
         }
     }
 
+    /// How long after `since` full service (see [`probe_until_served`]) first held, or None
+    /// if it did not within `limit`: for a fault in the middle of a run.
+    pub async fn time_to_full_service(&self, since: Instant, limit: Duration) -> Option<Duration> {
+        probe_until_served(
+            self.shared.clone(),
+            self.probes.clone(),
+            since,
+            since + limit,
+        )
+        .await
+    }
+
     /// From `service_back` (the faulty service's return, or the process's death) on: probes
     /// until full service, lets the load end, waits for the nodes to settle, all within
     /// `window`; then takes the final snapshot and judges it. Call it right after the fault.

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod cluster;
+pub mod clusters;
 pub mod ipa;
 pub mod ipmi_bmc;
 pub mod lab;

@@ -37,7 +37,7 @@ fn required() -> bool {
 
 /// None, announced once per kind, when the binaries are missing; a panic under
 /// `FERRUM_REQUIRE_SERVICES=1`.
-fn missing(what: &str, detail: &str, cell: &OnceLock<()>) {
+pub(super) fn missing(what: &str, detail: &str, cell: &OnceLock<()>) {
     let message = format!(
         "cannot start a private {what}: {detail}; the fault scenarios that need it were NOT run."
     );
@@ -50,7 +50,7 @@ fn missing(what: &str, detail: &str, cell: &OnceLock<()>) {
 }
 
 /// The first of `names` found on PATH or in the usual sbin directories.
-fn find_binary(names: &[&str]) -> Option<PathBuf> {
+pub(super) fn find_binary(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
     let dirs: Vec<PathBuf> = std::env::split_paths(&path)
         .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
@@ -244,7 +244,10 @@ impl PrivateMariaDb {
             );
             return None;
         };
-        std::fs::create_dir_all(&dir).expect("private MariaDB dir");
+        // Its temporary tables in its own directory: the bootstrap's temporary files in the
+        // shared /tmp once vanished under it while other tests ran ("Could not remove temporary
+        // table").
+        std::fs::create_dir_all(dir.join("tmp")).expect("private MariaDB dir");
         let mut db = PrivateMariaDb {
             port: free_port(),
             mariadbd,
@@ -255,6 +258,7 @@ impl PrivateMariaDb {
         let output = tokio::process::Command::new(install)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", db.dir.join("data").display()))
+            .arg(format!("--tmpdir={}", db.dir.join("tmp").display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--user=root",
@@ -324,6 +328,7 @@ impl PrivateMariaDb {
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.dir.join("data").display()))
             .arg(format!("--port={}", self.port))
+            .arg(format!("--tmpdir={}", self.dir.join("tmp").display()))
             .arg(format!("--socket={}", self.dir.join("sock").display()))
             .arg(format!(
                 "--pid-file={}",

@@ -81,6 +81,9 @@ pub struct EmulatorOptions {
     pub power_delay: Option<u32>,
     /// Basic authentication (user, password).
     pub credentials: Option<(String, String)>,
+    /// A network namespace to run in (the virtual lab's, where Ferrum runs): the emulator's
+    /// 127.0.0.1 is then the namespace's, which the test's own requests do not reach.
+    pub netns: Option<String>,
 }
 
 impl Default for EmulatorOptions {
@@ -89,6 +92,7 @@ impl Default for EmulatorOptions {
             systems: 1,
             power_delay: Some(1),
             credentials: None,
+            netns: None,
         }
     }
 }
@@ -112,6 +116,11 @@ fn free_port() -> u16 {
 }
 
 impl Emulator {
+    /// How many whole seconds after the one a power change is asked in it lands (0: at once).
+    pub fn power_delay(&self) -> u64 {
+        self.options.power_delay.unwrap_or(0).into()
+    }
+
     /// Starts an emulator; None when it cannot run here (announced, or a failure under
     /// `FERRUM_REQUIRE_SERVICES=1`).
     pub fn start(options: EmulatorOptions) -> Option<Emulator> {
@@ -135,7 +144,14 @@ impl Emulator {
     }
 
     fn script_command(&self) -> Command {
-        let mut cmd = Command::new("bash");
+        let mut cmd = match &self.options.netns {
+            Some(netns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", netns, "bash"]);
+                cmd
+            }
+            None => Command::new("bash"),
+        };
         cmd.arg(&self.script).env("REDFISH_EMU_DIR", &self.dir);
         cmd
     }

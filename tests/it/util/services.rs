@@ -252,8 +252,11 @@ impl TestDb {
         self.db = Db::connect(&self.url, size).expect("pool");
     }
 
+    /// A fresh database on `server` (`mysql://user@host:port`, or a Galera cluster's several
+    /// hosts, `mysql://user@h1:p1,h2:p2`: made through the first, which replicates it).
     async fn create_on(server: String, sweep: bool) -> TestDb {
-        let mut admin = AsyncMysqlConnection::establish(&format!("{server}/mysql"))
+        let first = server.split(',').next().unwrap_or(&server);
+        let mut admin = AsyncMysqlConnection::establish(&format!("{first}/mysql"))
             .await
             .unwrap_or_else(|e| panic!("cannot connect to MySQL at {server}: {e}"));
         if sweep {
@@ -343,7 +346,10 @@ impl Drop for TestDb {
                 let _ = std::fs::remove_dir_all(dir);
             }
             Cleanup::MysqlDatabase { server, name } => {
-                let (server, name) = (server.clone(), name.clone());
+                let (server, name) = (
+                    server.split(',').next().unwrap_or(server).to_owned(),
+                    name.clone(),
+                );
                 // Drop may run outside a runtime: use a thread with a small runtime of its own.
                 let _ = std::thread::spawn(move || {
                     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
