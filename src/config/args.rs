@@ -91,16 +91,52 @@ impl ConfigArgs {
 }
 
 fn bad_variable(variable: &str, text: &str, reason: &str) -> clap::Error {
+    bad_value(
+        text,
+        &format!("the environment variable {variable}"),
+        reason,
+    )
+}
+
+/// A value refused, under the name the operator gave it by. A URL's password is not repeated
+/// (`--transport-url`, `FERRUM_DATABASE_URL`, ...): the message goes to logs and terminals.
+fn bad_value(text: &str, given_as: &str, reason: &str) -> clap::Error {
     clap::Error::raw(
         ErrorKind::ValueValidation,
-        format!("invalid value '{text}' for the environment variable {variable}: {reason}\n"),
+        format!(
+            "invalid value '{}' for {given_as}: {reason}\n",
+            crate::db::redact_url(text)
+        ),
     )
+}
+
+/// A flag's value parser: the setting's check, and its own error message ([`bad_value`]), since
+/// clap's would repeat the value as given.
+#[derive(Clone)]
+struct CheckedFlag(fn(&str) -> Result<(), String>);
+
+impl clap::builder::TypedValueParser for CheckedFlag {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let flag = arg.map_or_else(|| "a flag".to_owned(), |arg| format!("'{arg}'"));
+        let Some(text) = value.to_str() else {
+            return Err(bad_value("(not UTF-8)", &flag, "must be UTF-8").with_cmd(cmd));
+        };
+        (self.0)(text)
+            .map(|()| text.to_owned())
+            .map_err(|reason| bad_value(text, &flag, &reason).with_cmd(cmd))
+    }
 }
 
 /// A setting's flag: its value checked as it is read; its help the setting's, with its default
 /// and variable.
 fn flag(setting: &'static Setting, flag: &'static str, variable: &'static str) -> Arg {
-    let check = setting.check_text;
     let help = setting
         .help
         .split_whitespace()
@@ -117,7 +153,7 @@ fn flag(setting: &'static Setting, flag: &'static str, variable: &'static str) -
     Arg::new(flag)
         .long(flag)
         .value_name(variable.trim_start_matches("FERRUM_"))
-        .value_parser(move |text: &str| check(text).map(|()| text.to_owned()))
+        .value_parser(CheckedFlag(setting.check_text))
         .help(format!("{short}{default} [env: {variable}]"))
         .long_help(format!("{help}{default} [env: {variable}]"))
 }

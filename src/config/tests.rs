@@ -120,6 +120,19 @@ fn a_failing_check_names_the_setting_or_where_it_came_from() {
         .expect_err("no postgres")
         .to_string();
     assert!(err.contains("expected sqlite://"), "{err}");
+    // A refused URL's password is not repeated, whether it came by flag or variable.
+    let bad = "amqp://ferrum:s3cret@broker:notaport/";
+    let err = args(&["--transport-url", bad], &[])
+        .expect_err("a bad port")
+        .to_string();
+    assert!(err.contains("--transport-url"), "{err}");
+    assert!(err.contains("amqp://ferrum:***@broker"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    let err = args(&[], &[("FERRUM_TRANSPORT_URL", bad)])
+        .expect_err("a bad port")
+        .to_string();
+    assert!(err.contains("FERRUM_TRANSPORT_URL"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
 }
 
 #[test]
