@@ -99,8 +99,9 @@ class Vm:
             "-smp", e.get("CPUS", "1"), "-m", e.get("MEMORY", "1024"),
             "-nodefaults", "-nographic", "-monitor", "none",
             "-qmp", "unix:%s,server=on,wait=off" % self.path("qmp.sock"),
-            # The serial port: a TCP server on the namespace's loopback (ipmi_sim's SOL
-            # connects there) that also logs everything the VM prints to serial.log.
+            # The serial port: a TCP server on the namespace's loopback (uart.py connects
+            # there, the wire to ipmi_sim's SOL) that also logs everything the VM prints to
+            # serial.log.
             "-chardev", "socket,id=serial0,host=127.0.0.1,port=%s,server=on,wait=off,"
             "logfile=%s,logappend=on" % (e["SERIAL_PORT"], e["SERIAL_LOG"]),
             "-serial", "chardev:serial0",

@@ -170,7 +170,10 @@ bmc_ip() { echo "$SUBNET_PREFIX.$((20 + $1))"; }
 # The BMC's MAC as `lan print` reports it (no NIC has it: ipmi_sim's LAN is a UDP socket); the
 # VMs' NICs have 52:54:00:<lab>:00:<i>.
 bmc_mac() { printf '52:54:00:%02x:01:%02x' "$LAB_ID" "$1"; }
+# VM I's serial port: ipmi_sim's SOL connects to uart.py on serial_port, uart.py to QEMU's
+# serial server on vm_serial_port (see uart.py: the wire outlives the VM's power cycles).
 serial_port() { echo $((5000 + $1)); }
+vm_serial_port() { echo $((5100 + $1)); }
 # ipmi_sim's end of the VM's IPMI system interface (QEMU's ipmi-bmc-extern connects there).
 kcs_port() { echo $((9000 + $1)); }
 
@@ -314,7 +317,7 @@ DISK=$vmdir/disk.qcow2
 OVMF_CODE=$OVMF_CODE
 OVMF_VARS=$vmdir/OVMF_VARS.fd
 SERIAL_LOG=$vmdir/serial.log
-SERIAL_PORT=$(serial_port "$i")
+SERIAL_PORT=$(vm_serial_port "$i")
 SHARES=$shares
 BMC_ADDRESS=$(bmc_ip "$i")
 BMC_PORT=$(bmc_port "$i")
@@ -359,6 +362,10 @@ mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr
 sel_enable 0x20 1000 0x0a
 mc_enable 0x20
 EOF
+    ip netns exec "$NAME" "$PYTHON" "$HERE/uart.py" "$(serial_port "$i")" "$(vm_serial_port "$i")" \
+        </dev/null >>"$vmdir/uart.log" 2>&1 &
+    echo $! >"$vmdir/uart.pid"
+    wait_listening "$(serial_port "$i")" "uart.py of vm$i"
     start_bmc "$i"
     [[ "$BMC_ANSWER" == "Chassis Power is off" ]] || fail "BMC of vm$i answers: $BMC_ANSWER"
     say "vm$i: mac $mac, BMC $(bmc_ip "$i"):$(bmc_port "$i") and 127.0.0.1:$(bmc_port "$i")" \
@@ -375,6 +382,16 @@ lan_channel_settings() { # I
     allowed_auths_admin none md2 md5 straight
     guid $(printf '%s' "$NAME-vm$1" | md5sum | cut -c1-32)
 EOF
+}
+
+# Waits until something listens on PORT of the namespace's loopback.
+wait_listening() { # PORT WHAT
+    local _
+    for _ in $(seq 50); do
+        ip netns exec "$NAME" bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    fail "$2 does not listen on 127.0.0.1:$1"
 }
 
 # Starts VM I's ipmi_sim and waits until it answers; BMC_ANSWER is its power status line.
@@ -457,6 +474,7 @@ cmd_down() {
             # The BMC first, so that nothing powers the VM on again; then the VM.
             stop_pidfile "$vmdir/bmc.pid" "$vmdir/bmc.conf" "ipmi_sim of ${vmdir##*/}"
             "$PYTHON" "$HERE/chassis.py" "$vmdir" off
+            stop_pidfile "$vmdir/uart.pid" "$HERE/uart.py" "uart.py of ${vmdir##*/}"
         done
     fi
     stop_pidfile "$DIR/dnsmasq.pid" "$DIR/dhcp-hosts" dnsmasq
