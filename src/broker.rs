@@ -17,6 +17,38 @@ use std::{
 
 use lapin::{Connection, ConnectionProperties, uri::AMQPUri};
 
+/// The query parameters a transport URL may carry (lapin's). Any other is refused rather than
+/// ignored: `?ssl=1` read as nothing would connect in the clear to a broker the operator
+/// believes encrypted (TLS is the `amqps://` scheme).
+const QUERY_PARAMETERS: &[&str] = &[
+    "heartbeat",
+    "frame_max",
+    "channel_max",
+    "connection_timeout",
+    "auth_mechanism",
+];
+
+fn check_query(tail: &str) -> Result<(), String> {
+    let Some((_, query)) = tail.split_once('?') else {
+        return Ok(());
+    };
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let key = pair.split_once('=').map_or(pair, |(key, _)| key);
+        if !QUERY_PARAMETERS.contains(&key) {
+            let hint = if key.eq_ignore_ascii_case("ssl") {
+                "; for TLS use amqps://"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "unknown query parameter `{key}` (known: {}){hint}",
+                QUERY_PARAMETERS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The brokers of one transport URL, in its order.
 pub struct Brokers {
     uris: Vec<AMQPUri>,
@@ -37,6 +69,7 @@ impl Brokers {
         };
         // The hosts end where the vhost or the query starts.
         let (hosts, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+        check_query(tail)?;
         let uris = hosts
             .split(',')
             .enumerate()
@@ -160,6 +193,8 @@ mod tests {
             ]
         );
         assert!(brokers.uris.iter().all(|u| u.query.heartbeat == Some(7)));
+        let tuned = Brokers::parse("amqp://h1/?heartbeat=3&connection_timeout=900").unwrap();
+        assert_eq!(tuned.uris[0].query.connection_timeout, Some(900));
         assert_eq!(brokers.uris[0].authority.userinfo.password, "s3cret");
     }
 
@@ -180,6 +215,11 @@ mod tests {
             ("http://h1/", "unknown scheme http://"),
             ("h1:5672", "expected amqp://"),
             ("amqp://u:secret@h1:notaport/", "host 1 (h1:notaport)"),
+            ("amqp://u:secret@h1/?ssl=1", "unknown query parameter `ssl`"),
+            (
+                "amqp://u:secret@h1/?heartbeat=5&frame_maxx=1",
+                "`frame_maxx`",
+            ),
         ] {
             let err = Brokers::parse(url).unwrap_err();
             assert!(err.contains(expected), "{url}: {err}");
