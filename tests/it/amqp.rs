@@ -382,6 +382,96 @@ async fn serve_returns_after_shutdown_once_in_flight_work_is_done() {
     assert!(matches!(err, TransportError::Unroutable(_)), "{err:?}");
 }
 
+/// A conductor whose consumer is lost (here: its queue deleted under it, as a broker node's
+/// loss takes a classic queue) consumes again without waiting for the requests it was
+/// handling: a new call is answered while one taken before the loss still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_consumer_attaches_again_while_a_request_taken_before_still_runs() {
+    let Some(url) = crate::util::amqp_url() else {
+        return;
+    };
+    let prefix = format!("test-{}", Uuid::new_v4().simple());
+    let transport = Arc::new(
+        AmqpTransport::connect(&url, &prefix)
+            .await
+            .expect("transport"),
+    );
+    let shutdown = CancellationToken::new();
+    let release = CancellationToken::new();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let slow_done = Arc::new(AtomicUsize::new(0));
+    let gated = {
+        let release = release.clone();
+        let slow_done = slow_done.clone();
+        handler(move |body| {
+            let release = release.clone();
+            let started_tx = started_tx.clone();
+            let slow_done = slow_done.clone();
+            async move {
+                if body == b"slow" {
+                    let _ = started_tx.send(());
+                    release.cancelled().await;
+                    slow_done.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(body)
+            }
+        })
+    };
+    let server = serve(&transport, "c1", gated, 4, &shutdown).await;
+    let slow = tokio::spawn({
+        let transport = transport.clone();
+        async move {
+            transport
+                .call("c1", "req-slow", b"slow".to_vec(), PATIENCE)
+                .await
+        }
+    });
+    tokio::time::timeout(PATIENCE, started.recv())
+        .await
+        .expect("the slow request reaches the handler");
+
+    delete_queues(&url, &[conductor_queue(&prefix, "c1")]).await;
+    // The queue is declared again after its hold (2.5 s); until then calls are unroutable.
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let answered = loop {
+        match transport
+            .call("c1", "req-new", b"new".to_vec(), Duration::from_secs(2))
+            .await
+        {
+            Ok(reply) => break reply,
+            Err(err) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no call answered while the request taken before the loss still ran: {err:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    assert_eq!(answered, b"new");
+    assert_eq!(
+        slow_done.load(Ordering::SeqCst),
+        0,
+        "the slow request was not held"
+    );
+
+    // At shutdown the request taken before the loss still runs to its end.
+    release.cancel();
+    shutdown.cancel();
+    tokio::time::timeout(PATIENCE, server)
+        .await
+        .expect("serve returns")
+        .expect("join")
+        .expect("serve");
+    assert_eq!(
+        slow_done.load(Ordering::SeqCst),
+        1,
+        "the slow request ran to its end"
+    );
+    // Its caller saw its queue go (the request went with it).
+    let _ = slow.await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_inputs_are_errors_not_panics() {
     let Some(transport) = connect().await else {

@@ -166,13 +166,31 @@ impl Server {
 
     /// Serves until shutdown, attaching again (with capped backoff) whenever the consumer
     /// is lost with its channel or connection: to the same queue while it is there, else to a
-    /// new one once [`QUEUE_GONE_HOLD`] has passed.
-    pub(super) async fn run(self, mut attached: Attached) -> Result<(), TransportError> {
+    /// new one once [`QUEUE_GONE_HOLD`] has passed. At shutdown, every request taken runs to
+    /// its end.
+    pub(super) async fn run(self, attached: Attached) -> Result<(), TransportError> {
+        // Shared by every attachment: requests taken before a loss still run while the next
+        // consumer takes new ones, and together they stay within `max_in_flight`.
+        let permits = Arc::new(Semaphore::new(self.max_in_flight));
+        let mut in_flight = JoinSet::new();
+        self.serve(attached, &permits, &mut in_flight).await;
+        while let Some(done) = in_flight.join_next().await {
+            log_join(done);
+        }
+        Ok(())
+    }
+
+    async fn serve(
+        &self,
+        mut attached: Attached,
+        permits: &Arc<Semaphore>,
+        in_flight: &mut JoinSet<()>,
+    ) {
         loop {
-            let consumed = self.consume(attached).await;
+            let consumed = self.consume(attached, permits, in_flight).await;
             self.attached.send_replace(false);
             match consumed {
-                Ok(()) => return Ok(()),
+                Ok(()) => return,
                 Err(err) => {
                     warn!(queue = %self.queue, error = %err, "Lost the consumer; attaching again")
                 }
@@ -185,11 +203,11 @@ impl Server {
                 // than a backoff of our own, so the queue is served again as soon as it can be.
                 let wait_for_session = live_session(&sessions).is_err();
                 tokio::select! {
-                    () = self.shutdown.cancelled() => return Ok(()),
+                    () = self.shutdown.cancelled() => return,
                     changed = sessions.changed(), if wait_for_session => {
                         if changed.is_err() {
                             // The transport is gone; nothing will reconnect.
-                            return Ok(());
+                            return;
                         }
                         sessions.borrow_and_update();
                     }
@@ -204,7 +222,7 @@ impl Server {
                         info!(queue = %self.queue, hold = ?QUEUE_GONE_HOLD,
                             "The queue went with the lost consumer; declaring it again after the hold");
                         tokio::select! {
-                            () = self.shutdown.cancelled() => return Ok(()),
+                            () = self.shutdown.cancelled() => return,
                             () = tokio::time::sleep(QUEUE_GONE_HOLD) => {}
                         }
                         how = Attach::Declare;
@@ -222,14 +240,19 @@ impl Server {
 
     /// Hands deliveries to handler tasks until shutdown, then cancels the consumer, handles
     /// what the broker had already sent, and waits for every task. Errs when the consumer
-    /// is lost before shutdown.
-    async fn consume(&self, attached: Attached) -> Result<(), TransportError> {
+    /// is lost before shutdown, at once: the tasks running then finish meanwhile (their acks
+    /// are lost with the channel, and the broker delivers their requests again, which the
+    /// conductor answers as applied where they were), while the queue is attached again.
+    async fn consume(
+        &self,
+        attached: Attached,
+        permits: &Arc<Semaphore>,
+        in_flight: &mut JoinSet<()>,
+    ) -> Result<(), TransportError> {
         let Attached {
             channel,
             mut consumer,
         } = attached;
-        let permits = Arc::new(Semaphore::new(self.max_in_flight));
-        let mut in_flight = JoinSet::new();
         // Set at shutdown: until when the consumer may take to end (see STOP_CONSUMING_TIMEOUT).
         let mut stopping_until: Option<tokio::time::Instant> = None;
         let mut outcome = Ok(());
@@ -266,7 +289,8 @@ impl Server {
                 next = consumer.next() => match next {
                     Some(Ok(delivery)) => {
                         // Prefetch equals the permits and a permit is released after the ack,
-                        // so this waits at most for a task that is finishing.
+                        // so this waits at most for a task that is finishing, or, just after a
+                        // lost consumer, for one taken before the loss.
                         let Ok(permit) = permits.clone().acquire_owned().await else {
                             break;
                         };
@@ -290,6 +314,9 @@ impl Server {
                     }
                 },
             }
+        }
+        if stopping_until.is_none() {
+            return outcome;
         }
         while let Some(done) = in_flight.join_next().await {
             log_join(done);
