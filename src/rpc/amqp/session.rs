@@ -7,6 +7,7 @@ use std::{
     future::{Future, poll_fn},
     pin::pin,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use futures::StreamExt;
@@ -60,41 +61,27 @@ impl Session {
             .await
             .map_err(TransportError::Unavailable)?;
         debug!(%broker, "Connected to the message broker");
-
-        let publisher = connection.create_channel().await.map_err(unavailable)?;
-        publisher
-            .confirm_select(ConfirmSelectOptions::default())
+        // A broker that accepted the connection and then stalls must not hold the process
+        // without a session: the channels and queue below have the connect's time limit too.
+        let channels = tokio::time::timeout(CONNECT_TIMEOUT, open_channels(&connection))
             .await
-            .map_err(unavailable)?;
-
-        let replies = connection.create_channel().await.map_err(unavailable)?;
-        let reply_queue = replies
-            .queue_declare(
-                ShortString::default(),
-                QueueDeclareOptions {
-                    exclusive: true,
-                    auto_delete: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .map_err(unavailable)?
-            .name()
-            .clone();
-        let consumer = replies
-            .basic_consume(
-                reply_queue.clone(),
-                ShortString::default(),
-                BasicConsumeOptions {
-                    no_ack: true,
-                    exclusive: true,
-                    ..BasicConsumeOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .map_err(unavailable)?;
+            .unwrap_or_else(|_| {
+                Err(TransportError::Unavailable(format!(
+                    "{broker} accepted the connection but did not open its channels within {CONNECT_TIMEOUT:?}"
+                )))
+            });
+        let (publisher, replies, reply_queue, consumer) = match channels {
+            Ok(channels) => channels,
+            Err(err) => {
+                // Closed, not left to the broker's heartbeat: it counts against its limits.
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    connection.close(200, "OK".into()),
+                )
+                .await;
+                return Err(err);
+            }
+        };
 
         let pending = Arc::new(PendingReplies::default());
         let lost = CancellationToken::new();
@@ -327,6 +314,47 @@ impl Drop for Waiting<'_> {
 
 /// Hands each reply to its caller until the reply consumer ends, which only happens when
 /// the connection or its channel is gone; then fails every waiting call.
+/// The publishing channel in confirm mode, and the reply queue with its consumer.
+async fn open_channels(
+    connection: &Connection,
+) -> Result<(Channel, Channel, ShortString, Consumer), TransportError> {
+    let publisher = connection.create_channel().await.map_err(unavailable)?;
+    publisher
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(unavailable)?;
+
+    let replies = connection.create_channel().await.map_err(unavailable)?;
+    let reply_queue = replies
+        .queue_declare(
+            ShortString::default(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(unavailable)?
+        .name()
+        .clone();
+    let consumer = replies
+        .basic_consume(
+            reply_queue.clone(),
+            ShortString::default(),
+            BasicConsumeOptions {
+                no_ack: true,
+                exclusive: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(unavailable)?;
+    Ok((publisher, replies, reply_queue, consumer))
+}
+
 async fn route_replies(
     mut consumer: Consumer,
     pending: Arc<PendingReplies>,
