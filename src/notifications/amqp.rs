@@ -51,6 +51,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
+/// How long closing a connection that failed may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Frames as small as the RPC transport's: notifications are a few KiB.
 const FRAME_MAX: u32 = 16 * 1024;
 
@@ -149,7 +151,6 @@ async fn publish<T>(
                     info!("Reconnected to the notification broker");
                 }
                 connected_once = true;
-                delay = RECONNECT_MIN;
                 session
             }
             Err(err) => {
@@ -175,9 +176,20 @@ async fn publish<T>(
                 }
             }
             match session.publish_all(&target, &mut batch).await {
-                Ok(()) => {}
+                // The backoff starts again only once a batch went through: a broker that
+                // accepts connections but refuses what is published (a queue declared with
+                // other arguments, a nack) is not reconnected to in a tight loop.
+                Ok(()) => delay = RECONNECT_MIN,
                 Err(err) => {
-                    warn!(error = %err, unconfirmed = batch.len(), "Lost the notification broker; reconnecting");
+                    warn!(error = %err, unconfirmed = batch.len(), retry_in = ?delay,
+                        "Lost the notification broker, or it refused what was published; reconnecting");
+                    let _ = tokio::time::timeout(
+                        CLOSE_TIMEOUT,
+                        session.connection.close(200, "OK".into()),
+                    )
+                    .await;
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RECONNECT_MAX);
                     break;
                 }
             }
@@ -199,11 +211,23 @@ async fn connect(target: &Target) -> Result<Session, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn declare_exchange(target: &Target, connection: Connection) -> lapin::Result<Session> {
+/// A channel in confirm mode.
+async fn open_channel(connection: &Connection) -> lapin::Result<Channel> {
     let channel = connection.create_channel().await?;
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
+    Ok(channel)
+}
+
+/// The broker's 406 PRECONDITION_FAILED: a declare whose arguments differ from the existing
+/// queue's.
+fn is_precondition_failed(err: &lapin::Error) -> bool {
+    matches!(err.kind(), lapin::ErrorKind::ProtocolError(e) if e.get_id() == 406)
+}
+
+async fn declare_exchange(target: &Target, connection: Connection) -> lapin::Result<Session> {
+    let channel = open_channel(&connection).await?;
     if !target.oslo {
         return Ok(Session {
             connection,
@@ -238,7 +262,8 @@ impl Session {
             return Ok(());
         }
         let name = ShortString::from(routing_key);
-        self.channel
+        let declared = self
+            .channel
             .queue_declare(
                 name.clone(),
                 QueueDeclareOptions {
@@ -248,7 +273,18 @@ impl Session {
                 },
                 FieldTable::default(),
             )
-            .await?;
+            .await;
+        match declared {
+            Ok(_) => {}
+            // The queue is there, declared with other arguments (durable, quorum) by a listener
+            // or an Ironic configured so: that is all the declare is for. The refusal closed
+            // the channel; the queue is bound on a new one.
+            Err(err) if is_precondition_failed(&err) => {
+                info!(queue = %name, "The notification queue exists with other arguments; publishing to it as it is");
+                self.channel = open_channel(&self.connection).await?;
+            }
+            Err(err) => return Err(err),
+        }
         self.channel
             .queue_bind(
                 name.clone(),
@@ -293,8 +329,10 @@ impl Session {
         }
         let mut unconfirmed = Vec::new();
         let mut failure = None;
+        // One time limit for the batch's confirms, not one each in turn.
+        let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
         for (sent, confirm) in std::mem::take(batch).into_iter().zip(confirms) {
-            let outcome = match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
+            let outcome = match tokio::time::timeout_at(deadline, confirm).await {
                 Ok(Ok(Confirmation::Ack(_))) => Ok(()),
                 Ok(Ok(Confirmation::Nack(_))) => {
                     Err("the broker refused a notification".to_owned())

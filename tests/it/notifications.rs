@@ -198,6 +198,21 @@ struct Topology {
     topic: String,
 }
 
+impl Topology {
+    /// An exchange and a topic of the test's own (`what` in the topic's name), and their guard.
+    fn new(amqp: &str, what: &str) -> (String, String, Topology) {
+        let id = random_suffix();
+        let exchange = format!("ferrum-it-{id}");
+        let topic = format!("ferrum_it_{id}_{what}");
+        let guard = Topology {
+            amqp: amqp.to_owned(),
+            exchange: exchange.clone(),
+            topic: topic.clone(),
+        };
+        (exchange, topic, guard)
+    }
+}
+
 impl Drop for Topology {
     fn drop(&mut self) {
         let (amqp, exchange, topic) =
@@ -227,14 +242,7 @@ async fn an_oslo_listener_reads_a_deploy_a_failed_deploy_and_a_power_change() {
     let Some(amqp) = amqp_url() else {
         return;
     };
-    let id = random_suffix();
-    let exchange = format!("ferrum-it-{id}");
-    let topic = format!("ferrum_it_{id}_notifications");
-    let _topology = Topology {
-        amqp: amqp.clone(),
-        exchange: exchange.clone(),
-        topic: topic.clone(),
-    };
+    let (exchange, topic, _topology) = Topology::new(&amqp, "notifications");
     let Some(cluster) = Cluster::start(ClusterOptions {
         env: vec![
             ("FERRUM_NOTIFICATION_LEVEL", "info".to_owned()),
@@ -892,14 +900,7 @@ async fn a_graceful_stop_flushes_the_queued_notifications_within_its_time_limit(
     let Some(url) = amqp_url() else {
         return;
     };
-    let id = random_suffix();
-    let exchange = format!("ferrum-it-{id}");
-    let topic = format!("ferrum_it_{id}_flush");
-    let _topology = Topology {
-        amqp: url.clone(),
-        exchange: exchange.clone(),
-        topic: topic.clone(),
-    };
+    let (exchange, topic, _topology) = Topology::new(&url, "flush");
     let target = |url: &str| Target {
         brokers: std::sync::Arc::new(ferrum::broker::Brokers::parse(url).expect("broker URL")),
         exchange: exchange.clone(),
@@ -959,6 +960,74 @@ async fn a_graceful_stop_flushes_the_queued_notifications_within_its_time_limit(
     );
     notifier.emit("node", "update", Status::End, payload);
     assert_eq!(sink.dropped(), 11, "after the stop nothing is taken");
+}
+
+/// A notification queue that exists with other arguments (durable here, as an oslo.messaging
+/// listener with `amqp_durable_queues` declares it) is published to as it is: the broker's
+/// refusal of Ferrum's own declare is no reason to stop (it once made the publisher reconnect
+/// in a loop, every notification held back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_queue_declared_durable_by_a_listener_still_gets_the_notifications() {
+    use ferrum::notifications::{
+        Level, Notifier, Service, Status,
+        amqp::{self, Target},
+    };
+    let Some(url) = amqp_url() else {
+        return;
+    };
+    let (exchange, topic, _topology) = Topology::new(&url, "durable");
+    let conn = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .expect("connect");
+    let channel = conn.create_channel().await.expect("channel");
+    let queue = format!("{topic}.info");
+    let durable = lapin::options::QueueDeclareOptions {
+        durable: true,
+        ..lapin::options::QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            durable,
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("the listener's durable queue");
+
+    let target = Target {
+        brokers: std::sync::Arc::new(ferrum::broker::Brokers::parse(&url).expect("broker URL")),
+        exchange: exchange.clone(),
+        oslo: true,
+        connection_name: "ferrum durable queue test",
+    };
+    let (sink, publisher) = amqp::start(target, topic.clone(), 100);
+    let notifier = Notifier::new(Service::Conductor, "durable", Level::Info, sink);
+    let payload = || ferrum::notifications::Payload {
+        name: "NodePayload",
+        version: "1.17",
+        data: serde_json::Map::new(),
+    };
+    for _ in 0..5 {
+        notifier.emit("node", "update", Status::End, payload);
+    }
+    publisher.flush(Duration::from_secs(10)).await;
+    let declared = channel
+        .queue_declare(
+            queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..durable
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("the durable queue");
+    assert_eq!(
+        declared.message_count(),
+        5,
+        "every notification in the queue"
+    );
+    let _ = conn.close(200, "OK".into()).await;
 }
 
 /// The `power_set` notifications of the node `uuid` among `seen`, in order.
