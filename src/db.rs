@@ -46,7 +46,7 @@ pub use connect::{Backend, DEFAULT_HISTORY_MAX_ENTRIES, check_url, redact_url, s
 pub(crate) use errors::duplicate_is_conflict;
 pub(crate) use failure::not_written_past;
 #[doc(hidden)]
-pub use failure::{Body, retry_after};
+pub use failure::{Body, STATEMENT_TIMEOUT, retry_after, within_statement_timeout};
 pub use failure::{Failure, classify};
 pub(crate) use listing::{order_after, order_after_nullable, order_by_id};
 
@@ -109,7 +109,8 @@ pub struct Db {
 /// `until $deadline`, no attempt starts once the deadline would pass during its backoff. With
 /// `reads`, for a body that only reads, a lost connection (a database node killed, a server
 /// restarted) is also such an answer: the body runs again on another connection. A write's is
-/// not: whether it was applied is unknown.
+/// not: whether it was applied is unknown. On MySQL an attempt that gets no answer within
+/// [`STATEMENT_TIMEOUT`] is a lost connection.
 macro_rules! with_conn_result {
     ($db:expr, |$conn:ident| $body:expr) => {
         $crate::db::with_conn_result!(@run $db, None, $crate::db::Body::Writes, |$conn| $body)
@@ -128,7 +129,12 @@ macro_rules! with_conn_result {
                     let mut checkout = $crate::db::Checkout::new(pool.get().await?);
                     let $conn: &mut diesel_async::AsyncMysqlConnection = &mut checkout;
                     // `?` in the body ends this block, not the caller, so the outcome is seen here.
-                    let result: Result<_, diesel::result::Error> = async { Ok($body) }.await;
+                    let result: Result<_, diesel::result::Error> =
+                        $crate::db::within_statement_timeout(
+                            $crate::db::STATEMENT_TIMEOUT,
+                            async { Ok($body) },
+                        )
+                        .await;
                     checkout.settle(&result);
                     drop(checkout);
                     if !$crate::db::retry_after(&result, &mut attempt, $deadline, $kind).await {
@@ -249,11 +255,21 @@ impl<M: deadpool::managed::Manager> Checkout<M> {
     /// answered with an error of its own (a constraint, a deadlock), which leaves the protocol
     /// in step. Any other failure (I/O, a broken or desynchronised connection, a server going
     /// away or not serving) closes it on drop.
+    ///
+    /// A connection lost or not served drops the pool's idle connections too: made to the same
+    /// server, they are most likely dead or refused as well (a database node killed, a Galera
+    /// node out of the primary component), and each would cost a read one of its few retries.
+    /// New connections go to the node that serves (`hosts.rs`).
     pub(crate) fn settle<T>(&mut self, result: &Result<T, diesel::result::Error>) {
         self.finished = match result {
             Ok(_) => true,
             Err(e) => classify(e).keeps_connection(),
         };
+        if !self.finished
+            && let Some(pool) = self.conn.as_ref().and_then(deadpool::managed::Object::pool)
+        {
+            pool.retain(|_, _| false);
+        }
     }
 }
 

@@ -51,6 +51,31 @@ const MYSQL_CLIENT_FAILURES: &[&str] = &[
     "TLS error",
     "URL error",
 ];
+/// How long one attempt of a query body may wait for MySQL's answers. A server that dies takes
+/// its sockets with it, but one cut off by the network (a Galera node partitioned, a host
+/// powered off) answers nothing, and the driver has no read timeout of its own: without this a
+/// request, and a lock release, would wait for the kernel to give up on the socket (~15 min).
+/// Far above any statement Ferrum makes.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The message of an attempt that got no answer within [`STATEMENT_TIMEOUT`].
+const NO_ANSWER: &str = "No answer from the database within";
+
+/// Runs one attempt of a query body within [`STATEMENT_TIMEOUT`]: past it, the body is dropped
+/// (its connection is then closed, see `Checkout`) and the attempt is a lost connection.
+#[doc(hidden)]
+pub async fn within_statement_timeout<T>(
+    limit: Duration,
+    attempt: impl Future<Output = Result<T, diesel::result::Error>>,
+) -> Result<T, diesel::result::Error> {
+    match tokio::time::timeout(limit, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::Unknown,
+            Box::new(format!("{NO_ANSWER} {limit:?}")),
+        )),
+    }
+}
+
 /// Server answers that mean the session is ending (MariaDB 1053, 1927, 2006, 2013).
 const SESSION_ENDING: &[&str] = &[
     "Server shutdown in progress",
@@ -90,6 +115,7 @@ pub fn classify(e: &diesel::result::Error) -> Failure {
         E::DatabaseError(_, info) => {
             let message = info.message();
             if MYSQL_CLIENT_FAILURES.iter().any(|p| message.starts_with(p))
+                || message.starts_with(NO_ANSWER)
                 || SESSION_ENDING.iter().any(|m| message.contains(m))
             {
                 Failure::ConnectionLost
@@ -199,6 +225,23 @@ mod tests {
                 assert_eq!(attempt, u32::from(expected), "{message}");
             }
         }
+    }
+
+    /// An attempt that hears nothing within the limit is a lost connection (a read runs again
+    /// on another; a write's outcome is unknown); one that ends in time keeps its outcome.
+    #[tokio::test]
+    async fn an_attempt_without_an_answer_is_a_lost_connection() {
+        let limit = Duration::from_millis(20);
+        let silent = within_statement_timeout(limit, std::future::pending::<Result<(), _>>());
+        let err = silent.await.unwrap_err();
+        assert_eq!(classify(&err), Failure::ConnectionLost, "{err}");
+        assert!(err.to_string().contains("20ms"), "{err}");
+        let answered = within_statement_timeout(limit, async { Ok::<_, diesel::result::Error>(7) });
+        assert_eq!(answered.await.unwrap(), 7);
+        let refused = within_statement_timeout(limit, async {
+            Err::<(), _>(db_error("Duplicate entry 'x' for key 'uuid'"))
+        });
+        assert_eq!(classify(&refused.await.unwrap_err()), Failure::Answered);
     }
 
     #[test]

@@ -64,3 +64,67 @@ async fn a_database_url_whose_first_host_is_down_connects_to_the_next() {
         .expect("read back directly");
     assert_eq!(read.uuid, node.uuid);
 }
+
+#[derive(diesel::QueryableByName)]
+struct ProcessId {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+}
+
+/// Every idle connection of a pool killed at once (the database server restarted, a Galera node
+/// killed): the next read is answered on a new connection, not failed after spending its few
+/// retries on the dead ones, which the first lost connection drops from the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_every_pooled_connection_was_killed_is_answered() {
+    use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+    let Some(server) = crate::util::services::mysql_url() else {
+        return;
+    };
+    let test_db = crate::util::TestDb::on_server(&server).await;
+    let pool = Db::connect(&test_db.url, 16).expect("pool");
+    let node = db::nodes::insert(&pool, &crate::util::fake_hardware_row())
+        .await
+        .expect("insert");
+    // Reads at once until the pool holds more idle connections than a read has attempts.
+    for _ in 0..50 {
+        let reads = (0..64).map(|_| db::nodes::get_by_uuid(&pool, &node.uuid));
+        for read in futures::future::join_all(reads).await {
+            read.expect("read");
+        }
+        if pool.pool_status().idle >= 8 {
+            break;
+        }
+    }
+    let idle = pool.pool_status().idle;
+    assert!(
+        idle >= 8,
+        "only {idle} idle connections: the test would prove nothing"
+    );
+
+    let database = test_db.url.rsplit('/').next().expect("database name");
+    let mut admin = AsyncMysqlConnection::establish(&format!("{server}/mysql"))
+        .await
+        .expect("admin connection");
+    let ids: Vec<ProcessId> = diesel::sql_query(format!(
+        "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = '{database}'"
+    ))
+    .load(&mut admin)
+    .await
+    .expect("the pool's connections");
+    assert!(
+        ids.len() >= idle,
+        "{} of {idle} connections seen",
+        ids.len()
+    );
+    for ProcessId { id } in ids {
+        diesel::sql_query(format!("KILL CONNECTION {id}"))
+            .execute(&mut admin)
+            .await
+            .expect("kill");
+    }
+
+    let read = db::nodes::get_by_uuid(&pool, &node.uuid)
+        .await
+        .expect("a read after the connections died");
+    assert_eq!(read.uuid, node.uuid);
+}
