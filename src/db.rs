@@ -255,21 +255,11 @@ impl<M: deadpool::managed::Manager> Checkout<M> {
     /// answered with an error of its own (a constraint, a deadlock), which leaves the protocol
     /// in step. Any other failure (I/O, a broken or desynchronised connection, a server going
     /// away or not serving) closes it on drop.
-    ///
-    /// A connection lost or not served drops the pool's idle connections too: made to the same
-    /// server, they are most likely dead or refused as well (a database node killed, a Galera
-    /// node out of the primary component), and each would cost a read one of its few retries.
-    /// New connections go to the node that serves (`hosts.rs`).
     pub(crate) fn settle<T>(&mut self, result: &Result<T, diesel::result::Error>) {
         self.finished = match result {
             Ok(_) => true,
             Err(e) => classify(e).keeps_connection(),
         };
-        if !self.finished
-            && let Some(pool) = self.conn.as_ref().and_then(deadpool::managed::Object::pool)
-        {
-            pool.retain(|_, _| false);
-        }
     }
 }
 

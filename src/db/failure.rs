@@ -99,8 +99,12 @@ const STORAGE: &[&str] = &[
     "Error writing file",
 ];
 /// MariaDB Galera's 1047 (also when the node left the cluster's primary component under a
-/// running session).
-const NOT_SERVING: &[&str] = &["WSREP has not yet prepared node"];
+/// running session), and a write's replication refused for the same reason (the transaction
+/// is rolled back: nothing was applied).
+const NOT_SERVING: &[&str] = &[
+    "WSREP has not yet prepared node",
+    "Not connected to Primary Component",
+];
 /// Server answers that roll back and can be tried again (1213, 1205; SQLite's busy file).
 const TRANSIENT: &[&str] = &[
     "Deadlock found",
@@ -257,12 +261,16 @@ mod tests {
             "Lock wait timeout exceeded; try restarting transaction",
             "database is locked",
         ];
-        assert_eq!(
-            classify(&db_error(
-                "WSREP has not yet prepared node for application use"
-            )),
-            Failure::NotServing
-        );
+        for message in [
+            "WSREP has not yet prepared node for application use",
+            "Error while appending streaming replication fragment(provider status: Not connected to Primary Component)",
+        ] {
+            assert_eq!(
+                classify(&db_error(message)),
+                Failure::NotServing,
+                "{message}"
+            );
+        }
         for (messages, failure) in [
             (&lost[..], Failure::ConnectionLost),
             (&transient[..], Failure::Transient),

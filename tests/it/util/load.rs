@@ -983,6 +983,9 @@ impl Verdict {
             *states.entry(n.provision_state.to_string()).or_default() += 1;
         }
         text.push_str(&format!("    {}: final states {states:?}\n", self.name));
+        for (kind, n) in t.five_xx_kinds.iter().take(5) {
+            text.push_str(&format!("    {}: 5xx x{n}: {kind}\n", self.name));
+        }
         let mut errors: BTreeMap<String, usize> = BTreeMap::new();
         for n in &self.nodes {
             if let Some(e) = &n.last_error {
