@@ -141,7 +141,7 @@ pub async fn start(
     let host = ctx.host.clone();
     // Before the lease: a port that cannot be had stops the start with nothing taken.
     if let Some(bind) = ctx.config.http_bind {
-        image_server::start(bind, ctx.config.http_root.clone(), shutdown.clone()).await?;
+        image_server::start(bind, ctx.config.http_root.clone(), shutdown.clone())?;
     }
     lease::acquire(&ctx).await?;
     // Renewed from now on, also while recovering: a namesake starting now sees it move.

@@ -15,18 +15,49 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::util::{
-    Api,
+    Api, STABLE_STATES,
     lab::{HOST_IP, Lab},
     redfish::{Emulator, EmulatorOptions},
+    watch::EventStream,
 };
 
-/// Polls node `uuid` until it is in `state` with its lock released; panics (with the lab's
-/// logs) when it settles elsewhere or `limit` passes.
+/// Waits until node `uuid` is in `state` with its lock released; panics (with the lab's logs)
+/// when it settles elsewhere or `limit` passes. Woken by the node's events on the watch
+/// (`/ferrum/v1/watch`), as a client that does not poll: the node is read only when an event
+/// says it rests somewhere (or after a minute without one), so Ferrum's CPU time in a phase is
+/// the phase's own, not the test's GETs.
 async fn wait_state(api: &Api, lab: &Lab, uuid: &str, state: &str, limit: Duration) -> Value {
-    api.wait_settled(uuid, state, limit, Duration::from_millis(500), || {
-        lab.diagnostics()
-    })
-    .await
+    let deadline = Instant::now() + limit;
+    let (mut events, _) = EventStream::open(&api.base, &format!("node={uuid}")).await;
+    loop {
+        let node = api.node(uuid).await;
+        let now = node["provision_state"].as_str().unwrap_or_default();
+        let unlocked = node["reservation"].is_null();
+        if now == state && unlocked {
+            return node;
+        }
+        assert!(
+            !(STABLE_STATES.contains(&now) && unlocked) && Instant::now() < deadline,
+            "node {uuid} is in {now}, not {state} (within {limit:?}): {node}\n{}",
+            lab.diagnostics()
+        );
+        if now == state {
+            // There, still locked: the flow is finishing.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        // Until an event says the node rests in a stable state, or a minute without one.
+        let until = deadline.min(Instant::now() + Duration::from_secs(60));
+        while let Some(event) = events
+            .next(until.saturating_duration_since(Instant::now()))
+            .await
+        {
+            let then = event.data["provision_state"].as_str().unwrap_or_default();
+            if then == state || STABLE_STATES.contains(&then) {
+                break;
+            }
+        }
+    }
 }
 
 /// Waits until the serial console holds `text` (the image's boot after `active`).
@@ -56,14 +87,17 @@ fn assert_network_boot_withdrawn(lab: &Lab, uuid: &str) {
     }
 }
 
-/// One phase's time and Ferrum's CPU time in it, printed as it ends; once Ferrum's idle rate is
-/// measured ([`Phases::measure_idle`]), also the CPU time beyond what it spends idle (its
-/// periodic tasks, the test's polling) in as long a time: the phase's own cost.
+/// One phase's time and Ferrum's CPU time in it, printed as it ends, with the part its file
+/// server spent (the ramdisk's and image's bytes); once Ferrum's idle rate is measured
+/// ([`Phases::measure_idle`]), also the CPU time beyond what it spends idle (its periodic tasks,
+/// the test's polling) in as long a time, files apart: the phase's own cost.
 struct Phases {
     start: Instant,
     last: Instant,
     last_cpu: Duration,
-    /// Ferrum's CPU seconds per second while nothing happens but the test's polling.
+    last_files: Duration,
+    /// Ferrum's CPU seconds per second, files apart, while nothing happens but the test's
+    /// polling.
     idle_rate: Option<f64>,
 }
 
@@ -74,40 +108,45 @@ impl Phases {
             start: now,
             last: now,
             last_cpu: Duration::ZERO,
+            last_files: Duration::ZERO,
             idle_rate: None,
         }
     }
 
     fn done(&mut self, lab: &Lab, what: &str) {
-        let cpu = lab.ferrum_cpu();
+        let (cpu, files) = (lab.ferrum_cpu(), lab.ferrum_files_cpu());
         let seconds = self.last.elapsed().as_secs_f64();
         let used = cpu.saturating_sub(self.last_cpu).as_secs_f64();
+        let served = files.saturating_sub(self.last_files).as_secs_f64();
         let beyond = self.idle_rate.map_or(String::new(), |rate| {
-            format!("; beyond idle {:>6.1} ms", (used - rate * seconds) * 1e3)
+            format!(
+                "; own beyond idle {:>6.1} ms",
+                (used - served - rate * seconds) * 1e3
+            )
         });
         eprintln!(
-            "  {what:<62} {seconds:>7.1} s  (Ferrum's CPU {:>7.1} ms{beyond})",
-            used * 1e3
+            "  {what:<62} {seconds:>7.1} s  (Ferrum's CPU {:>7.1} ms, files {:>6.1} ms{beyond})",
+            used * 1e3,
+            served * 1e3
         );
         self.last = Instant::now();
         self.last_cpu = cpu;
+        self.last_files = files;
     }
 
-    /// Ferrum's idle rate: its CPU time over `window` in which the test polls the node as
-    /// [`wait_state`] does and nothing else happens.
-    async fn measure_idle(&mut self, lab: &Lab, api: &Api, uuid: &str, window: Duration) {
+    /// Ferrum's idle rate: its CPU time over `window` in which nothing happens but its periodic
+    /// work (the test waits on the watch, [`wait_state`], without polling).
+    async fn measure_idle(&mut self, lab: &Lab, window: Duration) {
         let (start, cpu) = (Instant::now(), lab.ferrum_cpu());
-        while start.elapsed() < window {
-            api.node(uuid).await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        let used = lab.ferrum_cpu().saturating_sub(cpu).as_secs_f64();
-        let rate = used / start.elapsed().as_secs_f64();
+        let files = lab.ferrum_files_cpu();
+        tokio::time::sleep(window).await;
+        let used = lab
+            .ferrum_cpu()
+            .saturating_sub(cpu)
+            .saturating_sub(lab.ferrum_files_cpu().saturating_sub(files));
+        let rate = used.as_secs_f64() / start.elapsed().as_secs_f64();
         self.idle_rate = Some(rate);
-        self.done(
-            lab,
-            &format!("idle, polled (Ferrum's CPU {:.2} ms/s)", rate * 1e3),
-        );
+        self.done(lab, &format!("idle (Ferrum's CPU {:.2} ms/s)", rate * 1e3));
     }
 
     fn total(&self) -> f64 {
@@ -186,9 +225,7 @@ async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Op
         assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
     }
     phases.done(&lab, "enroll (node, port, validate)");
-    phases
-        .measure_idle(&lab, &api, &uuid, Duration::from_secs(10))
-        .await;
+    phases.measure_idle(&lab, Duration::from_secs(20)).await;
     Some(Enrolled {
         lab,
         api,

@@ -55,6 +55,17 @@ pub struct ClusterOptions {
     pub links: Vec<(String, Links)>,
 }
 
+/// The provision states a node rests in: one that rests unlocked in another than the one waited
+/// for will not get there by itself.
+pub const STABLE_STATES: [&str; 6] = [
+    "active",
+    "deploy failed",
+    "available",
+    "manageable",
+    "clean failed",
+    "enroll",
+];
+
 /// One process's own way to the database server and the broker.
 #[derive(Debug, Clone)]
 pub struct Links {
@@ -791,14 +802,6 @@ impl Api {
         poll: Duration,
         context: impl Fn() -> String,
     ) -> Value {
-        const STABLE: [&str; 6] = [
-            "active",
-            "deploy failed",
-            "available",
-            "manageable",
-            "clean failed",
-            "enroll",
-        ];
         let deadline = Instant::now() + limit;
         loop {
             let node = self.node(uuid).await;
@@ -807,7 +810,7 @@ impl Api {
             if now == state && unlocked {
                 return node;
             }
-            let stuck = STABLE.contains(&now) && unlocked;
+            let stuck = STABLE_STATES.contains(&now) && unlocked;
             if stuck || Instant::now() >= deadline {
                 panic!(
                     "node {uuid} is in {now}, not {state} (within {limit:?}): {node}\n{}",

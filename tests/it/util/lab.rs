@@ -91,9 +91,12 @@ pub struct Lab {
 /// A process's CPU time to the nanosecond: every 100 ms, each of its threads' time on a CPU
 /// (`/proc/<pid>/task/<tid>/schedstat`), kept per thread, so that a thread that ends keeps what
 /// it used (up to its last 100 ms: a worker thread of tokio's ends after 10 s idle). The USER_HZ
-/// ticks of `/proc/<pid>/stat` (10 ms) cannot tell a 5 ms deploy from idle.
+/// ticks of `/proc/<pid>/stat` (10 ms) cannot tell a 5 ms deploy from idle. The threads of the
+/// conductor's file server (named `ferrum-files*`: the bytes of ramdisks and images) are kept
+/// apart from the rest.
 struct CpuMeter {
-    threads: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, u64>>>,
+    /// Per thread: whether it serves files, and its CPU nanoseconds.
+    threads: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, (bool, u64)>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -116,10 +119,12 @@ impl CpuMeter {
                     let ns = std::fs::read_to_string(task.path().join("schedstat"))
                         .ok()
                         .and_then(|s| s.split(' ').next()?.parse::<u64>().ok());
+                    let files = std::fs::read_to_string(task.path().join("comm"))
+                        .is_ok_and(|name| name.starts_with("ferrum-files"));
                     if let Some(ns) = ns {
                         let mut threads = threads.lock().expect("cpu meter");
                         let seen = threads.entry(tid).or_default();
-                        *seen = (*seen).max(ns);
+                        *seen = (files, seen.1.max(ns));
                     }
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -128,8 +133,21 @@ impl CpuMeter {
         meter
     }
 
+    /// The CPU time of the file server's threads.
+    fn files(&self) -> Duration {
+        let threads = self.threads.lock().expect("cpu meter");
+        Duration::from_nanos(threads.values().filter(|t| t.0).map(|t| t.1).sum())
+    }
+
     fn total(&self) -> Duration {
-        Duration::from_nanos(self.threads.lock().expect("cpu meter").values().sum())
+        Duration::from_nanos(
+            self.threads
+                .lock()
+                .expect("cpu meter")
+                .values()
+                .map(|t| t.1)
+                .sum(),
+        )
     }
 }
 
@@ -434,6 +452,11 @@ impl Lab {
     /// Ferrum's CPU time so far, to the nanosecond (see [`CpuMeter`]); zero before it starts.
     pub fn ferrum_cpu(&self) -> Duration {
         self.cpu.as_ref().map_or(Duration::ZERO, CpuMeter::total)
+    }
+
+    /// The part of [`Lab::ferrum_cpu`] spent by its file server (ramdisk and image bytes).
+    pub fn ferrum_files_cpu(&self) -> Duration {
+        self.cpu.as_ref().map_or(Duration::ZERO, CpuMeter::files)
     }
 
     /// The last `lines` lines of Ferrum's log.

@@ -14,9 +14,10 @@ pub mod mysql_template;
 pub mod private;
 pub mod redfish;
 pub mod services;
+pub mod watch;
 
 pub use app::TestApp;
-pub use cluster::{Api, Cluster, ClusterOptions, Reply};
+pub use cluster::{Api, Cluster, ClusterOptions, Reply, STABLE_STATES};
 pub use private::{PrivateMariaDb, PrivateRabbit};
 pub use services::{Stack, TestDb, amqp_url, clients_venv, fake_hardware_row, ipa_sandbox};
 
