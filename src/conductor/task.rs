@@ -150,10 +150,27 @@ async fn change_node_waiting(
         }
         let writer = (ctx.host.as_str(), node.provision_state);
         let write = changes.clone();
-        if db::nodes::update_unlocked(&ctx.db, node.id, node.version, writer, write, deadline)
-            .await?
-        {
-            changes.mirror_into(&mut node);
+        let written =
+            db::nodes::update_unlocked(&ctx.db, node.id, node.version, writer, write, deadline)
+                .await;
+        let landed = match written {
+            Ok(true) => {
+                changes.mirror_into(&mut node);
+                Some(node)
+            }
+            Ok(false) => None,
+            // The database's answer was lost (its connection, its node): the write may have
+            // landed, taking the lock, with no flow left to release it and every retry of the
+            // request answered as applied. Read back whether the request's id is on the node.
+            Err(e @ Error::DatabaseUnavailable(_)) => {
+                match written_by(ctx, uuid, request_id.as_deref(), hold).await {
+                    Some(now) => Some(now),
+                    None => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(node) = landed {
             let task = (hold == Hold::Keep).then(|| Task {
                 ctx: ctx.clone(),
                 node: node.clone(),
@@ -163,6 +180,22 @@ async fn change_node_waiting(
         }
         node = read_after_race(ctx, uuid, deadline, &mut races, "this request was applied").await?;
     }
+}
+
+/// Node `uuid` as read back after a write whose answer was lost, if that write landed: the
+/// node carries the request's id (which it did not before the write) and, for a write that
+/// took the lock, this conductor's lock. None when it did not land, when there is no request
+/// id to tell, or when the node cannot be read either.
+async fn written_by(ctx: &Ctx, uuid: &str, request_id: Option<&str>, hold: Hold) -> Option<Node> {
+    let request_id = request_id?;
+    let now = db::nodes::get_by_uuid(&ctx.db, uuid).await.ok()?;
+    let locked_by_us = now.reservation.as_deref() == Some(ctx.host.as_str());
+    let landed =
+        now.last_request_id.as_deref() == Some(request_id) && (hold != Hold::Keep || locked_by_us);
+    if landed {
+        warn!(node.uuid = %uuid, "The database's answer to a change of node {uuid} was lost; it had been applied, and the work goes on");
+    }
+    landed.then_some(now)
 }
 
 /// Refuses to decide on a read of node `uuid` (or of its children) once this conductor's lease
