@@ -46,7 +46,7 @@ pub use connect::{Backend, DEFAULT_HISTORY_MAX_ENTRIES, check_url, redact_url, s
 pub(crate) use errors::duplicate_is_conflict;
 pub(crate) use failure::not_written_past;
 #[doc(hidden)]
-pub use failure::{Body, Checkouts, STATEMENT_TIMEOUT, retry_after, within_statement_timeout};
+pub use failure::{Body, STATEMENT_TIMEOUT, retry_after, within_statement_timeout};
 pub use failure::{Failure, classify};
 pub(crate) use listing::{order_after, order_after_nullable, order_by_id};
 
@@ -110,8 +110,7 @@ pub struct Db {
 /// `reads`, for a body that only reads, a lost connection (a database node killed, a server
 /// restarted) is also such an answer: the body runs again on another connection. A write's is
 /// not: whether it was applied is unknown. On MySQL an attempt that gets no answer within
-/// [`STATEMENT_TIMEOUT`] is a lost connection, and a connection that cannot be made is tried
-/// again for a few seconds ([`Checkouts`]): nothing was sent.
+/// [`STATEMENT_TIMEOUT`] is a lost connection.
 macro_rules! with_conn_result {
     ($db:expr, |$conn:ident| $body:expr) => {
         $crate::db::with_conn_result!(@run $db, None, $crate::db::Body::Writes, |$conn| $body)
@@ -122,20 +121,12 @@ macro_rules! with_conn_result {
     ($db:expr, until $deadline:expr, |$conn:ident| $body:expr) => {
         $crate::db::with_conn_result!(@run $db, $deadline, $crate::db::Body::Writes, |$conn| $body)
     };
-    ($db:expr, reads until $deadline:expr, |$conn:ident| $body:expr) => {
-        $crate::db::with_conn_result!(@run $db, $deadline, $crate::db::Body::Reads, |$conn| $body)
-    };
     (@run $db:expr, $deadline:expr, $kind:expr, |$conn:ident| $body:expr) => {
         match &$db.pool {
             $crate::db::Pool::Mysql(pool) => {
-                let (mut attempt, mut checkouts) = (0, $crate::db::Checkouts::start());
+                let mut attempt = 0;
                 loop {
-                    let pooled = match pool.get().await {
-                        Ok(pooled) => pooled,
-                        Err(e) if checkouts.again(&e, $deadline).await => continue,
-                        Err(e) => return Err(From::from(e)),
-                    };
-                    let mut checkout = $crate::db::Checkout::new(pooled);
+                    let mut checkout = $crate::db::Checkout::new(pool.get().await?);
                     let $conn: &mut diesel_async::AsyncMysqlConnection = &mut checkout;
                     // `?` in the body ends this block, not the caller, so the outcome is seen here.
                     let result: Result<_, diesel::result::Error> =

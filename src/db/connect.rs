@@ -14,7 +14,7 @@ use futures::FutureExt;
 use super::hosts::MysqlHosts;
 use super::{
     Db, MYSQL_MIGRATIONS, MysqlPool, Pool, SQLITE_MIGRATIONS, SqliteConn, SqlitePool, durable,
-    with_conn_result,
+    with_conn, with_conn_result,
 };
 use crate::error::{Error, Result};
 
@@ -204,12 +204,10 @@ impl Db {
         }
     }
 
-    /// One round trip, at once (no attempt again, no wait for a connection that cannot be
-    /// made): to fail early at start-up when the server is not there, and for health checks.
+    /// One round trip, to fail early at start-up when the server is not there.
     pub async fn ping(&self) -> Result<()> {
         use diesel_async::SimpleAsyncConnection;
-        let now = Some(tokio::time::Instant::now());
-        with_conn_result!(self, reads until now, |conn| conn.batch_execute("SELECT 1").await?)?;
+        with_conn!(self, |conn| conn.batch_execute("SELECT 1").await?);
         Ok(())
     }
 

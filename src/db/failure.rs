@@ -181,65 +181,6 @@ pub async fn retry_after<T>(
     true
 }
 
-/// How long a statement waits at most for a connection that cannot be made (every host refused
-/// it or is not serving: a server restarting, a Galera cluster re-forming after losing a node,
-/// 2-4 s) before it fails (503). Nothing was sent, so a write waits as a read does. A host that
-/// does not answer at all is not waited for twice: its connect timeout alone uses this up.
-const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
-/// The first wait between two connection attempts (doubling) and the longest.
-const CONNECT_BACKOFF: Duration = Duration::from_millis(50);
-const CONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-/// The attempts of one statement to get a connection from the pool
-/// ([`with_conn_result!`](super::with_conn_result)).
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct Checkouts {
-    started: tokio::time::Instant,
-    attempt: u32,
-}
-
-impl Checkouts {
-    /// Before the first attempt.
-    pub fn start() -> Checkouts {
-        Checkouts {
-            started: tokio::time::Instant::now(),
-            attempt: 0,
-        }
-    }
-
-    /// Whether the pool's `error` was a connection that could not be made, worth another
-    /// attempt within [`CONNECT_PATIENCE`] and before `deadline`; if so, waits the backoff. A
-    /// pool whose connections are all busy (its wait timeout) is not tried again.
-    pub async fn again(
-        &mut self,
-        error: &diesel_async::pooled_connection::deadpool::PoolError,
-        deadline: Option<tokio::time::Instant>,
-    ) -> bool {
-        use deadpool::managed::{PoolError, TimeoutType};
-        let not_made = matches!(
-            error,
-            PoolError::Backend(_)
-                | PoolError::Timeout(TimeoutType::Create)
-                | PoolError::PostCreateHook(_)
-        );
-        if !not_made {
-            return false;
-        }
-        let now = tokio::time::Instant::now();
-        let backoff = (CONNECT_BACKOFF * 2u32.pow(self.attempt.min(5))).min(CONNECT_BACKOFF_MAX)
-            + Duration::from_micros(rand::random_range(0..10_000));
-        let next = now + backoff;
-        if next > self.started + CONNECT_PATIENCE || deadline.is_some_and(|d| next >= d) {
-            return false;
-        }
-        self.attempt += 1;
-        tracing::debug!(%error, attempt = self.attempt, "no database connection could be made; trying again");
-        tokio::time::sleep(backoff).await;
-        true
-    }
-}
-
 /// What a write that retried transient refusals only until `deadline` amounts to: a refusal
 /// left when the deadline has passed was rolled back, so it is a write that did not happen, as
 /// one that matched no row (0 rows); its caller tells the two apart by the deadline.
@@ -263,32 +204,6 @@ mod tests {
             diesel::result::DatabaseErrorKind::Unknown,
             Box::new(message.to_owned()),
         )
-    }
-
-    /// A connection that could not be made is tried again, until the patience or the caller's
-    /// deadline would pass; a pool whose connections are all busy is not.
-    /// (Waits the patience out in real time: ~5 s.)
-    #[tokio::test]
-    async fn a_connection_not_made_is_tried_again_within_the_patience() {
-        use deadpool::managed::{PoolError, TimeoutType};
-        let not_made: diesel_async::pooled_connection::deadpool::PoolError =
-            PoolError::Timeout(TimeoutType::Create);
-        let busy: diesel_async::pooled_connection::deadpool::PoolError =
-            PoolError::Timeout(TimeoutType::Wait);
-        assert!(!Checkouts::start().again(&busy, None).await);
-        let now = Some(tokio::time::Instant::now());
-        assert!(!Checkouts::start().again(&not_made, now).await);
-        let mut checkouts = Checkouts::start();
-        let mut attempts = 0;
-        while checkouts.again(&not_made, None).await {
-            attempts += 1;
-        }
-        let waited = checkouts.started.elapsed();
-        assert!(attempts >= 5, "{attempts} attempts");
-        assert!(
-            waited <= CONNECT_PATIENCE && waited >= CONNECT_PATIENCE - CONNECT_BACKOFF_MAX * 2,
-            "{waited:?}"
-        );
     }
 
     /// Runs again: a transient refusal and a node not serving, for any body; a lost

@@ -26,13 +26,8 @@ pub struct LinkProxy {
 impl LinkProxy {
     /// A proxy to `host:port`, open.
     pub async fn start(host: &str, port: u16) -> LinkProxy {
-        LinkProxy::start_at(0, host, port).await
-    }
-
-    /// A proxy to `host:port` listening on loopback's `listen` port (0: any free one), open.
-    pub async fn start_at(listen: u16, host: &str, port: u16) -> LinkProxy {
         let target = (host.to_owned(), port);
-        let listener = TcpListener::bind(("127.0.0.1", listen))
+        let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("proxy listener");
         let port = listener.local_addr().expect("proxy port").port();
