@@ -242,12 +242,17 @@ impl Serving {
         info!(conductor.host = %host, "Conductor {host} is shutting down");
         ctx.lease.set_serving(false);
         stop_consuming.cancel();
+        // Each stage is logged: a stop that takes long (or, after a lost lease, is cut short
+        // by the process's exit) shows where it waited.
+        info!(conductor.host = %host, "Stopping: waiting for the requests being handled");
         match serving.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => warn!(error = %e, "RPC server ended with an error"),
             Err(e) => error!(error = %e, "RPC server task failed"),
         }
         ctx.tracker.close();
+        info!(conductor.host = %host, running = ctx.tracker.len(),
+            "Stopping: waiting for the running work");
         if tokio::time::timeout(ctx.config.graceful_shutdown_timeout, ctx.tracker.wait())
             .await
             .is_err()
@@ -257,6 +262,7 @@ impl Serving {
             ctx.tracker.wait().await;
         }
         // A console runs in this process; the next conductor of its node starts it again.
+        info!(conductor.host = %host, "Stopping: stopping the consoles");
         ctx.drivers.stop_consoles().await;
         if ctx.lease.is_lost() {
             // Lost before or while draining: the name may be another process's by now, and its

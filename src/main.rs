@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    telemetry::finish(runtime.block_on(async {
+    let result = runtime.block_on(async {
         match command {
             Command::AllInOne(args) => {
                 let config = load(&args)?;
@@ -78,7 +78,11 @@ fn main() -> anyhow::Result<()> {
                 service::db_sync(&config).await
             }
         }
-    }))
+    });
+    // The service has stopped; a blocking task still running (a DNS lookup, a password hash)
+    // must not hold the exit up, as dropping the runtime would wait for it without limit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    telemetry::finish(result)
 }
 
 /// The configuration, checked, and the interfaces it enables checked by the drivers (which

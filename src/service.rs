@@ -374,10 +374,39 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
     Arc::get_mut(&mut ctx)
         .context("a new conductor context is not shared")?
         .notifier = notifier(&config, Service::Conductor, sink.as_ref(), feed);
+    exit_soon_after_losing_lease(ctx.lease.clone());
     let stopped = conductor::run(ctx, transport, shutdown).await;
     // After the conductor's graceful stop: its last notifications are queued.
     flush(config.notifications.flush_timeout, publishers).await;
     stopped
+}
+
+/// How long a conductor process may take to stop once it lost its lease.
+const LOST_LEASE_EXIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A conductor that lost its lease must be gone soon: its nodes may be another's by now, the
+/// hash rings count it as gone, and only its restart (which recovers what it held) brings it
+/// back. Its stop is bounded by its parts' own limits; should one of them wedge anyway, this
+/// ends the process `LOST_LEASE_EXIT_LIMIT` after the loss, from a thread of its own that a
+/// wedged runtime cannot hold up. For the processes of the binary only, never a test's.
+fn exit_soon_after_losing_lease(lease: Arc<conductor::lease::Lease>) {
+    tokio::spawn(async move {
+        lease.lost().await;
+        let watchdog = std::thread::Builder::new()
+            .name("ferrum-exit".to_owned())
+            .spawn(|| {
+                std::thread::sleep(LOST_LEASE_EXIT_LIMIT);
+                tracing::error!(
+                    "The conductor lost its lease {LOST_LEASE_EXIT_LIMIT:?} ago and has not \
+                     stopped (the log's last 'Stopping:' line tells where it is held up); \
+                     exiting now, its restart recovers its nodes"
+                );
+                std::process::exit(1);
+            });
+        if let Err(e) = watchdog {
+            warn!(error = %e, "could not start the thread that bounds the stop after a lost lease");
+        }
+    });
 }
 
 /// `ferrum all-in-one` (and `ferrum` alone): the API and one conductor in one process, by
@@ -389,6 +418,7 @@ pub async fn run_all_in_one(config: Config, shutdown: CancellationToken) -> anyh
         shutdown.clone(),
     )
     .await?;
+    exit_soon_after_losing_lease(all.conductor().lease.clone());
     let new_database = all.new_database;
     let served = serve_api(&config, all.api_state(), shutdown, || {
         banner(&config, new_database)

@@ -165,8 +165,15 @@ async fn driver_properties_and_raid_logical_disk_properties() {
     let props = r.body.as_object().unwrap();
     let mut names: Vec<_> = props.keys().cloned().collect();
     names.sort();
-    // The fake deploy (the default) reads its two test hooks; fake power and management none.
-    assert_eq!(names, ["fake_deploy_delay", "fake_deploy_panic"]);
+    // The fake deploy (the default) reads its test hooks; fake power and management none.
+    assert_eq!(
+        names,
+        [
+            "fake_deploy_block",
+            "fake_deploy_delay",
+            "fake_deploy_panic"
+        ]
+    );
     assert!(
         props
             .values()

@@ -466,3 +466,61 @@ async fn a_conductor_stopped_while_its_broker_link_is_silent_exits() {
     );
     cluster.assert_no_locks().await;
 }
+
+/// Multi-host: a conductor that loses its lease (another process claimed its host name) while a
+/// driver call blocks one of its threads, where no cancelling reaches it, still exits within
+/// seconds: nothing it does counts any more, the rings see it as gone, and only its restart
+/// recovers the node. Before the bound it waited for the call, here ten minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_that_lost_its_lease_exits_even_while_a_driver_call_is_stuck() {
+    let Some(mut cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let api = cluster.api.clone();
+    let node = api
+        .available_node(json!({"driver_info": {"fake_deploy_block": 600}}))
+        .await;
+    let node = node["uuid"].as_str().unwrap().to_owned();
+    api.accepted(&node, "active").await;
+    let started = format!("fake deploy started on node {node}");
+    let waited = Instant::now();
+    while !cluster.log_of("conductor0").contains(&started) {
+        assert!(waited.elapsed() < PATIENCE, "the deploy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A namesake takes the lease over, exactly as one does after the lease ran out.
+    let host = cluster.conductor_hosts[0].clone();
+    let db = &cluster.db.db;
+    loop {
+        let row = ferrum::db::conductors::get(db, &host).await.unwrap();
+        let claim =
+            ferrum::db::conductors::claim(db, &host, "a-namesake", &[], &json!({}), "", Some(&row))
+                .await
+                .unwrap();
+        if matches!(claim, ferrum::db::conductors::Claim::Claimed) {
+            break;
+        }
+    }
+    let lost_at = Instant::now();
+    let status = cluster.wait_exit("conductor0").await;
+    let exited_after = lost_at.elapsed();
+    eprintln!("lease lost during a stuck driver call: exited after {exited_after:?}");
+    assert!(!status.success(), "it exits with an error: {status}");
+    // The lease is noticed lost at the next renewal (1 s), then 10 s of grace.
+    assert!(
+        exited_after < Duration::from_secs(20),
+        "exited after {exited_after:?}"
+    );
+    let log = cluster.log_of("conductor0");
+    assert!(log.contains("has not stopped"), "{log}");
+    assert!(
+        log.contains("Stopping: waiting for the running work"),
+        "{log}"
+    );
+}

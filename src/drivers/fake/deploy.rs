@@ -1,4 +1,5 @@
-//! The fake deploy, with its test hooks (`fake_deploy_delay`, `fake_deploy_panic`), and the
+//! The fake deploy, with its test hooks (`fake_deploy_delay`, `fake_deploy_block`,
+//! `fake_deploy_panic`), and the
 //! [`DeployGate`] an in-process test may hand it to hold deploys until it lets them through.
 
 use std::{sync::Arc, time::Duration};
@@ -84,8 +85,9 @@ impl Default for DeployGate {
 }
 
 impl FakeDeploy {
-    fn delay(node: &Node) -> Result<Option<Duration>, DriverError> {
-        match node.driver_info.get("fake_deploy_delay") {
+    /// The seconds of the hook `key` in the node's driver_info, 0 to 3600, if set.
+    fn seconds(node: &Node, key: &str) -> Result<Option<Duration>, DriverError> {
+        match node.driver_info.get(key) {
             None => Ok(None),
             Some(v) => v
                 .as_f64()
@@ -94,7 +96,7 @@ impl FakeDeploy {
                 .map(Some)
                 .ok_or_else(|| {
                     DriverError::InvalidParameterValue(format!(
-                        "driver_info/fake_deploy_delay must be 0 to 3600 seconds, not {v}"
+                        "driver_info/{key} must be 0 to 3600 seconds, not {v}"
                     ))
                 }),
         }
@@ -107,12 +109,16 @@ impl DeployInterface for FakeDeploy {
         "fake"
     }
 
-    /// The two test hooks of the module's documentation (Ironic's fake deploy reads none).
+    /// The test hooks of the module's documentation (Ironic's fake deploy reads none).
     fn properties(&self) -> Properties {
         &[
             (
                 "fake_deploy_delay",
                 "How many seconds the fake deploy step takes, 0 to 3600. Optional.",
+            ),
+            (
+                "fake_deploy_block",
+                "How many seconds the fake deploy step blocks its thread, 0 to 3600: a driver stuck in a call that cannot be cut short. Optional.",
             ),
             (
                 "fake_deploy_panic",
@@ -122,7 +128,8 @@ impl DeployInterface for FakeDeploy {
     }
 
     fn validate(&self, node: &Node) -> Result<(), DriverError> {
-        Self::delay(node).map(|_| ())
+        Self::seconds(node, "fake_deploy_delay")?;
+        Self::seconds(node, "fake_deploy_block").map(|_| ())
     }
 
     async fn prepare(&self, _node: &Node) -> Result<(), DriverError> {
@@ -137,8 +144,12 @@ impl DeployInterface for FakeDeploy {
         if let Some(gate) = &self.gate {
             gate.pass(uuid).await;
         }
-        if let Some(delay) = Self::delay(node)? {
+        if let Some(delay) = Self::seconds(node, "fake_deploy_delay")? {
             tokio::time::sleep(delay).await;
+        }
+        if let Some(block) = Self::seconds(node, "fake_deploy_block")? {
+            // Deliberately blocks a runtime thread: nothing awaiting this can cut it short.
+            std::thread::sleep(block);
         }
         if let Some(message) = node.driver_info.get("fake_deploy_panic") {
             panic!("fake deploy asked to panic: {message}");
