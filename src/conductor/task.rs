@@ -162,12 +162,11 @@ async fn change_node_waiting(
             // The database's answer was lost (its connection, its node): the write may have
             // landed, taking the lock, with no flow left to release it and every retry of the
             // request answered as applied. Read back whether the request's id is on the node.
-            Err(e @ Error::DatabaseUnavailable(_)) => {
-                match written_by(ctx, uuid, request_id.as_deref(), hold).await {
-                    Some(now) => Some(now),
-                    None => return Err(e),
-                }
-            }
+            Err(e @ Error::DatabaseUnavailable(_)) => Some(
+                written_by(ctx, uuid, request_id.as_deref(), hold)
+                    .await
+                    .ok_or(e)?,
+            ),
             Err(e) => return Err(e),
         };
         if let Some(node) = landed {

@@ -8,8 +8,11 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::util::{
-    cluster::{Cluster, ClusterOptions, VERSION},
+    amqp_url,
+    cluster::{Cluster, ClusterOptions, Links, VERSION},
+    link_proxy::LinkProxy,
     on_both_stacks,
+    services::mysql_url,
 };
 
 /// Sends `body` with the client's own request id; returns status, body and the echoed id.
@@ -204,4 +207,64 @@ async fn a_call_to_a_conductor_that_dies_is_answered_at_once() {
         r.body
     );
     assert!(r.fault().contains(&owner), "{}", r.body);
+}
+
+/// Multi-host: the database's answer to the change that takes a node's lock for a deploy is
+/// lost (the link breaks right after the statement went through, as when a Galera node dies
+/// after its commit). The change landed: the conductor reads the node back, finds the request's
+/// id on it and its own lock, and runs the deploy, which ends active and unlocked. Before, it
+/// answered 503 and ran nothing, and the client's retry, found applied, left the lock held for
+/// good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_taken_by_a_write_whose_answer_was_lost_is_not_left_behind() {
+    let (Some(mysql), Some(amqp)) = (mysql_url(), amqp_url()) else {
+        return;
+    };
+    // mysql://user[:password]@host:port
+    let (user, server) = mysql
+        .split_once("://")
+        .and_then(|(_, authority)| authority.rsplit_once('@'))
+        .expect("FERRUM_TEST_MYSQL_URL names user and server");
+    let (host, port) = server.rsplit_once(':').unwrap_or((server, "3306"));
+    let proxy = LinkProxy::start(host, port.parse().expect("MySQL port")).await;
+    let Some(cluster) = Cluster::start(ClusterOptions {
+        conductors: 1,
+        links: vec![(
+            "conductor0".to_owned(),
+            Links {
+                mysql_server: format!("mysql://{user}@127.0.0.1:{}", proxy.port),
+                amqp_url: amqp,
+            },
+        )],
+        ..ClusterOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let node = cluster.api.available_node(json!({})).await;
+    let node = node["uuid"].as_str().unwrap().to_owned();
+
+    let request_id = format!("req-{}", uuid::Uuid::new_v4());
+    proxy.cut_after(request_id.as_bytes());
+    let (status, body, _) = with_request_id(
+        &cluster,
+        Method::PUT,
+        &format!("/v1/nodes/{node}/states/provision"),
+        &request_id,
+        json!({"target": "active"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // The cut hit the lock-taking write, not another statement.
+    let log = cluster.log_of("conductor0");
+    assert!(
+        log.contains(&format!(
+            "The database's answer to a change of node {node} was lost"
+        )),
+        "{log}"
+    );
+    let done = cluster.api.wait_for(&node, "active").await;
+    assert_eq!(done["reservation"], Value::Null, "{done}");
+    cluster.assert_no_locks().await;
 }
