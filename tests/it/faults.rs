@@ -375,6 +375,98 @@ async fn galera_cluster_nodes_killed_in_turn() {
     finish(&verdict);
 }
 
+/// A three-node Galera cluster, every node in the database URL: the node every process writes
+/// to is cut off from the other two while it keeps running (`gmcast.isolate`, as a network
+/// partition does: it answers its clients, out of the primary component, refusing their
+/// statements), then let back in. Full service within [`CLUSTER_RECOVERY`] of the cut, the
+/// processes on another node meanwhile; then the rejoin (Galera re-forms its primary component,
+/// which stalls every commit for a few seconds on this machine), and the suite's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn galera_node_written_to_partitioned_from_the_others() {
+    let name = "galera_node_partitioned";
+    let Some(galera) = GaleraCluster::start(3).await else {
+        return;
+    };
+    let options = ClusterOptions {
+        mysql_url: Some(galera.url_of_all()),
+        // As in `galera_cluster_nodes_killed_in_turn`: a lease outlasts Galera's stalls.
+        heartbeat_timeout: 10.0,
+        ..options()
+    };
+    let engines = format!(
+        "Galera cluster of 3 nodes up in {}",
+        secs(galera.first_start)
+    );
+    let Some((mut cluster, mut run)) = cluster_under_load(name, options, engines).await else {
+        return;
+    };
+    let commits = |i: usize| {
+        galera
+            .status(i, "wsrep_local_commits")
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    let before: Vec<u64> = (0..3).map(commits).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let written: Vec<usize> = (0..3).filter(|&i| commits(i) > before[i]).collect();
+    let mut misplaced = Vec::new();
+    if written != [0] {
+        misplaced.push(format!(
+            "nodes written to: {written:?}, not the first alone"
+        ));
+    }
+    let cut = Instant::now();
+    galera.isolate(0, true);
+    let served = run.time_to_full_service(cut, Duration::from_secs(20)).await;
+    // The partition lasts a while under the load, the processes on the next node.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before: Vec<u64> = (0..3).map(commits).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let written: Vec<usize> = (0..3).filter(|&i| commits(i) > before[i]).collect();
+    if written.len() != 1 || written[0] == 0 {
+        misplaced.push(format!(
+            "nodes written to while node 1 is cut off: {written:?}"
+        ));
+    }
+    let healed = Instant::now();
+    galera.isolate(0, false);
+    let whole = galera.wait_whole(Duration::from_secs(60)).await;
+    let served_after = run
+        .time_to_full_service(healed, Duration::from_secs(30))
+        .await;
+    run.note(format!(
+        "Galera node 1 (written to) cut off from the others: full service {} later; let back \
+         in: the cluster whole {} later, full service {} after",
+        served.map_or("never (20 s)".to_owned(), secs),
+        whole.map_or("never (60 s)".to_owned(), secs),
+        served_after.map_or("never (30 s)".to_owned(), secs),
+    ));
+    let mut slow = Vec::new();
+    if served.is_none_or(|t| t > CLUSTER_RECOVERY) {
+        slow.push(format!("node 1 cut off: {served:?}"));
+    }
+    let mut not_back = Vec::new();
+    if whole.is_none() || served_after.is_none() {
+        not_back.push(format!("whole {whole:?}, served {served_after:?}"));
+    }
+    let mut verdict = run.finish(&mut cluster, Instant::now(), WINDOW).await;
+    add_failures(
+        &mut verdict,
+        &[
+            (
+                "the processes do not write to one node at a time",
+                &misplaced,
+            ),
+            (SLOW, &slow),
+            (
+                "the cluster or full service did not come back after the partition",
+                &not_back,
+            ),
+        ],
+    );
+    finish(&verdict);
+}
+
 async fn conductor_killed(name: &str, restart: bool) {
     let Some(mariadb) = PrivateMariaDb::start().await else {
         return;

@@ -177,7 +177,14 @@ pub struct GaleraCluster {
     urls: Vec<String>,
     /// How long `up` took: every node Synced.
     pub first_start: Duration,
+    /// Held while the cluster runs: see [`ONE_GALERA`].
+    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
 }
+
+/// One Galera cluster at a time in the test binary: their tests measure how fast service comes
+/// back after a loss, and on a machine of two cores a second cluster under load beside one
+/// slows its view changes and commits past the limits they check.
+static ONE_GALERA: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl GaleraCluster {
     /// Starts `nodes` nodes and waits until all are Synced. None (announced) when mariadbd or
@@ -198,6 +205,7 @@ impl GaleraCluster {
             );
             return None;
         }
+        let one_at_a_time = ONE_GALERA.lock().await;
         let started = Instant::now();
         // Made first: a failing `up` brings down what it started when this drops.
         let cluster = Nodes::new("galera");
@@ -211,6 +219,7 @@ impl GaleraCluster {
             urls,
             first_start: started.elapsed(),
             nodes: cluster,
+            _one_at_a_time: one_at_a_time,
         })
     }
 
@@ -240,10 +249,52 @@ impl GaleraCluster {
         self.nodes.start_again(i).await
     }
 
+    /// Cuts node `i` (0-based) off from the others' group communication (true: Galera's
+    /// `gmcast.isolate`), as a network partition does: it keeps running and answering its
+    /// clients, out of the primary component, refusing their statements (1047); false lets it
+    /// back in.
+    pub fn isolate(&self, i: usize, cut_off: bool) {
+        self.sql(
+            i,
+            &format!(
+                "SET GLOBAL wsrep_provider_options='gmcast.isolate={}'",
+                u8::from(cut_off)
+            ),
+        );
+    }
+
+    /// Waits (at most `limit`) until every node is Synced in one primary component of all of
+    /// them; returns how long that took, None at the limit.
+    pub async fn wait_whole(&self, limit: Duration) -> Option<Duration> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            let whole = (0..self.urls.len()).all(|i| {
+                self.status(i, "wsrep_local_state_comment") == "Synced"
+                    && self.status(i, "wsrep_cluster_size") == self.urls.len().to_string()
+            });
+            if whole {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        None
+    }
+
     /// A status variable of node `i` (0-based), e.g. `wsrep_local_cert_failures`.
     pub fn status(&self, i: usize, variable: &str) -> String {
+        let output = self.sql(i, &format!("SHOW STATUS LIKE '{variable}'"));
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.split('\t')
+            .nth(1)
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    }
+
+    /// Runs `statement` on node `i` (0-based) with the `mariadb` client.
+    fn sql(&self, i: usize, statement: &str) -> Output {
         let port = self.urls[i].rsplit(':').next().expect("port");
-        let output = Command::new("mariadb")
+        Command::new("mariadb")
             .args([
                 "--no-defaults",
                 "-h",
@@ -256,14 +307,8 @@ impl GaleraCluster {
                 "-B",
             ])
             .arg("-e")
-            .arg(format!("SHOW STATUS LIKE '{variable}'"))
+            .arg(statement)
             .output()
-            .expect("run mariadb");
-        let text = String::from_utf8_lossy(&output.stdout);
-        text.split('\t')
-            .nth(1)
-            .unwrap_or_default()
-            .trim()
-            .to_owned()
+            .expect("run mariadb")
     }
 }
