@@ -299,16 +299,10 @@ async fn rabbitmq_cluster_nodes_killed_in_turn() {
     finish(&verdict);
 }
 
-/// A three-node Galera cluster, every node in the database URL: kill -9 of the node every
-/// process writes to (they all connect to the first that serves, `db/hosts.rs`), three times in
-/// turn, each started again before the next, then of a node nobody writes to; full service
-/// within [`CLUSTER_RECOVERY`] of each loss; then the suite's verdict.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn galera_cluster_nodes_killed_in_turn() {
-    let name = "galera_cluster_nodes_killed";
-    let Some(galera) = GaleraCluster::start(3).await else {
-        return;
-    };
+/// A three-node Galera cluster with every node in the database URL, and the API and two
+/// conductors on it under the suite's load ([`cluster_under_load`]).
+async fn galera_under_load(name: &str) -> Option<(GaleraCluster, Cluster, FaultRun)> {
+    let galera = GaleraCluster::start(3).await?;
     let options = ClusterOptions {
         mysql_url: Some(galera.url_of_all()),
         // Galera stops every commit for ~2-3 s after a node dies (longer on this machine when
@@ -321,23 +315,40 @@ async fn galera_cluster_nodes_killed_in_turn() {
         "Galera cluster of 3 nodes up in {}",
         secs(galera.first_start)
     );
-    let Some((mut cluster, mut run)) = cluster_under_load(name, options, engines).await else {
+    let (cluster, run) = cluster_under_load(name, options, engines).await?;
+    Some((galera, cluster, run))
+}
+
+/// The nodes of `galera` (0-based) that commit transactions of their own clients over a second
+/// of the load: the ones written to.
+async fn written_to_now(galera: &GaleraCluster) -> Vec<usize> {
+    let commits = |i: usize| {
+        galera
+            .status(i, "wsrep_local_commits")
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    let before: Vec<u64> = (0..3).map(commits).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    (0..3).filter(|&i| commits(i) > before[i]).collect()
+}
+
+/// A three-node Galera cluster, every node in the database URL: kill -9 of the node every
+/// process writes to (they all connect to the first that serves, `db/hosts.rs`), three times in
+/// turn, each started again before the next, then of a node nobody writes to; full service
+/// within [`CLUSTER_RECOVERY`] of each loss; then the suite's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn galera_cluster_nodes_killed_in_turn() {
+    let Some((galera, mut cluster, mut run)) =
+        galera_under_load("galera_cluster_nodes_killed").await
+    else {
         return;
     };
     let (mut slow, mut misplaced) = (Vec::new(), Vec::new());
     // 0, 1, 2: each the node written to when it is killed (the processes move on to the next
     // host); then 1, which nobody writes to any more.
     for (i, written_to) in [(0, true), (1, true), (2, true), (1, false)] {
-        // Whether the node commits transactions of its own clients under the load.
-        let commits = || {
-            galera
-                .status(i, "wsrep_local_commits")
-                .parse::<u64>()
-                .unwrap_or(0)
-        };
-        let before = commits();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if (commits() > before) != written_to {
+        if written_to_now(&galera).await.contains(&i) != written_to {
             misplaced.push(format!(
                 "node {} is {}written to",
                 i + 1,
@@ -383,32 +394,11 @@ async fn galera_cluster_nodes_killed_in_turn() {
 /// which stalls every commit for a few seconds on this machine), and the suite's verdict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn galera_node_written_to_partitioned_from_the_others() {
-    let name = "galera_node_partitioned";
-    let Some(galera) = GaleraCluster::start(3).await else {
+    let Some((galera, mut cluster, mut run)) = galera_under_load("galera_node_partitioned").await
+    else {
         return;
     };
-    let options = ClusterOptions {
-        mysql_url: Some(galera.url_of_all()),
-        // As in `galera_cluster_nodes_killed_in_turn`: a lease outlasts Galera's stalls.
-        heartbeat_timeout: 10.0,
-        ..options()
-    };
-    let engines = format!(
-        "Galera cluster of 3 nodes up in {}",
-        secs(galera.first_start)
-    );
-    let Some((mut cluster, mut run)) = cluster_under_load(name, options, engines).await else {
-        return;
-    };
-    let commits = |i: usize| {
-        galera
-            .status(i, "wsrep_local_commits")
-            .parse::<u64>()
-            .unwrap_or(0)
-    };
-    let before: Vec<u64> = (0..3).map(commits).collect();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let written: Vec<usize> = (0..3).filter(|&i| commits(i) > before[i]).collect();
+    let written = written_to_now(&galera).await;
     let mut misplaced = Vec::new();
     if written != [0] {
         misplaced.push(format!(
@@ -420,9 +410,7 @@ async fn galera_node_written_to_partitioned_from_the_others() {
     let served = run.time_to_full_service(cut, Duration::from_secs(20)).await;
     // The partition lasts a while under the load, the processes on the next node.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let before: Vec<u64> = (0..3).map(commits).collect();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let written: Vec<usize> = (0..3).filter(|&i| commits(i) > before[i]).collect();
+    let written = written_to_now(&galera).await;
     if written.len() != 1 || written[0] == 0 {
         misplaced.push(format!(
             "nodes written to while node 1 is cut off: {written:?}"
