@@ -59,7 +59,7 @@ pub struct Brokers {
 impl Brokers {
     /// Reads a transport URL; the error names what is wrong, never the credentials.
     pub fn parse(url: &str) -> Result<Brokers, String> {
-        let (scheme, rest) = url
+        let (scheme, _) = url
             .split_once("://")
             .ok_or("expected amqp://host, amqps://host or rabbit://host")?;
         let scheme = match scheme {
@@ -67,21 +67,19 @@ impl Brokers {
             "amqps" => "amqps",
             other => return Err(format!("unknown scheme {other}://; expected amqp://")),
         };
-        // The hosts end where the vhost or the query starts.
-        let (hosts, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-        check_query(tail)?;
-        let uris = hosts
-            .split(',')
+        let list = crate::host_list::split(url)?;
+        check_query(list.tail)?;
+        let uris = list
+            .hosts
+            .iter()
             .enumerate()
-            .map(|(i, host)| {
-                if host.is_empty() {
-                    return Err(format!("host {} of the URL is empty", i + 1));
-                }
-                let mut uri = format!("{scheme}://{host}{tail}")
+            .map(|(i, &(userinfo, host))| {
+                let userinfo = userinfo.map(|u| format!("{u}@")).unwrap_or_default();
+                let mut uri = format!("{scheme}://{userinfo}{host}{}", list.tail)
                     .parse::<AMQPUri>()
-                    .map_err(|e| format!("host {} ({}): {e}", i + 1, without_userinfo(host)))?;
+                    .map_err(|e| format!("host {} ({host}): {e}", i + 1))?;
                 // The parser takes an IPv6 literal for no host at all (`localhost`).
-                if let Some(literal) = without_userinfo(host)
+                if let Some(literal) = host
                     .strip_prefix('[')
                     .and_then(|rest| rest.split_once(']'))
                     .map(|(address, _)| address)
@@ -95,7 +93,7 @@ impl Brokers {
                 }
                 Ok(uri)
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(Brokers {
             uris,
             next: AtomicUsize::new(0),
@@ -156,10 +154,6 @@ fn host_port(uri: &AMQPUri) -> String {
     }
 }
 
-fn without_userinfo(host: &str) -> &str {
-    host.rsplit_once('@').map_or(host, |(_, host)| host)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,10 +205,14 @@ mod tests {
     #[test]
     fn bad_urls_are_refused_without_their_credentials() {
         for (url, expected) in [
-            ("amqp://a:secret@h1,,h2/", "host 2 of the URL is empty"),
+            ("amqp://a:secret@h1,,h2/", "host 2 of the URL is not a host"),
+            ("amqp://a:sec,ret@h1/", "must be percent-encoded"),
             ("http://h1/", "unknown scheme http://"),
             ("h1:5672", "expected amqp://"),
-            ("amqp://u:secret@h1:notaport/", "host 1 (h1:notaport)"),
+            (
+                "amqp://u:secret@h1:notaport/",
+                "host 1 of the URL is not a host",
+            ),
             ("amqp://u:secret@h1/?ssl=1", "unknown query parameter `ssl`"),
             (
                 "amqp://u:secret@h1/?heartbeat=5&frame_maxx=1",
@@ -223,7 +221,10 @@ mod tests {
         ] {
             let err = Brokers::parse(url).unwrap_err();
             assert!(err.contains(expected), "{url}: {err}");
-            assert!(!err.contains("secret"), "{url}: {err}");
+            assert!(
+                !err.contains("secret") && !err.contains("ret@"),
+                "{url}: {err}"
+            );
         }
     }
 

@@ -14,6 +14,7 @@ pub mod db;
 pub mod deploy_template;
 pub mod drivers;
 pub mod error;
+pub mod host_list;
 pub mod http_server;
 pub mod inspection_rule;
 pub mod metrics;

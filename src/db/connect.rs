@@ -298,24 +298,32 @@ fn with_limits<M: deadpool::managed::Manager>(
 }
 
 /// A URL fit for a log line or an error: every password replaced by `***`, also those of the
-/// several hosts of a cluster's URL (`amqp://u:p@h1,u:p@h2/vhost`).
+/// several hosts of a cluster's URL (`amqp://u:p@h1,u:p@h2/vhost`). One whose hosts cannot be
+/// told apart (a `,` or `/` left unencoded in a password) shows its scheme alone.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    // The hosts end where the path or the query starts.
-    let (hosts, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    let hosts: Vec<String> = hosts
-        .split(',')
-        .map(|host| match host.rsplit_once('@') {
-            Some((userinfo, at)) => match userinfo.split_once(':') {
-                Some((user, _)) => format!("{user}:***@{at}"),
-                None => host.to_owned(),
+    // Without an `@`, no credentials (a SQLite file's path).
+    if !rest.contains('@') {
+        return url.to_owned();
+    }
+    // The path may begin inside the password too (a `/` in it): nothing of it shows.
+    let Ok(list) = crate::host_list::split(url) else {
+        return format!("{scheme}://***");
+    };
+    let hosts: Vec<String> = list
+        .hosts
+        .iter()
+        .map(
+            |(userinfo, host)| match userinfo.map(|u| u.split_once(':')) {
+                Some(Some((user, _))) => format!("{user}:***@{host}"),
+                Some(None) => format!("{}@{host}", userinfo.unwrap_or_default()),
+                None => (*host).to_owned(),
             },
-            None => host.to_owned(),
-        })
+        )
         .collect();
-    format!("{scheme}://{}{tail}", hosts.join(","))
+    format!("{scheme}://{}{}", hosts.join(","), list.tail)
 }
 
 #[cfg(test)]
@@ -337,5 +345,15 @@ mod tests {
             "amqp://u:***@h1:5672,v:***@h2,h3/vh?heartbeat=2"
         );
         assert_eq!(redact_url("local"), "local");
+        assert_eq!(
+            redact_url("sqlite:///var/lib/ferrum.sqlite"),
+            "sqlite:///var/lib/ferrum.sqlite"
+        );
+        // A `,` left in a password: no part of it shows.
+        assert_eq!(
+            redact_url("mysql://root:sec,ret@h1,h2/ferrum"),
+            "mysql://***"
+        );
+        assert_eq!(redact_url("mysql://root:sec/ret@h1/ferrum"), "mysql://***");
     }
 }

@@ -28,23 +28,15 @@ impl MysqlHosts {
     /// The hosts of `url` (`mysql://[user[:password]@]host[:port][,...][/db][?query]`); a host
     /// without credentials takes those of the host before it.
     pub(crate) fn parse(url: &str) -> Result<MysqlHosts, String> {
-        let rest = url
-            .strip_prefix("mysql://")
-            .ok_or_else(|| "a MySQL URL starts with mysql://".to_owned())?;
-        let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+        let list = crate::host_list::split(url)?;
+        if list.scheme != "mysql" {
+            return Err("a MySQL URL starts with mysql://".to_owned());
+        }
         let mut credentials: Option<&str> = None;
         let mut urls = Vec::new();
-        for entry in authority.split(',') {
-            let host = match entry.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    credentials = Some(userinfo);
-                    host
-                }
-                None => entry,
-            };
-            if host.is_empty() {
-                return Err("the URL names an empty host (two commas, or one at an end)".into());
-            }
+        for (userinfo, host) in list.hosts {
+            credentials = userinfo.or(credentials);
+            let tail = list.tail;
             urls.push(match credentials {
                 Some(userinfo) => format!("mysql://{userinfo}@{host}{tail}"),
                 None => format!("mysql://{host}{tail}"),

@@ -202,7 +202,7 @@ def cli_suite():
     expect(rf["driver_info"]["redfish_password"], "******", "redfish password masked")
     cli("node", "delete", "rf-cli")
     props = cli("driver", "property", "list", "fake-hardware", "-f", "json")
-    expect([p["property"] for p in props], ["fake_deploy_delay", "fake_deploy_panic"],
+    expect([p["property"] for p in props], ["fake_deploy_block", "fake_deploy_delay", "fake_deploy_panic"],
            "driver property list")
     props = {p["property"]: p["description"]
              for p in cli("driver", "raid", "property", "list", "fake-hardware", "-f", "json")}

@@ -64,3 +64,71 @@ async fn a_database_url_whose_first_host_is_down_connects_to_the_next() {
         .expect("read back directly");
     assert_eq!(read.uuid, node.uuid);
 }
+
+/// A password with a `,`, `@`, `/` and `?` (a user made for the test on the shared server)
+/// works in a URL of several hosts once percent-encoded as in any URL; left raw, its `,` would
+/// cut the host list in its middle, and Ferrum refuses such a URL without showing its parts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_with_url_delimiters_works_percent_encoded() {
+    let Some(server) = crate::util::services::mysql_url() else {
+        return;
+    };
+    let test_db = crate::util::TestDb::on_server(&server).await;
+    let (root_and_host, database) = test_db.url.rsplit_once('/').expect("database");
+    let (_, host) = root_and_host.rsplit_once('@').expect("userinfo");
+    let user = format!("ferrum_pw_{}", crate::util::services::random_suffix());
+    let password = "a,b@c/d?e";
+    let made = Account::make(&server, &user, password, database).await;
+    let encoded = "a%2Cb%40c%2Fd%3Fe";
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("mysql://{user}:{encoded}@127.0.0.1:{closed},{host}/{database}");
+    let pool = Db::connect(&url, 1).expect("pool");
+    db::nodes::insert(&pool, &crate::util::fake_hardware_row())
+        .await
+        .expect("a write as the user, through the second host");
+
+    let raw = format!("mysql://{user}:{password}@127.0.0.1:{closed},{host}/{database}");
+    let err = Db::connect(&raw, 1).err().expect("refused").to_string();
+    assert!(err.contains("percent-encoded"), "{err}");
+    assert!(!err.contains("b@c") && !err.contains("d?e"), "{err}");
+    made.drop_user().await;
+}
+
+/// A MySQL account made for a test, on the test database only (left behind only by a failed
+/// run: its name is the run's own).
+struct Account {
+    server: String,
+    user: String,
+}
+
+impl Account {
+    async fn make(server: &str, user: &str, password: &str, database: &str) -> Account {
+        let account = Account {
+            server: server.to_owned(),
+            user: user.to_owned(),
+        };
+        account
+            .run(&format!(
+                "CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'; \
+                 GRANT ALL ON `{database}`.* TO '{user}'@'%'"
+            ))
+            .await;
+        account
+    }
+
+    async fn drop_user(self) {
+        self.run(&format!("DROP USER '{}'@'%'", self.user)).await;
+    }
+
+    async fn run(&self, statements: &str) {
+        use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+        let mut admin =
+            diesel_async::AsyncMysqlConnection::establish(&format!("{}/mysql", self.server))
+                .await
+                .expect("an admin connection");
+        admin.batch_execute(statements).await.expect(statements);
+    }
+}

@@ -24,6 +24,16 @@ async fn two_conductors_on_two_galera_nodes_never_both_get_a_node_lock() {
     let node = db::nodes::insert(&on_first.db, &fake_hardware_row())
         .await
         .expect("insert a node");
+    // The pool on node 2 is on one host, so its reads are not causal (`wsrep_sync_wait` is set
+    // only for a URL of several hosts): wait until node 2 has applied the schema and the node.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = db::nodes::get_by_uuid(&on_second, &node.uuid).await {
+        assert!(
+            Instant::now() < deadline,
+            "node 2 never showed the node: {e:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (mut first_won, mut second_won, mut neither) = (0, 0, 0);
     for round in 0..ROUNDS {
         // Each round the other one asks first.
