@@ -126,7 +126,8 @@ fn a_failing_check_names_the_setting_or_where_it_came_from() {
         .expect_err("a bad port")
         .to_string();
     assert!(err.contains("--transport-url"), "{err}");
-    assert!(err.contains("amqp://ferrum:***@broker"), "{err}");
+    // A host list that cannot be read shows nothing but its scheme.
+    assert!(err.contains("'amqp://***'"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
     let err = args(&[], &[("FERRUM_TRANSPORT_URL", bad)])
         .expect_err("a bad port")
