@@ -14,6 +14,7 @@ use std::{
 
 /// The floors, lowest first. A module may import the modules of lower floors only.
 const FLOORS: &[&[&str]] = &[
+    &["host_list"],
     &["broker", "error", "schema", "telemetry"],
     &["states", "resource"],
     &["node"],
