@@ -43,6 +43,7 @@ use crate::{
     config::ConductorConfig,
     db::{self, Db},
     drivers::Registry,
+    metrics,
     notifications::Notifier,
     rpc::transport::Transport,
 };
@@ -146,7 +147,10 @@ pub async fn start(
     lease::acquire(&ctx).await?;
     // Renewed from now on, also while recovering: a namesake starting now sees it move.
     let stop_keeping = CancellationToken::new();
-    let keeper = tokio::spawn(lease::keep(ctx.clone(), stop_keeping.clone()));
+    let keeper = tokio::spawn(metrics::background(
+        "lease",
+        lease::keep(ctx.clone(), stop_keeping.clone()),
+    ));
     recovery::recover_held_nodes(
         &ctx,
         &format!("The conductor {host} restarted while this node was locked by it."),
@@ -185,17 +189,29 @@ pub async fn start(
         anyhow::bail!("the lease on the host name {host} was taken by another process");
     }
     info!(conductor.host = %host, "Conductor {host} is serving");
-    crate::metrics::get().set_worker_capacity(ctx.config.workers);
+    metrics::get().set_worker_capacity(ctx.config.workers);
     allocations::resume(&ctx);
-    tokio::spawn(periodic::takeover_loop(ctx.clone(), shutdown.clone()));
-    tokio::spawn(periodic::callback_timeout_loop(
-        ctx.clone(),
-        shutdown.clone(),
+    // Each periodic task's CPU time is counted apart (`ferrum_background_cpu_microseconds_total`).
+    let (c, s) = (&ctx, &shutdown);
+    tokio::spawn(metrics::background(
+        "takeover",
+        periodic::takeover_loop(c.clone(), s.clone()),
     ));
-    tokio::spawn(periodic::console_expiry_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn(metrics::background(
+        "callback_timeouts",
+        periodic::callback_timeout_loop(c.clone(), s.clone()),
+    ));
+    tokio::spawn(metrics::background(
+        "console_expiry",
+        periodic::console_expiry_loop(c.clone(), s.clone()),
+    ));
     if ctx.config.dhcp_provider == crate::config::DhcpProvider::Dnsmasq {
-        tokio::spawn(periodic::unknown_hosts_loop(ctx.clone(), shutdown.clone()));
+        tokio::spawn(metrics::background(
+            "unknown_hosts",
+            periodic::unknown_hosts_loop(c.clone(), s.clone()),
+        ));
     }
+
     tokio::spawn({
         let ctx = ctx.clone();
         async move {
@@ -204,8 +220,14 @@ pub async fn start(
             }
         }
     });
-    tokio::spawn(power_sync::sync_loop(ctx.clone(), shutdown.clone()));
-    tokio::spawn(power_sync::recovery_loop(ctx.clone(), shutdown.clone()));
+    tokio::spawn(metrics::background(
+        "power_sync",
+        power_sync::sync_loop(c.clone(), s.clone()),
+    ));
+    tokio::spawn(metrics::background(
+        "power_recovery",
+        power_sync::recovery_loop(c.clone(), s.clone()),
+    ));
     Ok(Serving {
         ctx,
         shutdown,

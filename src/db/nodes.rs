@@ -437,9 +437,16 @@ pub async fn states_of(
 
 /// Whether any node with inspect interface `interface` is in one of `states` (one query on the
 /// state's index that reads one row at most).
-pub async fn any_inspecting(db: &Db, states: &[ProvisionState], interface: &str) -> Result<bool> {
+pub async fn any_inspecting(db: &Db, states: [ProvisionState; 2], interface: &str) -> Result<bool> {
+    // Two comparisons rather than `eq_any`: a statement of fixed shape stays prepared in the
+    // connection's cache (an `IN` list is prepared at each of the periodic rounds).
+    let [first, second] = states;
     let found: Vec<i32> = with_conn!(db, |conn| nodes::table
-        .filter(nodes::provision_state.eq_any(states))
+        .filter(
+            nodes::provision_state
+                .eq(first)
+                .or(nodes::provision_state.eq(second))
+        )
         .filter(nodes::inspect_interface.eq(interface))
         .select(nodes::id)
         .limit(1)

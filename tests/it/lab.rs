@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::util::{
     Api, STABLE_STATES,
-    lab::{HOST_IP, Lab},
+    lab::{Counts, HOST_IP, Lab},
     redfish::{Emulator, EmulatorOptions},
     watch::EventStream,
 };
@@ -88,16 +88,19 @@ fn assert_network_boot_withdrawn(lab: &Lab, uuid: &str) {
 }
 
 /// One phase's time and Ferrum's CPU time in it, printed as it ends, with the part its file
-/// server spent (the ramdisk's and image's bytes); once Ferrum's idle rate is measured
-/// ([`Phases::measure_idle`]), also the CPU time beyond what it spends idle (its periodic tasks,
-/// the test's polling) in as long a time, files apart: the phase's own cost.
+/// server spent (the ramdisk's and image's bytes) and the part its background tasks spent (the
+/// periodic rounds, the lease: `ferrum_background_cpu_microseconds_total`), and what it did
+/// (requests answered, durable writes, WAL syncs). Once Ferrum's idle rate is measured
+/// ([`Phases::measure_idle`]: what it spends, files and background apart, while nothing
+/// happens), also its own CPU time: all of it but the files, the background and the idle rate
+/// over as long a time. Each phase includes one `GET /metrics` (a few tenths of a millisecond).
 struct Phases {
     start: Instant,
     last: Instant,
     last_cpu: Duration,
     last_files: Duration,
-    /// Ferrum's CPU seconds per second, files apart, while nothing happens but the test's
-    /// polling.
+    last_counts: Counts,
+    /// Ferrum's CPU seconds per second, files and background apart, while nothing happens.
     idle_rate: Option<f64>,
 }
 
@@ -109,44 +112,63 @@ impl Phases {
             last: now,
             last_cpu: Duration::ZERO,
             last_files: Duration::ZERO,
+            last_counts: Counts::default(),
             idle_rate: None,
         }
     }
 
-    fn done(&mut self, lab: &Lab, what: &str) {
+    async fn done(&mut self, lab: &Lab, what: &str) {
         let (cpu, files) = (lab.ferrum_cpu(), lab.ferrum_files_cpu());
+        let counts = lab.ferrum_counts().await;
         let seconds = self.last.elapsed().as_secs_f64();
         let used = cpu.saturating_sub(self.last_cpu).as_secs_f64();
         let served = files.saturating_sub(self.last_files).as_secs_f64();
-        let beyond = self.idle_rate.map_or(String::new(), |rate| {
+        let background = counts
+            .background
+            .saturating_sub(self.last_counts.background)
+            .as_secs_f64();
+        let own = self.idle_rate.map_or(String::new(), |rate| {
             format!(
-                "; own beyond idle {:>6.1} ms",
-                (used - served - rate * seconds) * 1e3
+                "; own {:>6.1} ms",
+                (used - served - background - rate * seconds) * 1e3
             )
         });
         eprintln!(
-            "  {what:<62} {seconds:>7.1} s  (Ferrum's CPU {:>7.1} ms, files {:>6.1} ms{beyond})",
+            "  {what:<62} {seconds:>7.1} s  (Ferrum's CPU {:>7.1} ms, files {:>6.1} ms, background {:>5.1} ms{own}; requests {}, durable writes {}, WAL syncs {})",
             used * 1e3,
-            served * 1e3
+            served * 1e3,
+            background * 1e3,
+            counts.requests - self.last_counts.requests,
+            counts.durable_writes - self.last_counts.durable_writes,
+            counts.wal_syncs - self.last_counts.wal_syncs,
         );
         self.last = Instant::now();
         self.last_cpu = cpu;
         self.last_files = files;
+        self.last_counts = counts;
     }
 
-    /// Ferrum's idle rate: its CPU time over `window` in which nothing happens but its periodic
-    /// work (the test waits on the watch, [`wait_state`], without polling).
+    /// Ferrum's idle rate: its CPU time over `window` in which nothing happens but its
+    /// background tasks (apart) and its runtime's timers (the test waits on the watch,
+    /// [`wait_state`], without polling).
     async fn measure_idle(&mut self, lab: &Lab, window: Duration) {
         let (start, cpu) = (Instant::now(), lab.ferrum_cpu());
-        let files = lab.ferrum_files_cpu();
+        let (files, counts) = (lab.ferrum_files_cpu(), lab.ferrum_counts().await);
         tokio::time::sleep(window).await;
         let used = lab
             .ferrum_cpu()
             .saturating_sub(cpu)
-            .saturating_sub(lab.ferrum_files_cpu().saturating_sub(files));
+            .saturating_sub(lab.ferrum_files_cpu().saturating_sub(files))
+            .saturating_sub(
+                lab.ferrum_counts()
+                    .await
+                    .background
+                    .saturating_sub(counts.background),
+            );
         let rate = used.as_secs_f64() / start.elapsed().as_secs_f64();
         self.idle_rate = Some(rate);
-        self.done(lab, &format!("idle (Ferrum's CPU {:.2} ms/s)", rate * 1e3));
+        self.done(lab, &format!("idle (Ferrum's CPU {:.3} ms/s)", rate * 1e3))
+            .await;
     }
 
     fn total(&self) -> f64 {
@@ -169,14 +191,18 @@ struct Enrolled {
 async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Option<Enrolled> {
     let mut phases = Phases::new();
     let mut lab = Lab::up(firmware)?;
-    phases.done(
-        &lab,
-        &format!("lab up (1 VM, {firmware}), namespace {}", lab.name),
-    );
+    phases
+        .done(
+            &lab,
+            &format!("lab up (1 VM, {firmware}), namespace {}", lab.name),
+        )
+        .await;
     let (kernel, ramdisk) = lab.build_ramdisk();
     let image = lab.http_root().join("images/instance.qcow2");
     let sha256 = lab.build_image(&image);
-    phases.done(&lab, "build the deploy ramdisk and the instance image");
+    phases
+        .done(&lab, "build the deploy ramdisk and the instance image")
+        .await;
     let mut settings = vec![
         // ipmi_sim answers at once: Ironic's 5 s between commands would make a third of the run.
         ("FERRUM_IPMI_MIN_COMMAND_INTERVAL", "0.5".to_owned()),
@@ -191,7 +217,9 @@ async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Op
     ];
     settings.extend(env.iter().cloned());
     lab.start_ferrum(&settings).await;
-    phases.done(&lab, "Ferrum all-in-one up inside the namespace");
+    phases
+        .done(&lab, "Ferrum all-in-one up inside the namespace")
+        .await;
     let api = lab.api.clone();
 
     let mut driver_info = lab.driver_info();
@@ -224,7 +252,7 @@ async fn enrolled(firmware: &str, env: &[(&str, String)], with_port: bool) -> Op
     for interface in ["boot", "deploy", "power", "management"] {
         assert_eq!(r.body[interface]["result"], true, "{interface}: {}", r.body);
     }
-    phases.done(&lab, "enroll (node, port, validate)");
+    phases.done(&lab, "enroll (node, port, validate)").await;
     phases.measure_idle(&lab, Duration::from_secs(20)).await;
     Some(Enrolled {
         lab,
@@ -293,7 +321,7 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
 
     api.accepted(&uuid, "manage").await;
     wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
-    phases.done(&lab, "manage (IPMI power status)");
+    phases.done(&lab, "manage (IPMI power status)").await;
 
     // Unmanaged inspection of the port-less node: Ferrum only sets it to boot from the network
     // and powers it on; dnsmasq, told to answer unknown MACs meanwhile, hands it the operator's
@@ -361,10 +389,12 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         "{}",
         r.body
     );
-    phases.done(
-        &lab,
-        "inspect (unmanaged, in band: found by its BMC address, port created)",
-    );
+    phases
+        .done(
+            &lab,
+            "inspect (unmanaged, in band: found by its BMC address, port created)",
+        )
+        .await;
 
     // A partition table on the disk, which automated cleaning erases (the agent's
     // erase_devices_metadata).
@@ -379,10 +409,12 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         [0x55, 0xAA],
         "cleaning left the disk's partition table"
     );
-    phases.done(
-        &lab,
-        "provide (automated cleaning by the agent in the VM; disk metadata gone)",
-    );
+    phases
+        .done(
+            &lab,
+            "provide (automated cleaning by the agent in the VM; disk metadata gone)",
+        )
+        .await;
     assert!(
         lab.serial_log().contains("ferrum-lab-ramdisk:"),
         "the ramdisk never booted"
@@ -401,17 +433,21 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
     );
     assert_eq!(failed["power_state"], "power off", "{failed}");
     assert_network_boot_withdrawn(&lab, &uuid);
-    phases.done(
-        &lab,
-        "a deploy with a wrong checksum fails (deploy failed, VM off)",
-    );
+    phases
+        .done(
+            &lab,
+            "a deploy with a wrong checksum fails (deploy failed, VM off)",
+        )
+        .await;
     set_instance_info(&api, &uuid, "image_os_hash_value", &sha256).await;
 
     deploy(&api, &uuid, &hostname).await;
     let active = wait_state(&api, &lab, &uuid, "active", Duration::from_secs(900)).await;
     assert!(active["last_error"].is_null(), "{active}");
     assert_eq!(active["power_state"], "power on", "{active}");
-    phases.done(&lab, "deploy (the agent writes the image and config drive)");
+    phases
+        .done(&lab, "deploy (the agent writes the image and config drive)")
+        .await;
     // The ramdisk's network boot is withdrawn; the BMC boots the VM from its disk.
     assert_network_boot_withdrawn(&lab, &uuid);
     let boot = std::fs::read_to_string(lab.vm_dir().join("state/boot")).unwrap_or_default();
@@ -428,14 +464,18 @@ async fn lab_ipmi_ipxe_direct_provisions_a_vm_that_boots_its_image() {
         Duration::from_secs(120),
     )
     .await;
-    phases.done(&lab, "the image booted from the disk with its host name");
+    phases
+        .done(&lab, "the image booted from the disk with its host name")
+        .await;
 
     api.accepted(&uuid, "deleted").await;
     let available = wait_state(&api, &lab, &uuid, "available", Duration::from_secs(900)).await;
     assert!(available["last_error"].is_null(), "{available}");
     assert_eq!(available["power_state"], "power off", "{available}");
     assert_network_boot_withdrawn(&lab, &uuid);
-    phases.done(&lab, "undeploy (tear down, cleaning, available)");
+    phases
+        .done(&lab, "undeploy (tear down, cleaning, available)")
+        .await;
     eprintln!(
         "lab end to end ({firmware}): PASS in {:.1} s, Ferrum's CPU {:.2} s in all",
         phases.total(),
@@ -505,7 +545,7 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
     wait_state(&api, &lab, &uuid, "manageable", Duration::from_secs(120)).await;
     api.accepted(&uuid, "provide").await;
     wait_state(&api, &lab, &uuid, "available", Duration::from_secs(120)).await;
-    phases.done(&lab, "manage, provide (no cleaning)");
+    phases.done(&lab, "manage, provide (no cleaning)").await;
 
     let image = format!("{}/images/instance.qcow2", lab.http_url());
     let missing = format!("{}/images/missing.qcow2", lab.http_url());
@@ -531,7 +571,9 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
             "dnsmasq's TFTP never sent {sent}:\n{tftp}"
         );
     }
-    phases.done(&lab, "an image URL that answers 404 fails the deploy");
+    phases
+        .done(&lab, "an image URL that answers 404 fails the deploy")
+        .await;
     set_instance_info(&api, &uuid, "image_source", &image).await;
 
     // The BMC goes once the ramdisk is booting: the agent writes the image, and the conductor's
@@ -549,7 +591,9 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
     let failed = wait_state(&api, &lab, &uuid, "deploy failed", Duration::from_secs(900)).await;
     let error = failed["last_error"].as_str().unwrap_or_default();
     assert!(error.contains("IPMI"), "{failed}");
-    phases.done(&lab, "the BMC stops answering mid-deploy: deploy failed");
+    phases
+        .done(&lab, "the BMC stops answering mid-deploy: deploy failed")
+        .await;
     lab.bmc_answers(true);
     let r = api
         .patch(
@@ -583,10 +627,12 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
     assert!(active["last_error"].is_null(), "{active}");
     let marker = format!("FERRUM-LAB-INSTANCE-HOSTNAME={hostname}");
     wait_serial(&lab, &marker, Duration::from_secs(300)).await;
-    phases.done(
-        &lab,
-        "with the BMC back, the node deploys and its image boots",
-    );
+    phases
+        .done(
+            &lab,
+            "with the BMC back, the node deploys and its image boots",
+        )
+        .await;
     // The client attached before the deploy saw the ramdisk's agent at work (its session ends
     // when the VM powers off, as a real BMC's may); one attached now sees the image running.
     let _ = client.kill();
@@ -621,10 +667,12 @@ async fn lab_a_404_image_and_a_bmc_gone_mid_deploy_fail_and_the_node_deploys_aga
     }
     let _ = client.kill();
     let _ = client.wait();
-    phases.done(
-        &lab,
-        "the serial console (ipmitool-socat): the agent, then the image",
-    );
+    phases
+        .done(
+            &lab,
+            "the serial console (ipmitool-socat): the agent, then the image",
+        )
+        .await;
     eprintln!(
         "lab failures ({}): PASS in {:.1} s, Ferrum's CPU {:.2} s in all",
         lab.firmware,
@@ -656,10 +704,12 @@ async fn lab_a_virtual_media_iso_built_by_ferrum_boots_the_vm_and_its_agent_clea
     };
     let (kernel, ramdisk) = lab.build_ramdisk();
     let esp = lab.build_esp();
-    phases.done(
-        &lab,
-        "lab up, the deploy ramdisk and the EFI system partition built",
-    );
+    phases
+        .done(
+            &lab,
+            "lab up, the deploy ramdisk and the EFI system partition built",
+        )
+        .await;
     lab.start_ferrum(&[
         ("FERRUM_ERASE_DEVICES_PRIORITY", "0".to_owned()),
         ("FERRUM_CLEAN_CALLBACK_TIMEOUT", "900".to_owned()),
@@ -697,22 +747,28 @@ async fn lab_a_virtual_media_iso_built_by_ferrum_boots_the_vm_and_its_agent_clea
     let published = lab.http_root().join(format!("redfish/boot-{uuid}.iso"));
     let iso = lab.dir.join("cd.iso");
     std::fs::copy(&published, &iso).expect("the ISO Ferrum published");
-    phases.done(
-        &lab,
-        "provide: Ferrum builds the ISO, the emulator takes it",
-    );
+    phases
+        .done(
+            &lab,
+            "provide: Ferrum builds the ISO, the emulator takes it",
+        )
+        .await;
     lab.answer_dhcp();
     lab.insert_cd(&iso);
     lab.ipmitool(&["chassis", "bootdev", "cdrom"]);
     lab.ipmitool(&["chassis", "power", "on"]);
     wait_serial(&lab, "boot_method=vmedia", Duration::from_secs(300)).await;
-    phases.done(
-        &lab,
-        "the VM boots the ISO (OVMF, El Torito, GRUB, the kernel)",
-    );
+    phases
+        .done(
+            &lab,
+            "the VM boots the ISO (OVMF, El Torito, GRUB, the kernel)",
+        )
+        .await;
     let available = wait_state(&api, &lab, &uuid, "available", Duration::from_secs(900)).await;
     assert!(available["last_error"].is_null(), "{available}");
-    phases.done(&lab, "the agent from the ISO cleans the VM's disk");
+    phases
+        .done(&lab, "the agent from the ISO cleans the VM's disk")
+        .await;
     assert_cleaned(&lab, &published);
     cluster_free(&api, &uuid).await;
 
@@ -758,13 +814,17 @@ async fn lab_a_virtual_media_iso_built_by_ferrum_boots_the_vm_and_its_agent_clea
         command_line.contains("initrd=/initrd text") && command_line.contains("boot_method=vmedia"),
         "{command_line}"
     );
-    phases.done(
-        &lab,
-        "BIOS: the VM boots the next ISO (SeaBIOS, ISOLINUX, the kernel)",
-    );
+    phases
+        .done(
+            &lab,
+            "BIOS: the VM boots the next ISO (SeaBIOS, ISOLINUX, the kernel)",
+        )
+        .await;
     let available = wait_state(&api, &lab, &uuid, "available", Duration::from_secs(900)).await;
     assert!(available["last_error"].is_null(), "{available}");
-    phases.done(&lab, "the agent cleans the VM's disk again");
+    phases
+        .done(&lab, "the agent cleans the VM's disk again")
+        .await;
     assert_cleaned(&lab, &published);
     cluster_free(&api, &uuid).await;
     eprintln!("virtual media in the lab: {:.1} s in all", phases.total());

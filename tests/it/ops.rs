@@ -179,6 +179,14 @@ async fn metrics_count_requests_deploys_and_lock_waits(stack) {
     assert_eq!(value(&c, moves, &[("from", "deploying"), ("to", "deploy failed")]), Some(1.0));
     assert_eq!(value(&c, moves, &[("from", "enroll"), ("to", "verifying")]), Some(2.0));
     assert_eq!(value(&c, "ferrum_conductor_workers", &[]), Some(50.0));
+    // The background tasks' own CPU time, by task (no dnsmasq here: no `unknown_hosts`); the
+    // take-over's first round runs as the conductor starts.
+    let background = "ferrum_background_cpu_microseconds_total";
+    let mut tasks = label_values(&c, background, "task");
+    tasks.sort();
+    let expected = ["callback_timeouts", "console_expiry", "lease", "power_recovery", "power_sync", "takeover"];
+    assert_eq!(tasks, expected);
+    assert!(value(&c, background, &[("task", "takeover")]).is_some_and(|us| us > 0.0));
     // A worker gives its slot back just after its last write: wait for that.
     let conductor_base = match stack {
         Stack::Embedded => api.base.clone(),

@@ -332,7 +332,7 @@ pub async fn sync_unknown_hosts(ctx: &Ctx) -> Result<()> {
     let _one = ONE_AT_A_TIME.lock().await;
     let inspecting = db::nodes::any_inspecting(
         &ctx.db,
-        &[ProvisionState::InspectWait, ProvisionState::Inspecting],
+        [ProvisionState::InspectWait, ProvisionState::Inspecting],
         AGENT_INSPECT,
     )
     .await?;

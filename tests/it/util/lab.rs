@@ -88,6 +88,19 @@ pub struct Lab {
     cpu: Option<CpuMeter>,
 }
 
+/// What Ferrum's `GET /metrics` counts at one moment ([`Lab::ferrum_counts`]), for the lab's
+/// per-phase figures.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counts {
+    /// The CPU time of the conductor's background tasks: its periodic rounds and its lease.
+    pub background: Duration,
+    /// HTTP requests answered (the agent's, the test's), `GET /metrics` apart.
+    pub requests: f64,
+    /// Writes that waited to be on disk, and the WAL syncs that put them there.
+    pub durable_writes: f64,
+    pub wal_syncs: f64,
+}
+
 /// A process's CPU time to the nanosecond: every 100 ms, each of its threads' time on a CPU
 /// (`/proc/<pid>/task/<tid>/schedstat`), kept per thread, so that a thread that ends keeps what
 /// it used (up to its last 100 ms: a worker thread of tokio's ends after 10 s idle). The USER_HZ
@@ -457,6 +470,46 @@ impl Lab {
     /// The part of [`Lab::ferrum_cpu`] spent by its file server (ramdisk and image bytes).
     pub fn ferrum_files_cpu(&self) -> Duration {
         self.cpu.as_ref().map_or(Duration::ZERO, CpuMeter::files)
+    }
+
+    /// What Ferrum's `GET /metrics` counts now; zeros before it starts.
+    pub async fn ferrum_counts(&self) -> Counts {
+        if self.ferrum.is_none() {
+            return Counts::default();
+        }
+        let url = format!("http://127.0.0.1:{}/metrics", self.api_host_port);
+        let text = reqwest::get(&url)
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        let scrape = prom_text_format_parser::Scrape::parse(&text)
+            .unwrap_or_else(|e| panic!("unparseable metrics ({e:?}):\n{text}"));
+        let sum = |name: &str, keep: &dyn Fn(&prom_text_format_parser::Sample) -> bool| -> f64 {
+            scrape
+                .metrics
+                .iter()
+                .filter(|m| m.name == name)
+                .flat_map(|m| &m.samples)
+                .filter(|s| keep(s))
+                .map(|s| s.value.value.as_f64())
+                .sum()
+        };
+        let all = |_: &prom_text_format_parser::Sample| true;
+        Counts {
+            background: Duration::from_micros(
+                sum("ferrum_background_cpu_microseconds_total", &all) as u64,
+            ),
+            requests: sum("ferrum_http_requests_total", &|s| {
+                !s.labels
+                    .iter()
+                    .any(|l| l.key == "route" && l.value == "/metrics")
+            }),
+            durable_writes: sum("ferrum_db_durable_writes_total", &all),
+            wal_syncs: sum("ferrum_db_wal_syncs_total", &all),
+        }
     }
 
     /// The last `lines` lines of Ferrum's log.
