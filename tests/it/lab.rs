@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::util::{
     Api, STABLE_STATES,
-    lab::{Counts, HOST_IP, Lab},
+    lab::{Counts, HOST_IP, Lab, RAMDISK_PARAMS},
     redfish::{Emulator, EmulatorOptions},
     watch::EventStream,
 };
@@ -715,7 +715,7 @@ async fn lab_a_virtual_media_iso_built_by_ferrum_boots_the_vm_and_its_agent_clea
         ("FERRUM_CLEAN_CALLBACK_TIMEOUT", "900".to_owned()),
         (
             "FERRUM_REDFISH_KERNEL_APPEND_PARAMS",
-            "nofb nomodeset console=ttyS0 ipa-debug=1".to_owned(),
+            RAMDISK_PARAMS.to_owned(),
         ),
     ])
     .await;

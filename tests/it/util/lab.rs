@@ -26,6 +26,12 @@ use super::{
 pub const HOST_IP: &str = "198.51.100.1";
 /// Where Ferrum's API listens inside the namespace (the agent's `ipa-api-url`).
 pub const API_PORT: u16 = 6385;
+/// The lab's deploy ramdisk's kernel parameters (Ironic's `[pxe]pxe_append_params`, as an
+/// operator sets them): its console is the serial log; the agent logs its debug lines there;
+/// an image download that fails (a 404, a wrong checksum) is tried 3 times 2 s apart, not
+/// the agent's default 10 times 10 s apart (90 s of the agent's own retries per failed deploy).
+pub const RAMDISK_PARAMS: &str = "nofb nomodeset console=ttyS0 ipa-debug=1 \
+    ipa-image-download-connection-retries=2 ipa-image-download-connection-retry-interval=2";
 /// Where Ferrum's own HTTP server serves `http_root` inside the namespace (iPXE, images).
 pub const HTTP_PORT: u16 = 8080;
 pub const BMC_USER: &str = "admin";
@@ -396,11 +402,8 @@ impl Lab {
             ("FERRUM_DHCP_PROVIDER", "dnsmasq".to_owned()),
             ("FERRUM_DNSMASQ_DHCP_HOSTSDIR", dir("dhcp-hosts")),
             ("FERRUM_DNSMASQ_DHCP_OPTSDIR", dir("dhcp-opts")),
-            // Ironic's [pxe]pxe_append_params: the ramdisk's console is the serial log.
-            (
-                "FERRUM_KERNEL_APPEND_PARAMS",
-                "nofb nomodeset console=ttyS0 ipa-debug=1".to_owned(),
-            ),
+            // Ironic's [pxe]pxe_append_params.
+            ("FERRUM_KERNEL_APPEND_PARAMS", RAMDISK_PARAMS.to_owned()),
         ];
         settings.extend(env.iter().cloned());
         let log = std::fs::OpenOptions::new()
