@@ -132,6 +132,16 @@ pub struct Serving {
     stop_keeping: CancellationToken,
 }
 
+/// Spawns one of the conductor's background tasks (the lease, a periodic loop), its CPU time
+/// counted apart under `name` (`metrics::background`).
+fn spawn_background<F>(name: &'static str, task: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(metrics::background(name, task))
+}
+
 /// Takes the lease on the host name, recovers the nodes this host left locked, starts consuming
 /// and goes online.
 pub async fn start(
@@ -147,10 +157,7 @@ pub async fn start(
     lease::acquire(&ctx).await?;
     // Renewed from now on, also while recovering: a namesake starting now sees it move.
     let stop_keeping = CancellationToken::new();
-    let keeper = tokio::spawn(metrics::background(
-        "lease",
-        lease::keep(ctx.clone(), stop_keeping.clone()),
-    ));
+    let keeper = spawn_background("lease", lease::keep(ctx.clone(), stop_keeping.clone()));
     recovery::recover_held_nodes(
         &ctx,
         &format!("The conductor {host} restarted while this node was locked by it."),
@@ -191,27 +198,24 @@ pub async fn start(
     info!(conductor.host = %host, "Conductor {host} is serving");
     metrics::get().set_worker_capacity(ctx.config.workers);
     allocations::resume(&ctx);
-    // Each periodic task's CPU time is counted apart (`ferrum_background_cpu_microseconds_total`).
-    let (c, s) = (&ctx, &shutdown);
-    tokio::spawn(metrics::background(
+    spawn_background(
         "takeover",
-        periodic::takeover_loop(c.clone(), s.clone()),
-    ));
-    tokio::spawn(metrics::background(
+        periodic::takeover_loop(ctx.clone(), shutdown.clone()),
+    );
+    spawn_background(
         "callback_timeouts",
-        periodic::callback_timeout_loop(c.clone(), s.clone()),
-    ));
-    tokio::spawn(metrics::background(
+        periodic::callback_timeout_loop(ctx.clone(), shutdown.clone()),
+    );
+    spawn_background(
         "console_expiry",
-        periodic::console_expiry_loop(c.clone(), s.clone()),
-    ));
+        periodic::console_expiry_loop(ctx.clone(), shutdown.clone()),
+    );
     if ctx.config.dhcp_provider == crate::config::DhcpProvider::Dnsmasq {
-        tokio::spawn(metrics::background(
+        spawn_background(
             "unknown_hosts",
-            periodic::unknown_hosts_loop(c.clone(), s.clone()),
-        ));
+            periodic::unknown_hosts_loop(ctx.clone(), shutdown.clone()),
+        );
     }
-
     tokio::spawn({
         let ctx = ctx.clone();
         async move {
@@ -220,14 +224,14 @@ pub async fn start(
             }
         }
     });
-    tokio::spawn(metrics::background(
+    spawn_background(
         "power_sync",
-        power_sync::sync_loop(c.clone(), s.clone()),
-    ));
-    tokio::spawn(metrics::background(
+        power_sync::sync_loop(ctx.clone(), shutdown.clone()),
+    );
+    spawn_background(
         "power_recovery",
-        power_sync::recovery_loop(c.clone(), s.clone()),
-    ));
+        power_sync::recovery_loop(ctx.clone(), shutdown.clone()),
+    );
     Ok(Serving {
         ctx,
         shutdown,

@@ -290,11 +290,15 @@ impl Metrics {
 pub async fn background<F: Future>(name: &'static str, task: F) -> F::Output {
     let counter = get().background_cpu.with_label_values(&[name]);
     let mut task = std::pin::pin!(task);
+    // Most polls take a few microseconds: what a poll leaves under a whole microsecond is
+    // carried to the next rather than dropped.
+    let mut carried_ns: u128 = 0;
     std::future::poll_fn(|cx| {
         let start = thread_cpu();
         let poll = task.as_mut().poll(cx);
-        let spent = thread_cpu().saturating_sub(start);
-        counter.inc_by(u64::try_from(spent.as_micros()).unwrap_or(u64::MAX));
+        carried_ns += thread_cpu().saturating_sub(start).as_nanos();
+        counter.inc_by(u64::try_from(carried_ns / 1000).unwrap_or(u64::MAX));
+        carried_ns %= 1000;
         poll
     })
     .await

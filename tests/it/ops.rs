@@ -9,30 +9,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use prom_text_format_parser::{Metric, Scrape, ValueType};
+use prom_text_format_parser::{Metric, ValueType};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::util::{
     Cluster, ClusterOptions, PrivateMariaDb, PrivateRabbit, Stack, TestDb, cluster::free_port,
-    on_both_stacks,
+    on_both_stacks, scrape_metrics,
 };
-
-/// `GET <base>/metrics`, checked for its content type and parsed.
-async fn scrape(base: &str) -> Vec<Metric> {
-    let resp = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("GET /metrics");
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(
-        resp.headers()["content-type"],
-        "text/plain; version=0.0.4; charset=utf-8"
-    );
-    let text = resp.text().await.expect("metrics text");
-    Scrape::parse(&text)
-        .unwrap_or_else(|e| panic!("unparseable metrics ({e:?}):\n{text}"))
-        .metrics
-}
 
 /// The value of the sample of `name` with exactly `labels` (for a histogram, `kind` says
 /// which of its series: `Count`, `Sum`); None when there is no such sample.
@@ -116,7 +100,7 @@ async fn metrics_count_requests_deploys_and_lock_waits(stack) {
     assert_eq!(r.status, 409, "{}", r.body);
     api.wait_for("v", "enroll").await;
 
-    let m = scrape(&api.base).await;
+    let m = scrape_metrics(&api.base).await;
     let requests = "ferrum_http_requests_total";
     assert_eq!(
         value(&m, requests, &[("method", "GET"), ("route", "/v1/nodes/{ident}/states"), ("status", "200")]),
@@ -165,7 +149,7 @@ async fn metrics_count_requests_deploys_and_lock_waits(stack) {
     let c = match stack {
         Stack::Embedded => m,
         Stack::MultiHost => {
-            let c = scrape(&format!("http://127.0.0.1:{conductor_metrics}")).await;
+            let c = scrape_metrics(&format!("http://127.0.0.1:{conductor_metrics}")).await;
             // The conductor's process answers no HTTP request of the API.
             assert_eq!(label_values(&c, requests, "route"), Vec::<String>::new());
             c
@@ -193,7 +177,7 @@ async fn metrics_count_requests_deploys_and_lock_waits(stack) {
         Stack::MultiHost => format!("http://127.0.0.1:{conductor_metrics}"),
     };
     let deadline = Instant::now() + Duration::from_secs(5);
-    while value(&scrape(&conductor_base).await, "ferrum_conductor_workers_busy", &[]) != Some(0.0) {
+    while value(&scrape_metrics(&conductor_base).await, "ferrum_conductor_workers_busy", &[]) != Some(0.0) {
         assert!(Instant::now() < deadline, "a worker stayed busy");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

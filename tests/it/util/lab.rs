@@ -480,19 +480,10 @@ impl Lab {
         if self.ferrum.is_none() {
             return Counts::default();
         }
-        let url = format!("http://127.0.0.1:{}/metrics", self.api_host_port);
-        let text = reqwest::get(&url)
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("metrics text");
-        let scrape = prom_text_format_parser::Scrape::parse(&text)
-            .unwrap_or_else(|e| panic!("unparseable metrics ({e:?}):\n{text}"));
+        let metrics =
+            super::scrape_metrics(&format!("http://127.0.0.1:{}", self.api_host_port)).await;
         let sum = |name: &str, keep: &dyn Fn(&prom_text_format_parser::Sample) -> bool| -> f64 {
-            scrape
-                .metrics
+            metrics
                 .iter()
                 .filter(|m| m.name == name)
                 .flat_map(|m| &m.samples)

@@ -21,6 +21,22 @@ pub use cluster::{Api, Cluster, ClusterOptions, Reply, STABLE_STATES};
 pub use private::{PrivateMariaDb, PrivateRabbit};
 pub use services::{Stack, TestDb, amqp_url, clients_venv, fake_hardware_row, ipa_sandbox};
 
+/// `GET <base>/metrics`, checked for its content type and parsed.
+pub async fn scrape_metrics(base: &str) -> Vec<prom_text_format_parser::Metric> {
+    let resp = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("GET /metrics");
+    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let text = resp.text().await.expect("metrics text");
+    prom_text_format_parser::Scrape::parse(&text)
+        .unwrap_or_else(|e| panic!("unparseable metrics ({e:?}):\n{text}"))
+        .metrics
+}
+
 /// Defines a test that runs once per stack, as `name::embedded` and `name::multi_host`: one
 /// suite, parameterised, not two copies.
 macro_rules! on_both_stacks {
