@@ -75,7 +75,7 @@ fn main() -> anyhow::Result<()> {
             }
             Command::DbSync(args) => {
                 let config = load(&args)?;
-                service::db_sync(&config).await
+                service::db_sync(&config, service::shutdown_on_signals()).await
             }
         }
     });

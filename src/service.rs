@@ -24,40 +24,100 @@ use crate::{
     },
 };
 
-async fn connect_db(config: &Config) -> anyhow::Result<Db> {
+/// The database pool, once its server answered; None if `shutdown` came first. A MySQL server
+/// that does not answer is tried again (see [`until_it_answers`]) up to `database.max_retries`
+/// times; an SQLite file is there or not.
+async fn connect_db(config: &Config, shutdown: &CancellationToken) -> anyhow::Result<Option<Db>> {
     let mut db = Db::connect(&config.database.url, config.database.pool_size)?
         .with_history_max_entries(config.conductor.node_history_max_entries);
     if !config.database.sqlite_durable {
         db = db.without_durable_commits();
     }
-    db.ping().await.with_context(|| {
-        format!(
-            "cannot reach the database at {}",
-            redact_url(&config.database.url)
-        )
-    })?;
-    Ok(db)
+    let retries = match db.backend() {
+        db::Backend::Sqlite => 0,
+        db::Backend::Mysql => config.database.max_retries,
+    };
+    let what = format!("the database at {}", redact_url(&config.database.url));
+    let answered = until_it_answers(
+        &what,
+        Some(retries),
+        config.database.retry_interval,
+        shutdown,
+        || db.ping(),
+    )
+    .await?;
+    Ok(answered.map(|()| db))
 }
 
-async fn connect_transport(config: &Config) -> anyhow::Result<Arc<dyn Transport>> {
+/// The first try of `connect` between process start and `shutdown`, and the tries after it
+/// (0.5 s later, then twice as long each time up to `max_interval`), `retries` of them (None:
+/// without end), each failure logged: a server that is away for a while when a process starts
+/// (restarting, a cluster re-forming) is waited for, as oslo.db and oslo.messaging do, instead
+/// of the process exiting and its supervisor restarting it in a tight loop (systemd gives up on
+/// a unit after 5 starts in 10 s). The last failure is the error; None when `shutdown` came
+/// first.
+async fn until_it_answers<T, E, F, Fut>(
+    what: &str,
+    retries: Option<u32>,
+    max_interval: std::time::Duration,
+    shutdown: &CancellationToken,
+    mut connect: F,
+) -> anyhow::Result<Option<T>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut interval = std::time::Duration::from_millis(500).min(max_interval);
+    let mut tried = 0;
+    loop {
+        let failure = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            answer = connect() => match answer {
+                Ok(done) => return Ok(Some(done)),
+                Err(e) => e,
+            },
+        };
+        if retries.is_some_and(|retries| tried >= retries) {
+            return Err(anyhow::Error::new(failure).context(format!("cannot reach {what}")));
+        }
+        tried += 1;
+        warn!(error = %failure, "Cannot reach {what} yet; trying again in {interval:?}");
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            () = tokio::time::sleep(interval) => {}
+        }
+        interval = (interval * 2).min(max_interval);
+    }
+}
+
+/// The RPC transport, once its broker answered (tried again without end, as oslo.messaging
+/// does; see [`until_it_answers`]); None if `shutdown` came first.
+async fn connect_transport(
+    config: &Config,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<Arc<dyn Transport>>> {
     if config.transport.is_local() {
-        return Ok(Arc::new(LocalTransport::new()));
+        return Ok(Some(Arc::new(LocalTransport::new())));
     }
     let queues = if config.transport.quorum_queues {
         QueueType::Quorum
     } else {
         QueueType::Classic
     };
-    let transport =
-        AmqpTransport::connect_with(&config.transport.url, &config.transport.prefix, queues)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot reach the message broker at {}",
-                    redact_url(&config.transport.url)
-                )
-            })?;
-    Ok(Arc::new(transport))
+    let what = format!(
+        "the message broker at {}",
+        redact_url(&config.transport.url)
+    );
+    let transport = until_it_answers(
+        &what,
+        None,
+        config.database.retry_interval,
+        shutdown,
+        || AmqpTransport::connect_with(&config.transport.url, &config.transport.prefix, queues),
+    )
+    .await?;
+    Ok(transport.map(|t| Arc::new(t) as Arc<dyn Transport>))
 }
 
 /// Where this process's notifications go, or None when they are off: the notification broker
@@ -212,8 +272,10 @@ async fn require_schema(db: &Db, config: &Config) -> anyhow::Result<()> {
 }
 
 /// `ferrum db-sync`: applies pending migrations.
-pub async fn db_sync(config: &Config) -> anyhow::Result<()> {
-    let db = connect_db(config).await?;
+pub async fn db_sync(config: &Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let Some(db) = connect_db(config, &shutdown).await? else {
+        return Ok(());
+    };
     let applied = db.migrate().await?;
     if applied.is_empty() {
         info!("database schema is up to date");
@@ -311,9 +373,13 @@ async fn serve_api(
 /// `ferrum api`: serves the REST API until `shutdown`, then finishes in-flight requests.
 pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     require_multi_host(&config, "api")?;
-    let db = connect_db(&config).await?;
+    let Some(db) = connect_db(&config, &shutdown).await? else {
+        return Ok(());
+    };
     require_schema(&db, &config).await?;
-    let transport = connect_transport(&config).await?;
+    let Some(transport) = connect_transport(&config, &shutdown).await? else {
+        return Ok(());
+    };
     let mut publishers = Vec::new();
     let sink = notification_sink(&config, &mut publishers)?;
     let feed = watch_feed(&config, &mut publishers)?;
@@ -351,7 +417,9 @@ pub async fn run_api(config: Config, shutdown: CancellationToken) -> anyhow::Res
 /// `ferrum conductor`: serves RPCs until `shutdown`, then stops gracefully.
 pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     require_multi_host(&config, "conductor")?;
-    let db = connect_db(&config).await?;
+    let Some(db) = connect_db(&config, &shutdown).await? else {
+        return Ok(());
+    };
     require_schema(&db, &config).await?;
     if let Some(bind) = config.conductor.metrics_bind {
         let listener = tokio::net::TcpListener::bind(bind)
@@ -366,7 +434,9 @@ pub async fn run_conductor(config: Config, shutdown: CancellationToken) -> anyho
             shutdown.clone(),
         ));
     }
-    let transport = connect_transport(&config).await?;
+    let Some(transport) = connect_transport(&config, &shutdown).await? else {
+        return Ok(());
+    };
     let mut ctx = conductor::Context::new(db, config.conductor.clone());
     let mut publishers = Vec::new();
     let sink = notification_sink(&config, &mut publishers)?;
@@ -464,7 +534,8 @@ impl AllInOne {
             }
             None => (None, false),
         };
-        let db = connect_db(config).await?;
+        let stopped = || anyhow::anyhow!("stopped while waiting for the servers to answer");
+        let db = connect_db(config, &shutdown).await?.ok_or_else(stopped)?;
         if db.backend() == db::Backend::Sqlite {
             let applied = db.migrate().await?;
             if !applied.is_empty() {
@@ -473,7 +544,9 @@ impl AllInOne {
         } else {
             require_schema(&db, config).await?;
         }
-        let transport = connect_transport(config).await?;
+        let transport = connect_transport(config, &shutdown)
+            .await?
+            .ok_or_else(stopped)?;
         let mut ctx = conductor::Context::new(db.clone(), config.conductor.clone());
         // One publisher (or log) for both halves of the process, and one watch hub fed in
         // process (whatever the transport: both halves are here).
@@ -651,5 +724,80 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{cell::Cell, time::Duration};
+
+    use super::*;
+
+    fn refused() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
+    }
+
+    #[tokio::test]
+    async fn a_server_that_answers_late_is_waited_for() {
+        let tries = Cell::new(0);
+        let started = std::time::Instant::now();
+        let answer = until_it_answers(
+            "the server",
+            Some(10),
+            Duration::from_millis(20),
+            &CancellationToken::new(),
+            || {
+                tries.set(tries.get() + 1);
+                let answers = tries.get() == 5;
+                async move { if answers { Ok(7) } else { Err(refused()) } }
+            },
+        )
+        .await
+        .expect("answered");
+        assert_eq!(answer, Some(7));
+        // Four pauses (at most 20 ms each here) before the fifth try.
+        assert!(started.elapsed() >= Duration::from_millis(80));
+    }
+
+    #[tokio::test]
+    async fn the_last_failure_ends_the_wait_once_the_retries_are_spent() {
+        let tries = Cell::new(0);
+        let error = until_it_answers(
+            "the server",
+            Some(2),
+            Duration::from_millis(1),
+            &CancellationToken::new(),
+            || {
+                tries.set(tries.get() + 1);
+                async { Err::<(), _>(refused()) }
+            },
+        )
+        .await
+        .expect_err("gave up");
+        assert_eq!(tries.get(), 3);
+        assert!(
+            format!("{error:#}").starts_with("cannot reach the server: "),
+            "{error:#}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stop_ends_an_endless_wait() {
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            stop.cancel();
+        });
+        let answer = until_it_answers(
+            "the server",
+            None,
+            Duration::from_millis(5),
+            &shutdown,
+            || async { Err::<(), _>(refused()) },
+        )
+        .await
+        .expect("stopped");
+        assert_eq!(answer, None);
     }
 }

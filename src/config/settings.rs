@@ -187,6 +187,16 @@ settings! {
         /// Connections per process.
         pool_size: usize = 16,
             env "FERRUM_DATABASE_POOL_SIZE" flag "database-pool-size", for EVERY, check at_least_1;
+        /// How often a process tries again, at its start, to reach a MySQL server that does not
+        /// answer (a server restarting, a Galera cluster re-forming), before it gives up
+        /// (oslo.db's `max_retries`; 0: it gives up at once).
+        max_retries: u32 = 10,
+            env "FERRUM_DATABASE_MAX_RETRIES" flag "database-max-retries", for EVERY;
+        /// The longest wait between those tries (seconds; they start 0.5 s apart and double;
+        /// oslo.db's `retry_interval`).
+        retry_interval: Duration = Duration::from_secs(10),
+            env "FERRUM_DATABASE_RETRY_INTERVAL" flag "database-retry-interval", for EVERY,
+            check above_0;
         /// Whether a write to the embedded SQLite file is on disk before it is acknowledged (group
         /// commit, `db/durable.rs`). Off, a crash of the host loses the writes since the last
         /// checkpoint. No effect on MySQL.

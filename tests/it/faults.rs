@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use ferrum::states::ProvisionState;
 
 use crate::util::{
-    Cluster, ClusterOptions, PrivateMariaDb, PrivateRabbit,
+    Cluster, ClusterOptions, PrivateMariaDb, PrivateRabbit, Supervisor,
     clusters::{GaleraCluster, RabbitCluster},
     load::{FaultRun, LoadPlan, Verdict},
 };
@@ -300,8 +300,11 @@ async fn rabbitmq_cluster_nodes_killed_in_turn() {
 }
 
 /// A three-node Galera cluster with every node in the database URL, and the API and two
-/// conductors on it under the suite's load ([`cluster_under_load`]).
-async fn galera_under_load(name: &str) -> Option<(GaleraCluster, Cluster, FaultRun)> {
+/// conductors on it under the suite's load ([`cluster_under_load`]), with their supervisor: when
+/// every Galera node refuses commits for longer than the lease (the primary component re-forming
+/// on a loaded machine has taken 12 s), the conductors stop and exit as designed, and a
+/// supervisor starts them again; the scenario measures that recovery.
+async fn galera_under_load(name: &str) -> Option<(GaleraCluster, Cluster, FaultRun, Supervisor)> {
     let galera = GaleraCluster::start(3).await?;
     let options = ClusterOptions {
         mysql_url: Some(galera.url_of_all()),
@@ -316,7 +319,8 @@ async fn galera_under_load(name: &str) -> Option<(GaleraCluster, Cluster, FaultR
         secs(galera.first_start)
     );
     let (cluster, run) = cluster_under_load(name, options, engines).await?;
-    Some((galera, cluster, run))
+    let supervisor = Supervisor::new(&cluster);
+    Some((galera, cluster, run, supervisor))
 }
 
 /// The nodes of `galera` (0-based) that commit transactions of their own clients over a second
@@ -339,7 +343,7 @@ async fn written_to_now(galera: &GaleraCluster) -> Vec<usize> {
 /// within [`CLUSTER_RECOVERY`] of each loss; then the suite's verdict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn galera_cluster_nodes_killed_in_turn() {
-    let Some((galera, mut cluster, mut run)) =
+    let Some((galera, mut cluster, mut run, mut supervisor)) =
         galera_under_load("galera_cluster_nodes_killed").await
     else {
         return;
@@ -348,7 +352,10 @@ async fn galera_cluster_nodes_killed_in_turn() {
     // 0, 1, 2: each the node written to when it is killed (the processes move on to the next
     // host); then 1, which nobody writes to any more.
     for (i, written_to) in [(0, true), (1, true), (2, true), (1, false)] {
-        if written_to_now(&galera).await.contains(&i) != written_to {
+        let written = supervisor
+            .during(&mut cluster, written_to_now(&galera))
+            .await;
+        if written.contains(&i) != written_to {
             misplaced.push(format!(
                 "node {} is {}written to",
                 i + 1,
@@ -357,10 +364,13 @@ async fn galera_cluster_nodes_killed_in_turn() {
         }
         let killed = Instant::now();
         galera.kill(i);
-        let served = run
-            .time_to_full_service(killed, Duration::from_secs(20))
+        let served = supervisor
+            .during(
+                &mut cluster,
+                run.time_to_full_service(killed, Duration::from_secs(20)),
+            )
             .await;
-        let boot = galera.start_again(i).await;
+        let boot = supervisor.during(&mut cluster, galera.start_again(i)).await;
         run.note(format!(
             "Galera node {} ({}) SIGKILLed: full service {} later; started again, Synced {} later",
             i + 1,
@@ -372,7 +382,9 @@ async fn galera_cluster_nodes_killed_in_turn() {
             slow.push(format!("node {}: {served:?}", i + 1));
         }
     }
-    let mut verdict = run.finish(&mut cluster, Instant::now(), WINDOW).await;
+    let mut verdict = run
+        .finish_supervised(&mut cluster, Some(&mut supervisor), Instant::now(), WINDOW)
+        .await;
     add_failures(
         &mut verdict,
         &[
@@ -394,11 +406,14 @@ async fn galera_cluster_nodes_killed_in_turn() {
 /// which stalls every commit for a few seconds on this machine), and the suite's verdict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn galera_node_written_to_partitioned_from_the_others() {
-    let Some((galera, mut cluster, mut run)) = galera_under_load("galera_node_partitioned").await
+    let Some((galera, mut cluster, mut run, mut supervisor)) =
+        galera_under_load("galera_node_partitioned").await
     else {
         return;
     };
-    let written = written_to_now(&galera).await;
+    let written = supervisor
+        .during(&mut cluster, written_to_now(&galera))
+        .await;
     let mut misplaced = Vec::new();
     if written != [0] {
         misplaced.push(format!(
@@ -407,10 +422,19 @@ async fn galera_node_written_to_partitioned_from_the_others() {
     }
     let cut = Instant::now();
     galera.isolate(0, true);
-    let served = run.time_to_full_service(cut, Duration::from_secs(20)).await;
+    let served = supervisor
+        .during(
+            &mut cluster,
+            run.time_to_full_service(cut, Duration::from_secs(20)),
+        )
+        .await;
     // The partition lasts a while under the load, the processes on the next node.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let written = written_to_now(&galera).await;
+    let written = supervisor
+        .during(&mut cluster, async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            written_to_now(&galera).await
+        })
+        .await;
     if written.len() != 1 || written[0] == 0 {
         misplaced.push(format!(
             "nodes written to while node 1 is cut off: {written:?}"
@@ -418,9 +442,14 @@ async fn galera_node_written_to_partitioned_from_the_others() {
     }
     let healed = Instant::now();
     galera.isolate(0, false);
-    let whole = galera.wait_whole(Duration::from_secs(60)).await;
-    let served_after = run
-        .time_to_full_service(healed, Duration::from_secs(30))
+    let (whole, served_after) = supervisor
+        .during(&mut cluster, async {
+            let whole = galera.wait_whole(Duration::from_secs(60)).await;
+            let served = run
+                .time_to_full_service(healed, Duration::from_secs(30))
+                .await;
+            (whole, served)
+        })
         .await;
     run.note(format!(
         "Galera node 1 (written to) cut off from the others: full service {} later; let back \
@@ -437,7 +466,9 @@ async fn galera_node_written_to_partitioned_from_the_others() {
     if whole.is_none() || served_after.is_none() {
         not_back.push(format!("whole {whole:?}, served {served_after:?}"));
     }
-    let mut verdict = run.finish(&mut cluster, Instant::now(), WINDOW).await;
+    let mut verdict = run
+        .finish_supervised(&mut cluster, Some(&mut supervisor), Instant::now(), WINDOW)
+        .await;
     add_failures(
         &mut verdict,
         &[
@@ -766,8 +797,10 @@ async fn private_servers_can_be_killed_stopped_and_started_again() {
 }
 
 /// A conductor cut off from its database for longer than its lease allows stops its work and
-/// exits with an error (another conductor could take its nodes over by then); restarted once the
-/// database is back, it recovers what it held, and no lock is left.
+/// exits with an error (another conductor could take its nodes over by then); started again by
+/// its supervisor while the database is still away, it waits for it (`database.max_retries`)
+/// instead of exiting at once in a loop; once the database is back, it registers, recovers what
+/// it held, and no lock is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conductor_that_cannot_renew_its_lease_stops_and_exits() {
     let Some(mut mariadb) = PrivateMariaDb::start().await else {
@@ -797,8 +830,22 @@ async fn a_conductor_that_cannot_renew_its_lease_stops_and_exits() {
     let log = strip_ansi(&cluster.log_of("conductor0"));
     assert!(log.contains("lost its lease on the host name"), "{log}");
 
+    let since = ferrum::node::now();
+    cluster.spawn_conductor(0);
+    let waited = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < waited {
+        if let Some(status) = cluster.exit_status("conductor0") {
+            panic!(
+                "started without its database, it exited ({status}) instead of waiting:\n{}",
+                strip_ansi(&cluster.log_of("conductor0"))
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = strip_ansi(&cluster.log_of("conductor0"));
+    assert!(log.contains("Cannot reach the database at"), "{log}");
     mariadb.start_again().await;
-    cluster.restart_conductor(0).await;
+    cluster.wait_registered(0, since).await;
     let node = cluster.api.wait_for("fenced", "deploy failed").await;
     let last_error = node["last_error"].as_str().unwrap_or_default();
     assert!(last_error.contains("restarted"), "{last_error}");

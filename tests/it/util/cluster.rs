@@ -115,6 +115,66 @@ pub struct Cluster {
     dir: PathBuf,
 }
 
+/// The test's part as a supervisor of the conductors (systemd's `Restart=on-failure`): a
+/// conductor that exits by itself (one that could not renew its lease stops its work and exits,
+/// as designed, for its next start to recover what it held) is started again a second later,
+/// and each such exit is written down. For scenarios where an outage longer than the lease is a
+/// recovery to measure, not a failure.
+pub struct Supervisor {
+    /// Per conductor: when to start it again, once it has exited.
+    restart_at: Vec<Option<Instant>>,
+    started: Instant,
+    /// "<seconds into the run>: <process> exited by itself (<status>)".
+    pub exits: Vec<String>,
+}
+
+impl Supervisor {
+    /// A supervisor's delay before it starts a process that exited by itself again.
+    const RESTART_DELAY: Duration = Duration::from_secs(1);
+    const ROUND: Duration = Duration::from_millis(200);
+
+    pub fn new(cluster: &Cluster) -> Supervisor {
+        Supervisor {
+            restart_at: vec![None; cluster.conductor_hosts.len()],
+            started: Instant::now(),
+            exits: Vec::new(),
+        }
+    }
+
+    /// One round: notes the conductors that exited, starts again those whose delay is over.
+    pub fn tend(&mut self, cluster: &mut Cluster) {
+        for i in 0..self.restart_at.len() {
+            let name = cluster.conductor_process(i);
+            match (self.restart_at[i], cluster.exit_status(&name)) {
+                (None, Some(status)) => {
+                    self.exits.push(format!(
+                        "{:.1}s: {name} exited by itself ({status})",
+                        self.started.elapsed().as_secs_f64()
+                    ));
+                    self.restart_at[i] = Some(Instant::now() + Self::RESTART_DELAY);
+                }
+                (Some(at), Some(_)) if Instant::now() >= at => {
+                    cluster.spawn_conductor(i);
+                    self.restart_at[i] = None;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Awaits `work`, tending the conductors meanwhile.
+    pub async fn during<T>(&mut self, cluster: &mut Cluster, work: impl Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        loop {
+            self.tend(cluster);
+            tokio::select! {
+                out = &mut work => return out,
+                () = tokio::time::sleep(Self::ROUND) => {}
+            }
+        }
+    }
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -302,6 +362,11 @@ impl Cluster {
     pub async fn restart_conductor(&mut self, i: usize) {
         let since = ferrum::node::now();
         self.spawn_conductor(i);
+        self.wait_registered(i, since).await;
+    }
+
+    /// Waits until conductor `i` has registered since `since` and the API answers.
+    pub async fn wait_registered(&self, i: usize, since: chrono::NaiveDateTime) {
         let host = self.conductor_hosts[i].clone();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

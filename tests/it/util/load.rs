@@ -24,7 +24,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::{Cluster, services::random_suffix};
+use super::{Cluster, Supervisor, services::random_suffix};
 
 /// The line the fake deploy logs each time its deploy step starts, followed by the node's UUID.
 pub const DEPLOY_STARTED: &str = "fake deploy started on node ";
@@ -702,8 +702,21 @@ impl FaultRun {
     /// until full service, lets the load end, waits for the nodes to settle, all within
     /// `window`; then takes the final snapshot and judges it. Call it right after the fault.
     pub async fn finish(
+        self,
+        cluster: &mut Cluster,
+        service_back: Instant,
+        window: Duration,
+    ) -> Verdict {
+        self.finish_supervised(cluster, None, service_back, window)
+            .await
+    }
+
+    /// [`finish`](Self::finish), with `supervisor` (if any) starting again the conductors that
+    /// exit by themselves meanwhile.
+    pub async fn finish_supervised(
         mut self,
         cluster: &mut Cluster,
+        mut supervisor: Option<&mut Supervisor>,
         service_back: Instant,
         window: Duration,
     ) -> Verdict {
@@ -715,14 +728,20 @@ impl FaultRun {
             service_back,
             deadline,
         ));
-        for client in std::mem::take(&mut self.clients) {
-            client.await.expect("load client");
-        }
-        let load_ended = service_back.elapsed();
-        let recovery = probe.await.expect("probe");
+        let clients_and_probe = async {
+            for client in std::mem::take(&mut self.clients) {
+                client.await.expect("load client");
+            }
+            let load_ended = service_back.elapsed();
+            (load_ended, probe.await.expect("probe"))
+        };
+        let (load_ended, recovery) = match supervisor.as_deref_mut() {
+            Some(supervisor) => supervisor.during(cluster, clients_and_probe).await,
+            None => clients_and_probe.await,
+        };
         // The harness's own pool may hold connections the fault broke: read through a new one.
         cluster.db.reconnect();
-        let mut nodes = settled_snapshot(cluster, deadline).await;
+        let mut nodes = settled_snapshot(cluster, supervisor.as_deref_mut(), deadline).await;
         tokio::time::sleep(QUIET).await;
         if let Some(later) = snapshot(cluster).await {
             nodes = Some(later);
@@ -731,6 +750,15 @@ impl FaultRun {
             "load ended {:.1}s after the service's return",
             load_ended.as_secs_f64()
         ));
+        if let Some(supervisor) = supervisor {
+            self.note(format!(
+                "conductors that exited by themselves and were started again: {}",
+                supervisor.exits.len()
+            ));
+            for exit in &supervisor.exits {
+                self.note(exit.clone());
+            }
+        }
         Verdict::judge(self, cluster, nodes, recovery)
     }
 }
@@ -741,8 +769,15 @@ async fn snapshot(cluster: &Cluster) -> Option<Vec<Node>> {
 }
 
 /// The nodes once none is transient or locked, or as they are when the deadline passes.
-async fn settled_snapshot(cluster: &mut Cluster, deadline: Instant) -> Option<Vec<Node>> {
+async fn settled_snapshot(
+    cluster: &mut Cluster,
+    mut supervisor: Option<&mut Supervisor>,
+    deadline: Instant,
+) -> Option<Vec<Node>> {
     loop {
+        if let Some(supervisor) = supervisor.as_deref_mut() {
+            supervisor.tend(cluster);
+        }
         let nodes = snapshot(cluster).await;
         let settled = nodes.as_ref().is_some_and(|nodes| {
             nodes

@@ -17,7 +17,7 @@ pub mod services;
 pub mod watch;
 
 pub use app::TestApp;
-pub use cluster::{Api, Cluster, ClusterOptions, Reply, STABLE_STATES};
+pub use cluster::{Api, Cluster, ClusterOptions, Reply, STABLE_STATES, Supervisor};
 pub use private::{PrivateMariaDb, PrivateRabbit};
 pub use services::{Stack, TestDb, amqp_url, clients_venv, fake_hardware_row, ipa_sandbox};
 
