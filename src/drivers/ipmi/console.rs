@@ -25,7 +25,7 @@ use tracing::{info, warn};
 
 use super::{
     driver_info::{IpmiInfo, parse_driver_info},
-    ipmitool::{Ipmitool, PasswordFile},
+    ipmitool::{Ipmitool, pass_password},
 };
 use crate::{
     drivers::{ConsoleInterface, DriverError},
@@ -66,8 +66,6 @@ pub struct SocatConsole {
 struct Running {
     /// The lifeline shell leading socat's group; its standard input is the lifeline.
     child: tokio::process::Child,
-    /// socat starts ipmitool again for each connection: the file lives as long as the console.
-    _password: PasswordFile,
 }
 
 impl SocatConsole {
@@ -119,10 +117,7 @@ impl SocatConsole {
 
     /// Ends the SOL session the BMC has open for the node, if any.
     async fn deactivate(&self, info: &IpmiInfo, node: &Node) {
-        if let Err(said) = self
-            .tool
-            .run_once(info, &node.uuid, &["sol", "deactivate"])
-            .await
+        if let Err(said) = self.tool.run_once(info, &["sol", "deactivate"]).await
             && !said.contains("already de-activated")
         {
             warn!(node.uuid = %node.uuid, "Could not deactivate the SOL session of node {}: {said}", node.uuid);
@@ -161,8 +156,8 @@ fn exec_safe(arg: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.:/@%+=,".contains(c))
 }
 
-/// The PID in `pid_file` if it is a running socat serving node `uuid` (its command line names
-/// the node's password file), so that a PID reused by another process is never signalled.
+/// The PID in `pid_file` if it is a running console of node `uuid` (its lifeline shell's command
+/// line names the node and socat), so that a PID reused by another process is never signalled.
 fn left_over(pid_file: &Path, uuid: &str) -> Option<u32> {
     let pid: u32 = std::fs::read_to_string(pid_file)
         .ok()?
@@ -171,7 +166,8 @@ fn left_over(pid_file: &Path, uuid: &str) -> Option<u32> {
         .ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let cmdline = String::from_utf8_lossy(&cmdline);
-    (cmdline.contains("\0socat\0") && cmdline.contains(uuid)).then_some(pid)
+    let name = format!("\0ferrum-console-{uuid}\0socat\0");
+    cmdline.contains(&name).then_some(pid)
 }
 
 /// SIGTERM to the process group `pgid` (the lifeline shell leads socat's).
@@ -220,9 +216,8 @@ impl ConsoleInterface for SocatConsole {
             DriverError::Failed(format!("Console subprocess failed to start. {e}"))
         };
         std::fs::create_dir_all(&self.dir).map_err(failed)?;
-        let password = PasswordFile::write(&node.uuid, &info.password).map_err(failed)?;
         let mut ipmitool = vec!["ipmitool".to_owned()];
-        ipmitool.extend(info.ipmitool_args(&password.path.to_string_lossy()));
+        ipmitool.extend(info.ipmitool_args());
         if let Some(bad) = ipmitool.iter().find(|arg| !exec_safe(arg)) {
             return Err(DriverError::InvalidParameterValue(format!(
                 "The console of node {} cannot pass \"{bad}\" to ipmitool through socat: only \
@@ -239,11 +234,18 @@ impl ConsoleInterface for SocatConsole {
         let log_file = self.log_file(&node.uuid);
         let log = std::fs::File::create(&log_file).map_err(failed)?;
         let mut socat = tokio::process::Command::new("sh");
-        socat.args(["-c", LIFELINE, "ferrum-console", "socat"]);
-        // socat's children, each connection's ipmitool, inherit it.
+        // The shell's name carries the node's UUID, for `left_over` to know it by.
+        socat.args([
+            "-c",
+            LIFELINE,
+            &format!("ferrum-console-{}", node.uuid),
+            "socat",
+        ]);
+        // socat's children, each connection's ipmitool, inherit these.
         if let Some(home) = super::ipmitool::short_registry_home() {
             socat.env("HOME", home);
         }
+        pass_password(&mut socat, &info.password);
         if !self.terminal_timeout.is_zero() {
             socat.arg(format!("-T{}", self.terminal_timeout.as_secs().max(1)));
         }
@@ -271,13 +273,7 @@ impl ConsoleInterface for SocatConsole {
             )));
         }
         info!(node.uuid = %node.uuid, port, "Started the serial console of node {}", node.uuid);
-        lock(&self.running).insert(
-            node.uuid.clone(),
-            Running {
-                child,
-                _password: password,
-            },
-        );
+        lock(&self.running).insert(node.uuid.clone(), Running { child });
         let mut console = JsonObject::new();
         console.insert("type".into(), json!("socat"));
         console.insert("url".into(), json!(self.url(port)));
@@ -310,7 +306,7 @@ mod tests {
 
     #[test]
     fn what_socat_cannot_pass_is_refused() {
-        assert!(exec_safe("-f/tmp/ferrum-ipmi-x.pw"));
+        assert!(exec_safe("-E"));
         assert!(exec_safe("fe80::1"));
         for bad in [
             "two words",
@@ -322,6 +318,26 @@ mod tests {
         ] {
             assert!(!exec_safe(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_left_over_console_is_known_by_its_node() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30", "ferrum-console-node-1", "socat"])
+            .spawn()
+            .expect("sh");
+        let dir = std::env::temp_dir().join(format!("ferrum-console-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let pid_file = dir.join("node-1.pid");
+        std::fs::write(&pid_file, shell.id().to_string()).expect("pid file");
+        let found = (
+            left_over(&pid_file, "node-1"),
+            left_over(&pid_file, "node-2"),
+        );
+        let _ = shell.kill();
+        let _ = shell.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(found, (Some(shell.id()), None));
     }
 
     #[test]

@@ -134,9 +134,10 @@ impl IpmiInfo {
         )
     }
 
-    /// `ipmitool`'s arguments that reach the BMC, the password file's path given: Ironic's
-    /// `_get_ipmitool_args`.
-    pub fn ipmitool_args(&self, password_file: &str) -> Vec<String> {
+    /// `ipmitool`'s arguments that reach the BMC: Ironic's `_get_ipmitool_args`, but the
+    /// password read from the environment (`-E`: set [`PASSWORD_VARIABLE`](super::ipmitool::PASSWORD_VARIABLE) to
+    /// [`password`](Self::password)) rather than from a file written for each command.
+    pub fn ipmitool_args(&self) -> Vec<String> {
         let interface = match self.protocol {
             Protocol::V2_0 => "lanplus",
             Protocol::V1_5 => "lan",
@@ -165,7 +166,7 @@ impl IpmiInfo {
         for (flag, value) in &self.bridging {
             args.extend([(*flag).to_owned(), value.clone()]);
         }
-        args.extend(["-f".to_owned(), password_file.to_owned()]);
+        args.push("-E".to_owned());
         args
     }
 }
@@ -409,16 +410,16 @@ mod tests {
         assert!(info.force_boot_device);
         assert_eq!(info.bmc(), "ipmi://10.0.0.5:6230");
         assert_eq!(
-            info.ipmitool_args("/tmp/pw").join(" "),
-            "-I lanplus -H 10.0.0.5 -L ADMINISTRATOR -p 6230 -U admin -C 17 -f /tmp/pw"
+            info.ipmitool_args().join(" "),
+            "-I lanplus -H 10.0.0.5 -L ADMINISTRATOR -p 6230 -U admin -C 17 -E"
         );
         let v15 = parse_driver_info(&node(
             json!({"ipmi_address": "bmc", "ipmi_protocol_version": "1.5", "ipmi_priv_level": "OPERATOR"}),
         ))
         .unwrap();
         assert_eq!(
-            v15.ipmitool_args("f").join(" "),
-            "-I lan -H bmc -L OPERATOR -f f"
+            v15.ipmitool_args().join(" "),
+            "-I lan -H bmc -L OPERATOR -E"
         );
         let bridged = parse_driver_info(&node(
             json!({"ipmi_address": "bmc", "ipmi_bridging": "single",
@@ -426,8 +427,8 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            bridged.ipmitool_args("f").join(" "),
-            "-I lanplus -H bmc -L ADMINISTRATOR -m 0x20 -b 7 -t 0x72 -f f"
+            bridged.ipmitool_args().join(" "),
+            "-I lanplus -H bmc -L ADMINISTRATOR -m 0x20 -b 7 -t 0x72 -E"
         );
     }
 

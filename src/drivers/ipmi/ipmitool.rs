@@ -9,8 +9,7 @@
 
 use std::{
     collections::HashMap,
-    io::Write,
-    os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt},
+    os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt},
     path::{Path, PathBuf},
     process::Stdio,
     sync::{Arc, LazyLock, Mutex},
@@ -80,7 +79,7 @@ impl Ipmitool {
         };
         loop {
             tries_left -= 1;
-            match self.run_once(info, node, command).await {
+            match self.run_once(info, command).await {
                 Ok(output) => return Ok(output),
                 Err(reason) if Instant::now() >= deadline || tries_left == 0 => {
                     tracing::error!(node.uuid = %node,
@@ -102,7 +101,6 @@ impl Ipmitool {
     pub(super) async fn run_once(
         &self,
         info: &IpmiInfo,
-        node: &str,
         command: &[&str],
     ) -> Result<Output, String> {
         let slot = self.bmc_slot(info.bmc());
@@ -110,15 +108,13 @@ impl Ipmitool {
         if let Some(last) = *last {
             tokio::time::sleep_until(last + self.settings.min_command_interval).await;
         }
-        let result = self.once(info, node, command).await;
+        let result = self.once(info, command).await;
         *last = Some(Instant::now());
         result
     }
 
     /// One `ipmitool` process; the error is what it (or the BMC through it) said.
-    async fn once(&self, info: &IpmiInfo, node: &str, command: &[&str]) -> Result<Output, String> {
-        let password = PasswordFile::write(node, &info.password)
-            .map_err(|e| format!("Failed to create the password file for ipmitool: {e}"))?;
+    async fn once(&self, info: &IpmiInfo, command: &[&str]) -> Result<Output, String> {
         // Ironic's timing arguments when it does the retries: one retransmission, the
         // interval as ipmitool's timeout (whole seconds, at least one).
         let ipmitool_timeout = self
@@ -131,8 +127,9 @@ impl Ipmitool {
         if let Some(home) = short_registry_home() {
             child.env("HOME", home);
         }
+        pass_password(&mut child, &info.password);
         child
-            .args(info.ipmitool_args(&password.path.to_string_lossy()))
+            .args(info.ipmitool_args())
             .args(["-R", "1", "-N", &format!("{ipmitool_timeout}")])
             .args(command)
             .stdin(Stdio::null())
@@ -158,7 +155,6 @@ impl Ipmitool {
                 ));
             }
         };
-        drop(password);
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         if !output.status.success() {
@@ -233,40 +229,17 @@ fn says_failed(line: &str) -> bool {
     line.contains(" failed")
 }
 
-/// The BMC password in a file only the conductor's user can read, removed when dropped.
-pub(super) struct PasswordFile {
-    pub(super) path: PathBuf,
-}
+/// The variable `ipmitool -E` reads the BMC password from. (It prefers `IPMITOOL_PASSWORD`,
+/// which [`pass_password`] therefore removes.)
+pub(super) const PASSWORD_VARIABLE: &str = "IPMI_PASSWORD";
 
-impl PasswordFile {
-    pub(super) fn write(node: &str, password: &str) -> std::io::Result<PasswordFile> {
-        let path = std::env::temp_dir().join(format!(
-            "ferrum-ipmi-{node}-{}.pw",
-            uuid::Uuid::new_v4().simple()
-        ));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        // Made first, so that a failed write still removes the file.
-        let written = PasswordFile { path };
-        // An empty password is a NUL, so that ipmitool does not prompt (as Ironic writes it).
-        let content = if password.is_empty() { "\0" } else { password };
-        file.write_all(content.as_bytes())?;
-        Ok(written)
-    }
-}
-
-impl Drop for PasswordFile {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            tracing::warn!(
-                "Could not remove the IPMI password file {}: {e}",
-                self.path.display()
-            );
-        }
-    }
+/// Gives `command` (ipmitool, or socat that starts it) the BMC password in its environment,
+/// which only the conductor's user (and root) can read, as it could the password file Ironic
+/// writes for each command; nothing is written, and nothing is left behind by a crash.
+pub(super) fn pass_password(command: &mut tokio::process::Command, password: &str) {
+    command
+        .env(PASSWORD_VARIABLE, password)
+        .env_remove("IPMITOOL_PASSWORD");
 }
 
 #[cfg(test)]
@@ -293,19 +266,5 @@ mod tests {
         ));
         assert!(!says_failed("Unable to Get Channel Cipher Suites"));
         assert!(!says_failed("Chassis Power is on"));
-    }
-
-    #[test]
-    fn the_password_file_is_private_and_removed() {
-        use std::os::unix::fs::PermissionsExt;
-        let file = PasswordFile::write("n1", "s3cret").unwrap();
-        let meta = std::fs::metadata(&file.path).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::read_to_string(&file.path).unwrap(), "s3cret");
-        let path = file.path.clone();
-        drop(file);
-        assert!(!path.exists());
-        let empty = PasswordFile::write("n1", "").unwrap();
-        assert_eq!(std::fs::read(&empty.path).unwrap(), b"\0");
     }
 }
