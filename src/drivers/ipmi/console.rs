@@ -321,26 +321,6 @@ mod tests {
     }
 
     #[test]
-    fn a_left_over_console_is_known_by_its_node() {
-        let mut shell = std::process::Command::new("sh")
-            .args(["-c", "sleep 30", "ferrum-console-node-1", "socat"])
-            .spawn()
-            .expect("sh");
-        let dir = std::env::temp_dir().join(format!("ferrum-console-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let pid_file = dir.join("node-1.pid");
-        std::fs::write(&pid_file, shell.id().to_string()).expect("pid file");
-        let found = (
-            left_over(&pid_file, "node-1"),
-            left_over(&pid_file, "node-2"),
-        );
-        let _ = shell.kill();
-        let _ = shell.wait();
-        let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(found, (Some(shell.id()), None));
-    }
-
-    #[test]
     fn the_url_and_listening_address_bracket_ipv6() {
         let console = |address: &str| {
             SocatConsole::new(
