@@ -47,6 +47,8 @@ pub struct Metrics {
     durable_writes: IntCounter,
     wal_syncs: IntCounter,
     background_cpu: IntCounterVec,
+    agent_requests: IntCounter,
+    ipmitool_runs: IntCounter,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -195,6 +197,16 @@ impl Metrics {
                 "CPU time a conductor's background task spent in its own work (its periodic rounds, the lease), by task.",
                 &["task"],
             ),
+            agent_requests: counter(
+                &r,
+                "ferrum_agent_requests_total",
+                "Requests a conductor sent to deploy ramdisks' agents (commands and polls).",
+            ),
+            ipmitool_runs: counter(
+                &r,
+                "ferrum_ipmitool_runs_total",
+                "ipmitool processes a conductor ran (each a command to a BMC, retries included).",
+            ),
             registry: r,
         }
     }
@@ -279,6 +291,16 @@ impl Metrics {
     /// The embedded database's WAL was synced once.
     pub fn wal_sync(&self) {
         self.wal_syncs.inc();
+    }
+
+    /// A request was sent to a node's agent.
+    pub fn agent_request(&self) {
+        self.agent_requests.inc();
+    }
+
+    /// An ipmitool process was started.
+    pub fn ipmitool_run(&self) {
+        self.ipmitool_runs.inc();
     }
 }
 

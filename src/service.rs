@@ -91,8 +91,13 @@ where
     }
 }
 
+/// The longest pause between two tries of a broker that does not answer at start: short
+/// enough that a process is serving within seconds of its broker's return.
+const BROKER_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The RPC transport, once its broker answered (tried again without end, as oslo.messaging
-/// does; see [`until_it_answers`]); None if `shutdown` came first.
+/// does, [`BROKER_RETRY_MAX`] apart at most; see [`until_it_answers`]); None if `shutdown`
+/// came first.
 async fn connect_transport(
     config: &Config,
     shutdown: &CancellationToken,
@@ -109,13 +114,9 @@ async fn connect_transport(
         "the message broker at {}",
         redact_url(&config.transport.url)
     );
-    let transport = until_it_answers(
-        &what,
-        None,
-        config.database.retry_interval,
-        shutdown,
-        || AmqpTransport::connect_with(&config.transport.url, &config.transport.prefix, queues),
-    )
+    let transport = until_it_answers(&what, None, BROKER_RETRY_MAX, shutdown, || {
+        AmqpTransport::connect_with(&config.transport.url, &config.transport.prefix, queues)
+    })
     .await?;
     Ok(transport.map(|t| Arc::new(t) as Arc<dyn Transport>))
 }

@@ -149,6 +149,7 @@ impl AgentClient {
     ) -> Result<CommandResult, DriverError> {
         let url = format!("{}/v1/commands/", self.base);
         tracing::debug!(node.uuid = %self.node, command = name, wait, "Agent command {name}");
+        crate::metrics::get().agent_request();
         let response = self
             .http
             .post(&url)
@@ -193,6 +194,7 @@ impl AgentClient {
     /// Every command the agent ran since it started, oldest first (`get_commands_status`).
     pub async fn commands(&self) -> Result<Vec<CommandResult>, DriverError> {
         let url = format!("{}/v1/commands/", self.base);
+        crate::metrics::get().agent_request();
         let response = self
             .http
             .get(&url)

@@ -240,26 +240,28 @@ impl BootInterface for FakeBoot {
 /// Puts a new file at `path`: `make` makes it beside (at the temporary path it is given), then
 /// it is renamed into place, so a reader (dnsmasq, a TFTP or HTTP server, a booting node) sees
 /// the old file or the new one, never half of one. The directory is made if missing.
+///
+/// The boot files' operations (small files, links and renames in the conductor's own
+/// directories) run on the calling thread, as the embedded database's statements do
+/// (`db::Inline`): each takes microseconds, while a hand-off to tokio's blocking pool and back
+/// costs two wake-ups of other threads, most of a network boot's CPU time in the lab. Only
+/// the bulk work (copying and hashing images) goes to the blocking pool.
 pub(crate) async fn replace_file(
     path: &Path,
     make: impl AsyncFnOnce(&Path) -> std::io::Result<()>,
 ) -> Result<(), DriverError> {
     if let Some(dir) = path.parent() {
-        tokio::fs::create_dir_all(dir)
-            .await
-            .map_err(|e| io_failed("create", dir, &e))?;
+        std::fs::create_dir_all(dir).map_err(|e| io_failed("create", dir, &e))?;
     }
     // Unique per write: two writers of one file in this process must not share a staged one.
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let staged = path.with_extension(format!("new-{}-{write}", std::process::id()));
-    let _ = tokio::fs::remove_file(&staged).await;
+    let _ = std::fs::remove_file(&staged);
     make(&staged)
         .await
         .map_err(|e| io_failed("write", &staged, &e))?;
-    tokio::fs::rename(&staged, path)
-        .await
-        .map_err(|e| io_failed("rename into", path, &e))
+    std::fs::rename(&staged, path).map_err(|e| io_failed("rename into", path, &e))
 }
 
 /// A file operation on `path` that failed, in words.
@@ -269,7 +271,7 @@ pub(crate) fn io_failed(what: &str, path: &Path, e: &std::io::Error) -> DriverEr
 
 /// Writes `text` at `path` through [`replace_file`].
 pub(crate) async fn write_whole(path: &Path, text: &str) -> Result<(), DriverError> {
-    replace_file(path, async |staged| tokio::fs::write(staged, text).await).await
+    replace_file(path, async |staged| std::fs::write(staged, text)).await
 }
 
 /// The boot mode a node deploys in (Ironic's `boot_mode_utils.get_boot_mode`): asked for in

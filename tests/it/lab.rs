@@ -99,6 +99,8 @@ struct Phases {
     last: Instant,
     last_cpu: Duration,
     last_files: Duration,
+    last_switches: u64,
+    last_threads: std::collections::BTreeMap<String, (u64, u64)>,
     last_counts: Counts,
     /// Ferrum's CPU seconds per second, files and background apart, while nothing happens.
     idle_rate: Option<f64>,
@@ -112,6 +114,8 @@ impl Phases {
             last: now,
             last_cpu: Duration::ZERO,
             last_files: Duration::ZERO,
+            last_switches: 0,
+            last_threads: Default::default(),
             last_counts: Counts::default(),
             idle_rate: None,
         }
@@ -119,6 +123,7 @@ impl Phases {
 
     async fn done(&mut self, lab: &Lab, what: &str) {
         let (cpu, files) = (lab.ferrum_cpu(), lab.ferrum_files_cpu());
+        let switches = lab.ferrum_switches();
         let counts = lab.ferrum_counts().await;
         let seconds = self.last.elapsed().as_secs_f64();
         let used = cpu.saturating_sub(self.last_cpu).as_secs_f64();
@@ -134,17 +139,42 @@ impl Phases {
             )
         });
         eprintln!(
-            "  {what:<62} {seconds:>7.1} s  (Ferrum's CPU {:>7.1} ms, files {:>6.1} ms, background {:>5.1} ms{own}; requests {}, durable writes {}, WAL syncs {})",
+            "  {what:<62} {seconds:>7.1} s  (Ferrum's CPU {:>7.1} ms, files {:>6.1} ms, background {:>5.1} ms{own}; context switches {}, requests {}, durable writes {}, WAL syncs {}, agent requests {}, ipmitool runs {})",
             used * 1e3,
             served * 1e3,
             background * 1e3,
+            switches.saturating_sub(self.last_switches),
             counts.requests - self.last_counts.requests,
             counts.durable_writes - self.last_counts.durable_writes,
             counts.wal_syncs - self.last_counts.wal_syncs,
+            counts.agent_requests - self.last_counts.agent_requests,
+            counts.ipmitool_runs - self.last_counts.ipmitool_runs,
         );
         self.last = Instant::now();
         self.last_cpu = cpu;
         self.last_files = files;
+        self.last_switches = switches;
+        // Where the CPU went by thread (the runtime's workers, the WAL syncer, the file
+        // server, ...): the thread names with what each used in this phase.
+        let threads = lab.ferrum_threads();
+        let split: Vec<String> = threads
+            .iter()
+            .map(|(name, (ns, switches))| {
+                let (ns0, switches0) = self.last_threads.get(name).copied().unwrap_or_default();
+                (
+                    name,
+                    ns.saturating_sub(ns0),
+                    switches.saturating_sub(switches0),
+                )
+            })
+            .filter(|(_, ns, _)| *ns > 0)
+            .map(|(name, ns, switches)| format!("{name} {:.1} ms/{switches}", ns as f64 / 1e6))
+            .collect();
+        eprintln!(
+            "      by thread (CPU/context switches): {}",
+            split.join(", ")
+        );
+        self.last_threads = threads;
         self.last_counts = counts;
     }
 

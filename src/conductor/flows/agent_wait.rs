@@ -41,11 +41,14 @@ pub(super) trait AgentWait: Copy + Send + Sync + 'static {
     fn failure(self, node: &Node, message: &str) -> NodeChanges;
 }
 
-/// How often a waiting step's agent is asked whether its command has finished: from
-/// `POLL_FIRST`, growing by half up to `POLL_MAX`. The agent heartbeats too when a command ends,
-/// but only within 5 s and never more than every 5 s; asking it is faster.
-const POLL_FIRST: Duration = Duration::from_millis(250);
-const POLL_MAX: Duration = Duration::from_secs(2);
+/// How often a waiting step's agent is asked whether its command has finished: first after
+/// `POLL_FIRST`, then twice as long each time up to `POLL_MAX`. The agent also heartbeats
+/// when a command ends (within 5 s, and never within 5 s of its last heartbeat), which ends
+/// the wait as well: the polls find the short commands sooner, and a long one is left to the
+/// heartbeat, each poll being a request to the agent and a wake-up of the conductor (0.25 s
+/// growing by half to 2 s asked a 15 s image write 11 times; these, 5 times).
+const POLL_FIRST: Duration = Duration::from_millis(500);
+const POLL_MAX: Duration = Duration::from_secs(8);
 
 /// Asks the agent of `node`, waiting in the step at `index`, until that step has finished or
 /// failed, then continues or fails the deploy or cleaning. It holds no lock and reads no row
@@ -59,7 +62,7 @@ pub(super) fn spawn_poller(ctx: Ctx, node: Node, wait: impl AgentWait, index: us
         let mut interval = POLL_FIRST;
         while Instant::now() < give_up && ctx.lease.is_serving() {
             tokio::time::sleep(interval).await;
-            interval = (interval * 3 / 2).min(POLL_MAX);
+            interval = (interval * 2).min(POLL_MAX);
             match wait.poll(&ctx, &node, index).await {
                 Ok(StepPoll::Running) => continue,
                 Ok(poll) => {

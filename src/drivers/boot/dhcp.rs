@@ -68,7 +68,7 @@ impl Dhcp {
             "*:*:*:*:*:*,ignore\n"
         };
         let path = hostsdir.join(UNKNOWN_HOSTS_FILE);
-        if tokio::fs::read_to_string(&path).await.ok().as_deref() == Some(entry) {
+        if std::fs::read_to_string(&path).ok().as_deref() == Some(entry) {
             return Ok(());
         }
         write_whole(&path, entry).await
@@ -106,7 +106,7 @@ impl Dhcp {
             write_whole(&host_file(hostsdir, mac), &format!("{mac},ignore\n")).await?;
         }
         let options = optsdir.join(format!("ironic-{node_uuid}.conf"));
-        match tokio::fs::remove_file(&options).await {
+        match std::fs::remove_file(&options) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(write_failed(&options, &e)),

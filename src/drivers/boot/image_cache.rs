@@ -70,10 +70,7 @@ impl ImageCache {
         let record = self.fetch(url).await?;
         let master = self.master_of(url);
         // Replaced, not overwritten: a node still reading the old link keeps its file.
-        replace_file(dest, async |staged| {
-            tokio::fs::hard_link(&master, staged).await
-        })
-        .await?;
+        replace_file(dest, async |staged| std::fs::hard_link(&master, staged)).await?;
         Ok(record.sha256)
     }
 
@@ -88,33 +85,27 @@ impl ImageCache {
             touch(&record_path(&master));
             return Ok(record);
         }
-        tokio::fs::create_dir_all(&self.dir)
-            .await
-            .map_err(|e| io_failed("create", &self.dir, &e))?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| io_failed("create", &self.dir, &e))?;
         let part = master.with_extension(format!("part-{}", std::process::id()));
         let fetched = fetch_into(url, &part).await;
         let sha256 = match fetched {
             Ok(sha256) => sha256,
             Err(e) => {
-                let _ = tokio::fs::remove_file(&part).await;
+                let _ = std::fs::remove_file(&part);
                 return Err(e);
             }
         };
-        let size = tokio::fs::metadata(&part)
-            .await
+        let size = std::fs::metadata(&part)
             .map_err(|e| io_failed("read", &part, &e))?
             .len();
-        tokio::fs::rename(&part, &master)
-            .await
-            .map_err(|e| io_failed("rename", &master, &e))?;
+        std::fs::rename(&part, &master).map_err(|e| io_failed("rename", &master, &e))?;
         let record = Record {
             url: url.to_owned(),
             sha256,
             size,
         };
         let text = serde_json::to_vec(&record).unwrap_or_default();
-        tokio::fs::write(record_path(&master), text)
-            .await
+        std::fs::write(record_path(&master), text)
             .map_err(|e| io_failed("write", &record_path(&master), &e))?;
         tracing::info!(url, sha256 = %record.sha256, size, "Cached boot image {url}");
         self.evict(&master).await;
@@ -124,9 +115,9 @@ impl ImageCache {
     /// The record of a master copy still good to use: of this URL, younger than the TTL, and of
     /// the recorded size.
     async fn fresh(&self, master: &Path, url: &str) -> Option<Record> {
-        let text = tokio::fs::read(record_path(master)).await.ok()?;
+        let text = std::fs::read(record_path(master)).ok()?;
         let record: Record = serde_json::from_slice(&text).ok()?;
-        let meta = tokio::fs::metadata(master).await.ok()?;
+        let meta = std::fs::metadata(master).ok()?;
         let age = meta.modified().ok()?.elapsed().unwrap_or_default();
         (record.url == url && meta.len() == record.size && age < self.ttl).then_some(record)
     }
@@ -137,19 +128,17 @@ impl ImageCache {
         if self.size_limit == 0 {
             return;
         }
-        let Ok(mut entries) = tokio::fs::read_dir(&self.dir).await else {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         let mut copies = Vec::new();
-        while let Ok(Some(entry)) = entries.next_entry().await {
+        for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_some() {
                 continue;
             }
-            let (Ok(meta), Ok(used)) = (
-                entry.metadata().await,
-                tokio::fs::metadata(record_path(&path)).await,
-            ) else {
+            let (Ok(meta), Ok(used)) = (entry.metadata(), std::fs::metadata(record_path(&path)))
+            else {
                 continue;
             };
             let used = used.modified().unwrap_or(SystemTime::UNIX_EPOCH);
@@ -165,8 +154,8 @@ impl ImageCache {
                 continue;
             }
             tracing::info!(path = %path.display(), "Evicting cached boot image {}", path.display());
-            let _ = tokio::fs::remove_file(record_path(&path)).await;
-            let _ = tokio::fs::remove_file(&path).await;
+            let _ = std::fs::remove_file(record_path(&path));
+            let _ = std::fs::remove_file(&path);
             total = total.saturating_sub(size);
         }
     }

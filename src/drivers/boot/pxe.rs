@@ -324,7 +324,7 @@ impl BootInterface for NetworkBoot {
                 }
             };
             replace_file(&link, async |staged| {
-                tokio::fs::symlink(&target, staged).await
+                std::os::unix::fs::symlink(&target, staged)
             })
             .await?;
         }
@@ -342,18 +342,18 @@ impl BootInterface for NetworkBoot {
 
     async fn clean_up_ramdisk(&self, node: &Node, _driver: &Driver) -> Result<(), DriverError> {
         let node_dir = self.root().join(&node.uuid);
-        let macs: Vec<String> = match tokio::fs::read_to_string(node_dir.join("macs")).await {
+        let macs: Vec<String> = match std::fs::read_to_string(node_dir.join("macs")) {
             Ok(text) => text.lines().map(str::to_owned).collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io_failed("read", &node_dir.join("macs"), &e)),
         };
         for mac in &macs {
             for loader in [Loader::Ipxe, Loader::Pxelinux, Loader::Grub] {
-                let _ = tokio::fs::remove_file(self.mac_link(loader, mac)).await;
+                let _ = std::fs::remove_file(self.mac_link(loader, mac));
             }
         }
         self.settings.dhcp.withdraw(&node.uuid, &macs).await?;
-        match tokio::fs::remove_dir_all(&node_dir).await {
+        match std::fs::remove_dir_all(&node_dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_failed("remove", &node_dir, &e)),

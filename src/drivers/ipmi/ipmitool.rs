@@ -1,7 +1,8 @@
 //! Running `ipmitool` as Ironic's `_exec_ipmitool` does: a child process (no shell), the
-//! password in a file only its owner reads (`-f`, removed afterwards), killed when it outlives
-//! `command_retry_timeout` (Ironic's `kill_on_timeout`), tried again until that timeout, and at
-//! most one command at a time to one BMC, at least `min_command_interval` after the one before.
+//! password in its environment (`-E`; nothing is written, see [`pass_password`]), killed when
+//! it outlives `command_retry_timeout` (Ironic's `kill_on_timeout`), tried again until that
+//! timeout, and at most one command at a time to one BMC, at least `min_command_interval` after
+//! the one before.
 //!
 //! `ipmitool` exits 0 on some refusals (a BMC answering "Set Chassis Boot Parameter 5 failed:
 //! Unspecified error"), so a line of stderr saying `failed` is a failure whatever the exit
@@ -128,16 +129,21 @@ impl Ipmitool {
             child.env("HOME", home);
         }
         pass_password(&mut child, &info.password);
+        let (stdout, stderr) = (
+            Capture::new("ipmitool-stdout")?,
+            Capture::new("ipmitool-stderr")?,
+        );
         child
             .args(info.ipmitool_args())
             .args(["-R", "1", "-N", &format!("{ipmitool_timeout}")])
             .args(command)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(stdout.for_child()?)
+            .stderr(stderr.for_child()?)
             // Dropped on timeout: killed, as Ironic's kill_on_timeout.
             .kill_on_drop(true);
-        let child = child.spawn().map_err(|e| {
+        crate::metrics::get().ipmitool_run();
+        let mut child = child.spawn().map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 "ipmitool was not found on the conductor's PATH (install ipmitool)".to_owned()
             } else {
@@ -145,8 +151,8 @@ impl Ipmitool {
             }
         })?;
         let limit = self.settings.command_retry_timeout;
-        let output = match tokio::time::timeout(limit, child.wait_with_output()).await {
-            Ok(Ok(output)) => output,
+        let status = match tokio::time::timeout(limit, child.wait()).await {
+            Ok(Ok(status)) => status,
             Ok(Err(e)) => return Err(format!("could not run ipmitool: {e}")),
             Err(_) => {
                 return Err(format!(
@@ -155,12 +161,12 @@ impl Ipmitool {
                 ));
             }
         };
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        if !output.status.success() {
+        let stdout = String::from_utf8_lossy(&stdout.written()?).into_owned();
+        let stderr = String::from_utf8_lossy(&stderr.written()?).into_owned();
+        if !status.success() {
             let said = stderr.trim();
             return Err(if said.is_empty() {
-                format!("ipmitool exited with {}", output.status)
+                format!("ipmitool exited with {status}")
             } else {
                 said.lines().collect::<Vec<_>>().join("; ")
             });
@@ -169,6 +175,39 @@ impl Ipmitool {
             return Err(refusal.trim().to_owned());
         }
         Ok(Output { stdout })
+    }
+}
+
+/// Where a child's output goes: an anonymous file in memory (`memfd_create`), read once the
+/// child has exited. A pipe would wake the conductor for each write the child makes and for
+/// its end (three or four wake-ups of a runtime thread per command, most of the CPU time a
+/// command costs the conductor); with a file, only the child's exit does.
+struct Capture(std::fs::File);
+
+impl Capture {
+    fn new(name: &str) -> Result<Capture, String> {
+        rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)
+            .map(|fd| Capture(std::fs::File::from(fd)))
+            .map_err(|e| format!("could not make a file for ipmitool's output: {e}"))
+    }
+
+    /// The same file for the child (its descriptor is duplicated into the child).
+    fn for_child(&self) -> Result<Stdio, String> {
+        self.0
+            .try_clone()
+            .map(Stdio::from)
+            .map_err(|e| format!("could not make a file for ipmitool's output: {e}"))
+    }
+
+    /// What the child wrote, once it has exited.
+    fn written(mut self) -> Result<Vec<u8>, String> {
+        use std::io::{Read, Seek};
+        let mut bytes = Vec::new();
+        self.0
+            .rewind()
+            .and_then(|()| self.0.read_to_end(&mut bytes))
+            .map_err(|e| format!("could not read ipmitool's output: {e}"))?;
+        Ok(bytes)
     }
 }
 
@@ -254,6 +293,21 @@ mod tests {
         assert!(text.contains("\n0\n  Reserved\n"), "{text}");
         let mode = std::fs::metadata(home).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn a_capture_holds_what_the_child_wrote() {
+        let (out, err) = (Capture::new("out").unwrap(), Capture::new("err").unwrap());
+        let status = tokio::process::Command::new("sh")
+            .args(["-c", "echo said; echo refused >&2; echo more"])
+            .stdout(out.for_child().unwrap())
+            .stderr(err.for_child().unwrap())
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(out.written().unwrap(), b"said\nmore\n");
+        assert_eq!(err.written().unwrap(), b"refused\n");
     }
 
     #[test]

@@ -105,18 +105,37 @@ pub struct Counts {
     /// Writes that waited to be on disk, and the WAL syncs that put them there.
     pub durable_writes: f64,
     pub wal_syncs: f64,
+    /// Requests to the node's agent, and ipmitool processes run.
+    pub agent_requests: f64,
+    pub ipmitool_runs: f64,
 }
 
 /// A process's CPU time to the nanosecond: every 100 ms, each of its threads' time on a CPU
-/// (`/proc/<pid>/task/<tid>/schedstat`), kept per thread, so that a thread that ends keeps what
-/// it used (up to its last 100 ms: a worker thread of tokio's ends after 10 s idle). The USER_HZ
-/// ticks of `/proc/<pid>/stat` (10 ms) cannot tell a 5 ms deploy from idle. The threads of the
-/// conductor's file server (named `ferrum-files*`: the bytes of ramdisks and images) are kept
-/// apart from the rest.
+/// (`/proc/<pid>/task/<tid>/schedstat`) and its context switches, kept per thread, so that a
+/// thread that ends keeps what it used (up to its last 100 ms: a worker thread of tokio's ends
+/// after 10 s idle). The USER_HZ ticks of `/proc/<pid>/stat` (10 ms) cannot tell a 5 ms deploy
+/// from idle. The threads of the conductor's file server (named `ferrum-files*`: the bytes of
+/// ramdisks and images) are kept apart from the rest.
 struct CpuMeter {
-    /// Per thread: whether it serves files, and its CPU nanoseconds.
-    threads: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, (bool, u64)>>>,
+    threads: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, ThreadUse>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// What one thread used so far.
+#[derive(Debug, Default, Clone)]
+struct ThreadUse {
+    /// Its name (`comm`).
+    name: String,
+    cpu_ns: u64,
+    /// Voluntary (a wait) and involuntary (preempted) context switches: how often the thread
+    /// was woken, which costs more than most of what it then does.
+    switches: u64,
+}
+
+impl ThreadUse {
+    fn serves_files(&self) -> bool {
+        self.name.starts_with("ferrum-files")
+    }
 }
 
 impl CpuMeter {
@@ -135,15 +154,26 @@ impl CpuMeter {
                     let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else {
                         continue;
                     };
-                    let ns = std::fs::read_to_string(task.path().join("schedstat"))
+                    let read = |file: &str| std::fs::read_to_string(task.path().join(file));
+                    let ns = read("schedstat")
                         .ok()
                         .and_then(|s| s.split(' ').next()?.parse::<u64>().ok());
-                    let files = std::fs::read_to_string(task.path().join("comm"))
-                        .is_ok_and(|name| name.starts_with("ferrum-files"));
+                    let name = read("comm").unwrap_or_default().trim().to_owned();
+                    let switches = read("status")
+                        .map(|status| {
+                            status
+                                .lines()
+                                .filter(|l| l.contains("ctxt_switches:"))
+                                .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+                                .sum::<u64>()
+                        })
+                        .unwrap_or(0);
                     if let Some(ns) = ns {
                         let mut threads = threads.lock().expect("cpu meter");
                         let seen = threads.entry(tid).or_default();
-                        *seen = (files, seen.1.max(ns));
+                        seen.name = name;
+                        seen.cpu_ns = seen.cpu_ns.max(ns);
+                        seen.switches = seen.switches.max(switches);
                     }
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -152,21 +182,36 @@ impl CpuMeter {
         meter
     }
 
+    fn sum(&self, keep: impl Fn(&ThreadUse) -> bool, of: impl Fn(&ThreadUse) -> u64) -> u64 {
+        let threads = self.threads.lock().expect("cpu meter");
+        threads.values().filter(|t| keep(t)).map(of).sum()
+    }
+
     /// The CPU time of the file server's threads.
     fn files(&self) -> Duration {
-        let threads = self.threads.lock().expect("cpu meter");
-        Duration::from_nanos(threads.values().filter(|t| t.0).map(|t| t.1).sum())
+        Duration::from_nanos(self.sum(ThreadUse::serves_files, |t| t.cpu_ns))
     }
 
     fn total(&self) -> Duration {
-        Duration::from_nanos(
-            self.threads
-                .lock()
-                .expect("cpu meter")
-                .values()
-                .map(|t| t.1)
-                .sum(),
-        )
+        Duration::from_nanos(self.sum(|_| true, |t| t.cpu_ns))
+    }
+
+    /// The context switches of the threads that do not serve files.
+    fn switches(&self) -> u64 {
+        self.sum(|t| !t.serves_files(), |t| t.switches)
+    }
+
+    /// Per thread name (the runtime's workers, the WAL syncer, ...): CPU nanoseconds and
+    /// context switches so far.
+    fn by_name(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        let threads = self.threads.lock().expect("cpu meter");
+        let mut named = std::collections::BTreeMap::<String, (u64, u64)>::new();
+        for t in threads.values() {
+            let sum = named.entry(t.name.clone()).or_default();
+            sum.0 += t.cpu_ns;
+            sum.1 += t.switches;
+        }
+        named
     }
 }
 
@@ -406,6 +451,10 @@ impl Lab {
             ("FERRUM_KERNEL_APPEND_PARAMS", RAMDISK_PARAMS.to_owned()),
         ];
         settings.extend(env.iter().cloned());
+        // The size of Ferrum's runtime, to measure its CPU time with another.
+        if let Ok(workers) = std::env::var("TOKIO_WORKER_THREADS") {
+            settings.push(("TOKIO_WORKER_THREADS", workers));
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -470,6 +519,16 @@ impl Lab {
         self.cpu.as_ref().map_or(Duration::ZERO, CpuMeter::total)
     }
 
+    /// Ferrum's context switches so far, its file server's apart: how often its threads woke.
+    pub fn ferrum_switches(&self) -> u64 {
+        self.cpu.as_ref().map_or(0, CpuMeter::switches)
+    }
+
+    /// Ferrum's CPU nanoseconds and context switches so far by thread name.
+    pub fn ferrum_threads(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        self.cpu.as_ref().map(CpuMeter::by_name).unwrap_or_default()
+    }
+
     /// The part of [`Lab::ferrum_cpu`] spent by its file server (ramdisk and image bytes).
     pub fn ferrum_files_cpu(&self) -> Duration {
         self.cpu.as_ref().map_or(Duration::ZERO, CpuMeter::files)
@@ -503,6 +562,8 @@ impl Lab {
             }),
             durable_writes: sum("ferrum_db_durable_writes_total", &all),
             wal_syncs: sum("ferrum_db_wal_syncs_total", &all),
+            agent_requests: sum("ferrum_agent_requests_total", &all),
+            ipmitool_runs: sum("ferrum_ipmitool_runs_total", &all),
         }
     }
 
