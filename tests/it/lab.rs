@@ -122,8 +122,9 @@ impl Phases {
     }
 
     async fn done(&mut self, lab: &Lab, what: &str) {
+        // Read together, before the scrape, so that the figures and the by-thread line agree.
         let (cpu, files) = (lab.ferrum_cpu(), lab.ferrum_files_cpu());
-        let switches = lab.ferrum_switches();
+        let (switches, threads) = (lab.ferrum_switches(), lab.ferrum_threads());
         let counts = lab.ferrum_counts().await;
         let seconds = self.last.elapsed().as_secs_f64();
         let used = cpu.saturating_sub(self.last_cpu).as_secs_f64();
@@ -156,7 +157,6 @@ impl Phases {
         self.last_switches = switches;
         // Where the CPU went by thread (the runtime's workers, the WAL syncer, the file
         // server, ...): the thread names with what each used in this phase.
-        let threads = lab.ferrum_threads();
         let split: Vec<String> = threads
             .iter()
             .map(|(name, (ns, switches))| {

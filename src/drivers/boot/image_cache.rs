@@ -81,7 +81,7 @@ impl ImageCache {
             locks.entry(master.clone()).or_default().clone()
         };
         let _fetching = lock.lock().await;
-        if let Some(record) = self.fresh(&master, url).await {
+        if let Some(record) = self.fresh(&master, url) {
             touch(&record_path(&master));
             return Ok(record);
         }
@@ -108,13 +108,13 @@ impl ImageCache {
         std::fs::write(record_path(&master), text)
             .map_err(|e| io_failed("write", &record_path(&master), &e))?;
         tracing::info!(url, sha256 = %record.sha256, size, "Cached boot image {url}");
-        self.evict(&master).await;
+        self.evict(&master);
         Ok(record)
     }
 
     /// The record of a master copy still good to use: of this URL, younger than the TTL, and of
     /// the recorded size.
-    async fn fresh(&self, master: &Path, url: &str) -> Option<Record> {
+    fn fresh(&self, master: &Path, url: &str) -> Option<Record> {
         let text = std::fs::read(record_path(master)).ok()?;
         let record: Record = serde_json::from_slice(&text).ok()?;
         let meta = std::fs::metadata(master).ok()?;
@@ -124,7 +124,7 @@ impl ImageCache {
 
     /// Removes the least recently used master copies (their records' modification time) until
     /// the cache fits its size, never `keep`, the copy just fetched. Nodes keep their links.
-    async fn evict(&self, keep: &Path) {
+    fn evict(&self, keep: &Path) {
         if self.size_limit == 0 {
             return;
         }
