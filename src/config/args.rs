@@ -31,6 +31,7 @@ pub const OTHER_VARIABLES: &[&str] = &[
     "FERRUM_LAB_FIRMWARE",
     "FERRUM_LAB_KEEP",
     "FERRUM_LAB_BIN",
+    "FERRUM_LAB_CALLGRIND",
     "FERRUM_COMPOSE_API_PORT",
 ];
 

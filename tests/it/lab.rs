@@ -125,6 +125,7 @@ impl Phases {
         // Read together, before the scrape, so that the figures and the by-thread line agree.
         let (cpu, files) = (lab.ferrum_cpu(), lab.ferrum_files_cpu());
         let (switches, threads) = (lab.ferrum_switches(), lab.ferrum_threads());
+        let instructions = lab.ferrum_instructions();
         let counts = lab.ferrum_counts().await;
         let seconds = self.last.elapsed().as_secs_f64();
         let used = cpu.saturating_sub(self.last_cpu).as_secs_f64();
@@ -174,6 +175,9 @@ impl Phases {
             "      by thread (CPU/context switches): {}",
             split.join(", ")
         );
+        if let Some(n) = instructions {
+            eprintln!("      instructions (callgrind): {:.2} M", n as f64 / 1e6);
+        }
         self.last_threads = threads;
         self.last_counts = counts;
     }

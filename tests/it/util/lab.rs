@@ -92,6 +92,9 @@ pub struct Lab {
     ferrum: Option<Child>,
     /// Ferrum's CPU time, sampled while it runs.
     cpu: Option<CpuMeter>,
+    /// Where callgrind writes Ferrum's instruction counts, when it runs under callgrind
+    /// (`FERRUM_LAB_CALLGRIND=1`).
+    callgrind: Option<PathBuf>,
 }
 
 /// What Ferrum's `GET /metrics` counts at one moment ([`Lab::ferrum_counts`]), for the lab's
@@ -281,6 +284,7 @@ impl Lab {
             api_host_port,
             ferrum: None,
             cpu: None,
+            callgrind: None,
         };
         let env = std::fs::read_to_string(lab.vm_dir().join("vm.env")).expect("vm.env");
         let var = |key: &str| {
@@ -464,6 +468,16 @@ impl Lab {
         // FERRUM_LAB_BIN: another build (a release one, to measure Ferrum's CPU time).
         let ferrum = std::env::var("FERRUM_LAB_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrum").to_owned());
+        // FERRUM_LAB_CALLGRIND=1: under valgrind's callgrind, which counts the instructions
+        // Ferrum executes (its own code and its libraries, not the kernel's work for its system
+        // calls): a figure this machine's cache effects and neighbours cannot blur, read at
+        // each phase's end ([`Lab::ferrum_instructions`]).
+        if std::env::var("FERRUM_LAB_CALLGRIND").is_ok_and(|v| v == "1") {
+            let out = self.dir.join("callgrind.out");
+            cmd.args(["valgrind", "--tool=callgrind"])
+                .arg(format!("--callgrind-out-file={}", out.display()));
+            self.callgrind = Some(out);
+        }
         cmd.arg(ferrum)
             .arg("all-in-one")
             .current_dir(&self.dir)
@@ -527,6 +541,39 @@ impl Lab {
     /// Ferrum's CPU nanoseconds and context switches so far by thread name.
     pub fn ferrum_threads(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
         self.cpu.as_ref().map(CpuMeter::by_name).unwrap_or_default()
+    }
+
+    /// The instructions Ferrum executed since the last call (or its start), when it runs under
+    /// callgrind: `callgrind_control --dump` writes the counts since the dump before into a new
+    /// file (`callgrind.out.<n>`) and zeroes them.
+    pub fn ferrum_instructions(&self) -> Option<u64> {
+        let (out, ferrum) = (self.callgrind.as_ref()?, self.ferrum.as_ref()?);
+        let mut dump = Command::new("callgrind_control");
+        dump.args(["--dump", &ferrum.id().to_string()]);
+        run(dump).unwrap_or_else(|e| panic!("callgrind_control: {e}"));
+        let prefix = format!("{}.", out.file_name()?.to_string_lossy());
+        let newest = std::fs::read_dir(out.parent()?)
+            .ok()?
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name.strip_prefix(&prefix)?
+                    .parse::<u32>()
+                    .ok()
+                    .map(|n| (n, entry.path()))
+            })
+            .max_by_key(|(n, _)| *n)?
+            .1;
+        // The file's `summary:` line (`totals:` in older versions) holds its events: Ir only.
+        let text = std::fs::read_to_string(newest).ok()?;
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("summary:")
+                    .or_else(|| l.strip_prefix("totals:"))
+            })?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// The part of [`Lab::ferrum_cpu`] spent by its file server (ramdisk and image bytes).
