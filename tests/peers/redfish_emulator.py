@@ -67,21 +67,51 @@ def serve(directory):
     return main.main()
 
 
+def listens(pid, port):
+    """Whether process `pid` holds the listening TCP socket of `port`: another emulator started
+    at the same moment on the same free port would otherwise answer in its place."""
+    inodes = set()
+    fds = '/proc/%s/fd' % pid
+    for fd in os.listdir(fds):
+        try:
+            target = os.readlink(os.path.join(fds, fd))
+        except OSError:
+            continue
+        if target.startswith('socket:['):
+            inodes.add(target[len('socket:['):-1])
+    for table in ('tcp', 'tcp6'):
+        try:
+            with open('/proc/%s/net/%s' % (pid, table)) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            # 0A: LISTEN.
+            if state == '0A' and int(local.rsplit(':', 1)[1], 16) == int(port) and inode in inodes:
+                return True
+    return False
+
+
 def ready(host, port, pid, seconds, user=None, password=None):
     base = 'http://%s:%s/redfish/v1' % ('[%s]' % host if ':' in host else host, port)
     deadline = time.monotonic() + float(seconds)
     while True:
         try:
             os.kill(int(pid), 0)
+            ours = listens(pid, port)
         except OSError:
-            return 'the emulator exited'
+            return 'the emulator exited (is the port taken?)'
         try:
-            urllib.request.urlopen(base + '/', timeout=2).read()
-            break
+            if ours:
+                urllib.request.urlopen(base + '/', timeout=2).read()
+                break
         except OSError:
-            if time.monotonic() > deadline:
-                return 'no answer in %s s' % seconds
-            time.sleep(0.1)
+            pass
+        if time.monotonic() > deadline:
+            return 'no answer in %s s' % seconds
+        time.sleep(0.1)
     request = urllib.request.Request(base + '/Systems')
     if user:
         secret = base64.b64encode(('%s:%s' % (user, password)).encode()).decode()

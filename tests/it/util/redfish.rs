@@ -139,8 +139,17 @@ impl Emulator {
                 .build()
                 .expect("http client"),
         };
-        emulator.launch(free_port());
-        Some(emulator)
+        // Another emulator may take the free port between its choice and this one's start
+        // (tests start them in parallel): then this one exits, and another port is tried.
+        let mut tries = 3;
+        loop {
+            tries -= 1;
+            match emulator.try_launch(free_port()) {
+                Ok(()) => return Some(emulator),
+                Err(e) if tries == 0 => panic!("{e}"),
+                Err(_) => {}
+            }
+        }
     }
 
     fn script_command(&self) -> Command {
@@ -157,6 +166,10 @@ impl Emulator {
     }
 
     fn launch(&mut self, port: u16) {
+        self.try_launch(port).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn try_launch(&mut self, port: u16) -> Result<(), String> {
         let mut cmd = self.script_command();
         cmd.arg(port.to_string())
             .arg(self.options.systems.to_string());
@@ -169,12 +182,13 @@ impl Emulator {
                 .env("REDFISH_EMU_PASSWORD", password);
         }
         let out = cmd.output().expect("run the Redfish emulator script");
-        assert!(
-            out.status.success(),
-            "the Redfish emulator did not start on port {port}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            return Err(format!(
+                "the Redfish emulator did not start on port {port}: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
         self.port = port;
         self.systems = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -182,6 +196,7 @@ impl Emulator {
             .map(|id| format!("/redfish/v1/Systems/{}", id.trim()))
             .collect();
         assert_eq!(self.systems.len(), self.options.systems, "{out:?}");
+        Ok(())
     }
 
     /// Starts the emulator again on the same port, with the same systems, each in its initial
