@@ -31,8 +31,8 @@ use std::{
 
 use chrono::{NaiveDateTime, Utc};
 use crossbeam_queue::ArrayQueue;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
@@ -145,15 +145,29 @@ pub struct Payload {
 
 impl Payload {
     /// The object as oslo.versionedobjects' `obj_to_primitive` gives it (its changes reset, as
-    /// Ironic's `emit` resets them, so no `ironic_object.changes`).
-    pub fn to_primitive(&self) -> Value {
-        json!({
-            "ironic_object.namespace": "ironic",
-            "ironic_object.name": self.name,
-            "ironic_object.version": self.version,
-            "ironic_object.data": self.data,
-        })
+    /// Ironic's `emit` resets them, so no `ironic_object.changes`), borrowed: serialized where
+    /// it goes, never copied (a node's payload is its whole record).
+    pub fn primitive(&self) -> Primitive<'_> {
+        Primitive {
+            namespace: "ironic",
+            name: self.name,
+            version: self.version,
+            data: &self.data,
+        }
     }
+}
+
+/// A [`Payload`] as oslo.versionedobjects writes it: see [`Payload::primitive`].
+#[derive(Debug, Serialize)]
+pub struct Primitive<'a> {
+    #[serde(rename = "ironic_object.namespace")]
+    namespace: &'static str,
+    #[serde(rename = "ironic_object.name")]
+    name: &'static str,
+    #[serde(rename = "ironic_object.version")]
+    version: &'static str,
+    #[serde(rename = "ironic_object.data")]
+    data: &'a Map<String, Value>,
 }
 
 /// One notification, as queued for the publisher.
@@ -171,28 +185,58 @@ pub struct Notification {
 
 impl Notification {
     /// The message oslo.messaging's notifier builds (`Notifier._notify`).
-    pub fn message(&self) -> Value {
-        json!({
-            "message_id": self.message_id.to_string(),
-            "publisher_id": &*self.publisher_id,
-            "event_type": self.event_type,
-            "priority": self.level.priority(),
-            "payload": self.payload.to_primitive(),
-            "timestamp": oslo_timestamp(&self.timestamp),
-            // What the AMQP driver adds to every message it sends (`_add_unique_id`); the
-            // listener's duplicate check reads it.
-            "_unique_id": Uuid::new_v4().simple().to_string(),
-        })
+    pub fn message(&self) -> Message<'_> {
+        Message {
+            message_id: self.message_id.to_string(),
+            publisher_id: &self.publisher_id,
+            event_type: &self.event_type,
+            priority: self.level.priority(),
+            payload: self.payload.primitive(),
+            timestamp: oslo_timestamp(&self.timestamp),
+            unique_id: Uuid::new_v4().simple().to_string(),
+        }
     }
 
     /// The AMQP body: the message, as JSON text, in oslo.messaging's 2.0 envelope
     /// (`serialize_msg`), itself JSON.
     pub fn body(&self) -> Vec<u8> {
-        let inner = self.message().to_string();
-        json!({"oslo.version": "2.0", "oslo.message": inner})
-            .to_string()
-            .into_bytes()
+        #[derive(Serialize)]
+        struct Envelope {
+            #[serde(rename = "oslo.version")]
+            version: &'static str,
+            #[serde(rename = "oslo.message")]
+            message: String,
+        }
+        let envelope = Envelope {
+            version: "2.0",
+            message: to_json(&self.message()),
+        };
+        to_json(&envelope).into_bytes()
     }
+}
+
+/// A notification's message: see [`Notification::message`].
+#[derive(Debug, Serialize)]
+pub struct Message<'a> {
+    message_id: String,
+    publisher_id: &'a str,
+    event_type: &'a str,
+    priority: &'static str,
+    payload: Primitive<'a>,
+    timestamp: String,
+    /// What the AMQP driver adds to every message it sends (`_add_unique_id`); the listener's
+    /// duplicate check reads it.
+    #[serde(rename = "_unique_id")]
+    unique_id: String,
+}
+
+/// JSON text of a value made of strings, numbers and JSON values, which cannot fail to
+/// serialize (no map has a key that is not a string).
+pub(crate) fn to_json(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| {
+        error!("Cannot write a notification as JSON: {e}");
+        String::from("{}")
+    })
 }
 
 /// `str(datetime)` of a naive UTC time, as oslo's `timeutils.utcnow()` is written into a
@@ -344,7 +388,7 @@ impl Sink {
 }
 
 fn log_notification(n: &Notification) {
-    let payload = n.payload.to_primitive();
+    let payload = to_json(&n.payload.primitive());
     match n.level {
         Level::Debug => {
             debug!(target: "ferrum::notification", event_type = %n.event_type, publisher_id = %n.publisher_id, %payload, "Notification {}", n.event_type)
@@ -481,6 +525,8 @@ impl fmt::Debug for Notifier {
 #[cfg(test)]
 mod tests {
     use chrono::NaiveDate;
+
+    use serde_json::json;
 
     use super::*;
 

@@ -390,7 +390,7 @@ mod tests {
         );
         assert_eq!(p.data["driver_internal_info"]["agent_url"], "http://a");
         assert_eq!(p.data["instance_info"]["configdrive"], "******");
-        let text = serde_json::to_string(&p.to_primitive()).unwrap();
+        let text = serde_json::to_string(&p.primitive()).unwrap();
         assert!(!text.contains("hunter2") && !text.contains("t0k"), "{text}");
     }
 

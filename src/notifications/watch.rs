@@ -33,12 +33,13 @@ use lapin::{
     options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions},
     types::{FieldTable, ShortString},
 };
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{Level, Payload, Queue, oslo_timestamp};
+use super::{Level, Payload, Primitive, Queue, oslo_timestamp, to_json};
 use crate::broker::Brokers;
 
 /// The exchange watch events travel by between processes (RabbitMQ's built-in topic exchange).
@@ -68,26 +69,40 @@ impl WatchEvent {
         payload: &Payload,
         at: &chrono::NaiveDateTime,
     ) -> WatchEvent {
-        let field = |k: &str| payload.data.get(k).cloned().unwrap_or(Value::Null);
-        let node_uuid = field("uuid").as_str().unwrap_or_default().to_owned();
-        let node_name = field("name").as_str().map(str::to_owned);
-        let json = json!({
-            "event_type": event_type,
-            "priority": level.priority(),
-            "timestamp": oslo_timestamp(at),
-            "node_uuid": node_uuid,
-            "node_name": node_name,
-            "provision_state": field("provision_state"),
-            "target_provision_state": field("target_provision_state"),
-            "power_state": field("power_state"),
-            "target_power_state": field("target_power_state"),
-            "payload": payload.to_primitive(),
-        })
-        .to_string();
-        WatchEvent {
-            event_type: event_type.to_owned(),
+        /// The event's JSON text, written from the payload it borrows.
+        #[derive(Serialize)]
+        struct Text<'a> {
+            event_type: &'a str,
+            priority: &'static str,
+            timestamp: String,
+            node_uuid: &'a str,
+            node_name: Option<&'a str>,
+            provision_state: &'a Value,
+            target_provision_state: &'a Value,
+            power_state: &'a Value,
+            target_power_state: &'a Value,
+            payload: Primitive<'a>,
+        }
+        static NULL: Value = Value::Null;
+        let field = |k: &str| payload.data.get(k).unwrap_or(&NULL);
+        let node_uuid = field("uuid").as_str().unwrap_or_default();
+        let node_name = field("name").as_str();
+        let json = to_json(&Text {
+            event_type,
+            priority: level.priority(),
+            timestamp: oslo_timestamp(at),
             node_uuid,
             node_name,
+            provision_state: field("provision_state"),
+            target_provision_state: field("target_provision_state"),
+            power_state: field("power_state"),
+            target_power_state: field("target_power_state"),
+            payload: payload.primitive(),
+        });
+        WatchEvent {
+            event_type: event_type.to_owned(),
+            node_uuid: node_uuid.to_owned(),
+            node_name: node_name.map(str::to_owned),
             json,
         }
     }
@@ -399,7 +414,7 @@ impl Binding<'_> {
 #[cfg(test)]
 mod tests {
     use chrono::NaiveDate;
-    use serde_json::Map;
+    use serde_json::{Map, json};
 
     use super::*;
 

@@ -10,11 +10,7 @@
 //! `SessionOrBasicAuth` falls back to on a BMC without a SessionService), TLS minimum version
 //! and cipher settings, and OData `$expand`.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use reqwest::{Method, StatusCode};
 use rustls::pki_types::{CertificateDer, pem::PemObject};
@@ -120,9 +116,9 @@ impl Connections {
 /// The TLS trust `redfish_verify_ca` asks for: the system's CA bundle, a bundle file or a
 /// directory of PEM certificates, or nothing verified.
 fn tls_config(verify: &VerifyCa) -> Result<rustls::ClientConfig, DriverError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::drivers::agent_client::crypto_provider();
     let paths: Vec<std::path::PathBuf> = match verify {
-        VerifyCa::Bool(false) => return Ok(crate::drivers::agent_client::unverified(provider)),
+        VerifyCa::Bool(false) => return crate::drivers::agent_client::unverified(provider),
         VerifyCa::Bool(true) => {
             let bundle = std::env::var("SSL_CERT_FILE")
                 .unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".to_owned());
