@@ -132,18 +132,24 @@ pub async fn allocating_on(db: &Db, host: &str) -> Result<Vec<Allocation>> {
 
 /// The allocations still `allocating` on a conductor whose lease has run out (not among
 /// `leased`), or on none, oldest first (Ironic's `_check_orphan_allocations` filter).
+/// The hosts are compared here, not in the SQL: a list of them in the statement would make a
+/// statement to prepare at every round (diesel caches only those of a fixed shape), and the
+/// allocations being allocated are few.
 pub async fn orphaned(db: &Db, leased: &[String]) -> Result<Vec<Allocation>> {
-    Ok(with_conn!(db, |conn| table::table
+    let allocating: Vec<Allocation> = with_conn!(db, |conn| table::table
         .filter(table::state.eq(allocation::ALLOCATING))
-        .filter(
-            table::conductor_affinity
-                .is_null()
-                .or(table::conductor_affinity.ne_all(leased))
-        )
         .order(table::id.asc())
         .select(Allocation::as_select())
         .load(conn)
-        .await?))
+        .await?);
+    Ok(allocating
+        .into_iter()
+        .filter(|a| {
+            a.conductor_affinity
+                .as_ref()
+                .is_none_or(|host| !leased.contains(host))
+        })
+        .collect())
 }
 
 /// Moves the allocation `a`, still `allocating` on the conductor it names, to `host`: true when

@@ -132,3 +132,57 @@ impl Account {
         admin.batch_execute(statements).await.expect(statements);
     }
 }
+
+on_both_stacks! {
+/// The take-over checks find exactly what a dead conductor left: the nodes locked by a host not
+/// among the living (not those of a living one, nor unlocked ones), and the allocations still
+/// being allocated by such a host or by none (not a living host's, nor a finished one).
+async fn the_take_over_checks_find_what_dead_hosts_left_and_nothing_else(stack) {
+    use crate::util::{TestDb, fake_hardware_row};
+    let Some(test_db) = TestDb::new(stack).await else {
+        return;
+    };
+    let db = &test_db.db;
+    let mut uuids = Vec::new();
+    for host in ["alive", "dead", "", "dead-too"] {
+        let node = db::nodes::insert(db, &fake_hardware_row()).await.unwrap();
+        if !host.is_empty() {
+            assert!(db::nodes::reserve(db, &node.uuid, host, None).await.unwrap());
+        }
+        uuids.push(node.uuid);
+    }
+    let alive = vec!["alive".to_owned(), "other".to_owned()];
+    let mut orphans: Vec<(String, Option<String>)> = db::nodes::locked_by_others(db, &alive)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.uuid, n.reservation))
+        .collect();
+    orphans.sort();
+    let mut expected = vec![
+        (uuids[1].clone(), Some("dead".to_owned())),
+        (uuids[3].clone(), Some("dead-too".to_owned())),
+    ];
+    expected.sort();
+    assert_eq!(orphans, expected);
+    assert_eq!(db::nodes::locked_by_others(db, &["alive".into(), "dead".into(), "dead-too".into()]).await.unwrap().len(), 0);
+
+    let mut made = Vec::new();
+    for host in [Some("alive"), Some("dead"), None] {
+        let mut a = ferrum::allocation::from_create(json!({"resource_class": "rc"}).as_object().cloned().unwrap()).unwrap();
+        a.conductor_affinity = host.map(str::to_owned);
+        made.push(db::allocations::insert(db, &a).await.unwrap().uuid);
+    }
+    let mut finished = ferrum::allocation::from_create(json!({"resource_class": "rc"}).as_object().cloned().unwrap()).unwrap();
+    finished.conductor_affinity = Some("dead".to_owned());
+    finished.state = ferrum::allocation::ACTIVE.to_owned();
+    db::allocations::insert(db, &finished).await.unwrap();
+    let orphaned: Vec<String> = db::allocations::orphaned(db, &alive)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.uuid)
+        .collect();
+    assert_eq!(orphaned, made[1..], "oldest first");
+}
+}
