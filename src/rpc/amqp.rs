@@ -33,7 +33,7 @@
 //! [`TransportError::Unavailable`] while a supervisor task reconnects with capped
 //! exponential backoff; servers re-attach to their queue on the new connection: to the same
 //! queue if it is still there (the requests the lost consumer held are redelivered to the new
-//! one, and a conductor applies a request id at most once), or, when it went with the lost
+//! one, and answered with the outcome they had: `unacked.rs`), or, when it went with the lost
 //! consumer, to a new one declared only after [`QUEUE_GONE_HOLD`], so that the callers whose
 //! requests went with it learn it ([`TransportError::Lost`]) rather than wait for their timeout. A connection
 //! whose peer goes silent is lost too, after a few seconds of AMQP heartbeats
@@ -44,6 +44,7 @@
 
 mod server;
 mod session;
+mod unacked;
 
 use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
@@ -321,6 +322,7 @@ impl Transport for AmqpTransport {
             max_in_flight: max_in_flight.max(1),
             shutdown,
             attached: attached_tx,
+            unacked: Arc::default(),
             _supervisor: self.supervisor.clone(),
         };
         let attached = server.attach(server::Attach::Declare).await?;

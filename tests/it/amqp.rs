@@ -748,3 +748,81 @@ async fn a_quorum_queue_without_its_conductor_loses_its_calls_and_never_runs_the
     )
     .await;
 }
+
+/// A request whose ack is lost with its consumer's connection (the broker node it was on died)
+/// is delivered again to the consumer attached anew, and answered with the reply its first
+/// handling made, not handled twice (a conductor would apply it twice had another request
+/// changed its node in between: the node keeps only the key of the last request applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_delivered_again_after_its_ack_was_lost_is_not_handled_twice() {
+    let Some(url) = crate::util::amqp_url() else {
+        return;
+    };
+    let broker: lapin::uri::AMQPUri = url
+        .parse()
+        .expect("FERRUM_TEST_AMQP_URL is not an AMQP URL");
+    let link = Arc::new(
+        crate::util::link_proxy::LinkProxy::start(&broker.authority.host, broker.authority.port)
+            .await,
+    );
+    let mut through_link = broker.clone();
+    through_link.authority.host = "127.0.0.1".to_owned();
+    through_link.authority.port = link.port;
+    let prefix = format!("test-{}", Uuid::new_v4().simple());
+    let server_side =
+        AmqpTransport::connect_with(&through_link.to_string(), &prefix, QueueType::Quorum)
+            .await
+            .expect("server transport");
+    let client = AmqpTransport::connect_with(&url, &prefix, QueueType::Quorum)
+        .await
+        .expect("client transport");
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let (cut_tx, mut cut_done) = mpsc::unbounded_channel();
+    let cutting = handler(move |body: Vec<u8>| {
+        let (seen_tx, cut_tx, link) = (seen_tx.clone(), cut_tx.clone(), link.clone());
+        async move {
+            let _ = seen_tx.send(String::from_utf8_lossy(&body).into_owned());
+            if body == b"cut" {
+                // The connection dies while the request runs: its reply and ack are lost.
+                link.cut_now();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let _ = cut_tx.send(());
+            }
+            Ok([b"reply to ".as_slice(), &body].concat())
+        }
+    });
+    let shutdown = CancellationToken::new();
+    let server = serve(&server_side, "c1", cutting, 4, &shutdown).await;
+    let cut = tokio::spawn(async move {
+        client
+            .call("c1", "req-cut", b"cut".to_vec(), Duration::from_secs(20))
+            .await
+            .map(|reply| (reply, client))
+    });
+    tokio::time::timeout(PATIENCE, cut_done.recv())
+        .await
+        .expect("the request reached the handler");
+    let (reply, client) = cut
+        .await
+        .expect("join")
+        .expect("answered by its delivery again (the first reply went with the connection)");
+    assert_eq!(reply, b"reply to cut");
+    let reply = client
+        .call("c1", "req-other", b"other".to_vec(), PATIENCE)
+        .await
+        .expect("served after");
+    assert_eq!(reply, b"reply to other");
+
+    shutdown.cancel();
+    server.await.expect("join").expect("serve");
+    let mut handled = Vec::new();
+    while let Ok(body) = seen.try_recv() {
+        handled.push(body);
+    }
+    assert_eq!(handled, ["cut", "other"], "handled twice");
+    delete_queues(
+        &url,
+        &[conductor_queue(&prefix, "c1"), dead_letter_queue(&prefix)],
+    )
+    .await;
+}

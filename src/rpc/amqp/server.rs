@@ -26,6 +26,7 @@ use super::{
     QUEUE_GONE_HOLD, QueueType, RECONNECT_MAX, RECONNECT_MIN, STOP_CONSUMING_TIMEOUT, StopOnDrop,
     check_size, is_not_found, request_id,
     session::{Session, live_session},
+    unacked::{Outcome, Taken, Unacked},
     unavailable,
 };
 use crate::rpc::transport::{RequestHandler, TransportError};
@@ -43,6 +44,8 @@ pub(super) struct Server {
     pub(super) shutdown: CancellationToken,
     /// Whether the consumer is on its queue.
     pub(super) attached: watch::Sender<bool>,
+    /// The requests taken and not surely acked, shared by every attachment.
+    pub(super) unacked: Arc<Unacked>,
     pub(super) _supervisor: Arc<StopOnDrop>,
 }
 
@@ -241,8 +244,8 @@ impl Server {
     /// Hands deliveries to handler tasks until shutdown, then cancels the consumer, handles
     /// what the broker had already sent, and waits for every task. Errs when the consumer
     /// is lost before shutdown, at once: the tasks running then finish meanwhile (their acks
-    /// are lost with the channel, and the broker delivers their requests again, which the
-    /// conductor answers as applied where they were), while the queue is attached again.
+    /// are lost with the channel, and the broker delivers their requests again, which are
+    /// answered with these tasks' outcomes: `unacked.rs`), while the queue is attached again.
     async fn consume(
         &self,
         attached: Attached,
@@ -299,7 +302,13 @@ impl Server {
                             queue = %self.queue,
                             request_id = %request_id(&delivery.properties),
                         );
-                        let task = handle(channel.clone(), delivery, self.handler.clone(), permit);
+                        let task = handle(
+                            channel.clone(),
+                            delivery,
+                            self.handler.clone(),
+                            self.unacked.clone(),
+                            permit,
+                        );
                         in_flight.spawn(task.instrument(span));
                     }
                     // The stream ends right after an error.
@@ -358,11 +367,14 @@ async fn sleep_until_some(until: Option<tokio::time::Instant>) {
 }
 
 /// Runs the handler on one delivery, replies if asked to, then acks; rejects (without
-/// requeue) what the handler cannot decode. The permit is released at the end.
+/// requeue) what the handler cannot decode. A request taken before (its ack was lost with its
+/// channel) is answered with its first handling's outcome instead (`unacked.rs`). The permit is
+/// released at the end.
 async fn handle(
     channel: Channel,
     delivery: Delivery,
     handler: Arc<dyn RequestHandler>,
+    unacked: Arc<Unacked>,
     _permit: OwnedSemaphorePermit,
 ) {
     let Delivery {
@@ -371,37 +383,83 @@ async fn handle(
         acker,
         ..
     } = delivery;
-    let reply = match AssertUnwindSafe(handler.handle(data)).catch_unwind().await {
-        Ok(Ok(reply)) => reply,
+    let id = properties.correlation_id().clone();
+    loop {
+        match unacked.take(id.as_ref()) {
+            Taken::First(handling) => {
+                let outcome = run(&*handler, data).await;
+                let acked = settle(&channel, &properties, &acker, &outcome).await;
+                handling.ended(outcome, acked);
+                return;
+            }
+            Taken::Again(mut first) => {
+                let outcome = match first.wait_for(Option::is_some).await {
+                    Ok(outcome) => outcome.clone(),
+                    // Its first handling was stopped before it ended: handled anew.
+                    Err(_) => continue,
+                };
+                let Some(outcome) = outcome else { continue };
+                info!("A request taken before was delivered again; answering it as the first time");
+                let acked = settle(&channel, &properties, &acker, &outcome).await;
+                unacked.answered_again(id.as_ref(), acked);
+                return;
+            }
+        }
+    }
+}
+
+/// What the handler makes of a request; a panic rejects it.
+async fn run(handler: &dyn RequestHandler, data: Vec<u8>) -> Outcome {
+    match AssertUnwindSafe(handler.handle(data)).catch_unwind().await {
+        Ok(Ok(reply)) => Outcome::Replied(reply.into()),
         Ok(Err(rejection)) => {
             warn!(reason = %rejection.reason, "Rejecting a request that cannot be handled");
-            if let (Some(reply), Some(reply_to)) = (rejection.reply, properties.reply_to())
-                && check_size(reply.len()).is_ok()
-            {
-                send_reply(&channel, &properties, reply_to, &reply).await;
-            }
-            reject(&acker).await;
-            return;
+            Outcome::Rejected(rejection.reply.map(Into::into))
         }
         Err(_) => {
             error!("The request handler panicked; rejecting the request");
-            reject(&acker).await;
-            return;
+            Outcome::Rejected(None)
         }
-    };
-    if let Some(reply_to) = properties.reply_to() {
-        if check_size(reply.len()).is_err() {
-            error!(
-                size = reply.len(),
-                "The reply is too large for the broker; rejecting the request"
-            );
-            reject(&acker).await;
-            return;
-        }
-        send_reply(&channel, &properties, reply_to, &reply).await;
     }
-    if let Err(err) = acker.ack(BasicAckOptions::default()).await {
-        warn!(error = %err, "Cannot ack the request");
+}
+
+/// Sends the reply `outcome` has, where the request asked for one, and acks or rejects the
+/// request: whether that ack or reject went out.
+async fn settle(
+    channel: &Channel,
+    properties: &BasicProperties,
+    acker: &lapin::Acker,
+    outcome: &Outcome,
+) -> bool {
+    match outcome {
+        Outcome::Replied(reply) => {
+            if let Some(reply_to) = properties.reply_to() {
+                if check_size(reply.len()).is_err() {
+                    error!(
+                        size = reply.len(),
+                        "The reply is too large for the broker; rejecting the request"
+                    );
+                    return reject(acker).await;
+                }
+                send_reply(channel, properties, reply_to, reply).await;
+            }
+            // Ok(false): the channel is gone (or the delivery settled already).
+            match acker.ack(BasicAckOptions::default()).await {
+                Ok(acked) => acked,
+                Err(err) => {
+                    warn!(error = %err, "Cannot ack the request");
+                    false
+                }
+            }
+        }
+        Outcome::Rejected(reply) => {
+            if let (Some(reply), Some(reply_to)) = (reply, properties.reply_to())
+                && check_size(reply.len()).is_ok()
+            {
+                send_reply(channel, properties, reply_to, reply).await;
+            }
+            reject(acker).await
+        }
     }
 }
 
@@ -431,9 +489,14 @@ async fn send_reply(
     }
 }
 
-async fn reject(acker: &lapin::Acker) {
-    if let Err(err) = acker.reject(BasicRejectOptions { requeue: false }).await {
-        warn!(error = %err, "Cannot reject the request");
+/// Rejects without requeue: whether the reject went out.
+async fn reject(acker: &lapin::Acker) -> bool {
+    match acker.reject(BasicRejectOptions { requeue: false }).await {
+        Ok(rejected) => rejected,
+        Err(err) => {
+            warn!(error = %err, "Cannot reject the request");
+            false
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! A TCP proxy on loopback in front of a server (MariaDB, RabbitMQ): one process's link to it,
-//! which a test can blackhole as a dead link or a stuck middlebox does, and restore, or cut
-//! right after a given request went through, so that its answer is lost.
+//! which a test can blackhole as a dead link or a stuck middlebox does, and restore, cut right
+//! after a given request went through, so that its answer is lost, or cut at once.
 
 use std::{
     sync::{Arc, Mutex, PoisonError},
@@ -32,6 +32,8 @@ pub struct LinkProxy {
     /// The bytes whose next passage towards the server cuts its connection (see
     /// [`LinkProxy::cut_after`]).
     marker: Marker,
+    /// Bumped by [`LinkProxy::cut_now`]: every connection open then closes.
+    cuts: watch::Sender<u64>,
     accept: JoinHandle<()>,
 }
 
@@ -48,6 +50,7 @@ impl LinkProxy {
         let (open, watching) = watch::channel(true);
         let marker = Marker::default();
         let armed = marker.clone();
+        let (cuts, cut_seen) = watch::channel(0);
         let accept = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
             loop {
@@ -59,6 +62,7 @@ impl LinkProxy {
                             target.clone(),
                             watching.clone(),
                             armed.clone(),
+                            cut_seen.clone(),
                         ));
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -69,6 +73,7 @@ impl LinkProxy {
             port,
             open,
             marker,
+            cuts,
             accept,
         }
     }
@@ -85,6 +90,12 @@ impl LinkProxy {
     pub fn cut_after(&self, marker: &[u8]) {
         *self.marker.lock().unwrap_or_else(PoisonError::into_inner) = Some(marker.to_owned());
     }
+
+    /// Closes every connection open now, both ways, as when the server died; new ones go on as
+    /// before.
+    pub fn cut_now(&self) {
+        self.cuts.send_modify(|n| *n += 1);
+    }
 }
 
 impl Drop for LinkProxy {
@@ -99,7 +110,9 @@ async fn forward(
     target: (String, u16),
     mut open: watch::Receiver<bool>,
     marker: Marker,
+    mut cuts: watch::Receiver<u64>,
 ) {
+    cuts.borrow_and_update();
     if open.wait_for(|open| *open).await.is_err() {
         return;
     }
@@ -111,10 +124,16 @@ async fn forward(
     let (from_client, to_client) = inbound.into_split();
     let (from_server, to_server) = outbound.into_split();
     let cut = CancellationToken::new();
-    tokio::join!(
-        pump(from_client, to_server, open.clone(), &cut, Some(marker)),
-        pump(from_server, to_client, open, &cut, None)
-    );
+    // Returning drops both sockets: a cut closes the connection both ways.
+    tokio::select! {
+        _ = async {
+            tokio::join!(
+                pump(from_client, to_server, open.clone(), &cut, Some(marker)),
+                pump(from_server, to_client, open, &cut, None)
+            )
+        } => {}
+        _ = cuts.changed() => {}
+    }
 }
 
 /// Copies one direction until its end, each chunk (and the end) waiting while blackholed. The
