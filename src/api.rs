@@ -22,6 +22,7 @@ pub mod gates;
 pub mod history;
 pub mod inspection_rules;
 pub mod inventory;
+pub mod keystone;
 pub mod listing;
 pub mod named;
 pub mod nodes;
@@ -73,8 +74,8 @@ pub struct ApiState {
     pub config: Arc<crate::config::ApiConfig>,
     /// Versioned notifications of what the API does (off unless configured).
     pub notifier: crate::notifications::Notifier,
-    /// The users of `auth_strategy = http_basic`; None for `noauth`.
-    pub auth: Option<Arc<auth::BasicAuth>>,
+    /// Who may use the API: None for `noauth`.
+    pub auth: Option<Auth>,
     /// The node events `GET /ferrum/v1/watch` streams (None: the watch is off).
     pub watch: Option<crate::notifications::watch::Hub>,
     /// The hardware types of this build, as data (`drivers::catalogue`).
@@ -284,8 +285,17 @@ pub fn router(state: ApiState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     let max = ServedMax::default();
-    let basic_auth = state.auth.clone();
-    with_middleware(routes, state, max, basic_auth)
+    let auth = state.auth.clone();
+    with_middleware(routes, state, max, auth)
+}
+
+/// How the API authenticates its callers (`auth_strategy`, but `noauth`).
+#[derive(Clone)]
+pub enum Auth {
+    /// `http_basic`: the users of an htpasswd file.
+    Basic(Arc<auth::BasicAuth>),
+    /// `keystone`: Keystone tokens.
+    Keystone(Arc<keystone::Keystone>),
 }
 
 /// The routes of a node's states controller (Ironic's `NodeStatesController`), each at
@@ -359,8 +369,8 @@ where
 }
 
 /// The middleware around every route, innermost first: panics become 500s, the body limits,
-/// authentication (`http_basic` only: before any body is read, and inside the request id so
-/// that a 401 carries one, as Ironic's does; `auth::is_public` routes pass), version negotiation
+/// authentication (`http_basic` or `keystone`: before any body is read, and inside the request id
+/// so that a 401 carries one, as Ironic's does; `auth::is_public` routes pass), version negotiation
 /// and request ids, the request's span (so that every line logged for a request carries its
 /// method, path and request id), and outermost the access log and HTTP metrics
 /// (`access_log.rs`: one line per request, with a 4xx's message or a 5xx's cause, so that it
@@ -370,15 +380,20 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
     routes: Router<S>,
     state: S,
     max: ServedMax,
-    basic_auth: Option<Arc<auth::BasicAuth>>,
+    auth: Option<Auth>,
 ) -> Router {
     let routes = routes
         .layer(middleware::from_fn(catch_panics))
         .layer(DefaultBodyLimit::max(crate::http_server::MAX_BODY_BYTES))
         .layer(middleware::from_fn(extract::refuse_oversized_body))
         .layer(middleware::from_fn(gates::refuse_too_old));
-    let routes = match basic_auth {
-        Some(users) => routes.layer(middleware::from_fn_with_state(users, auth::require)),
+    let routes = match auth {
+        Some(Auth::Basic(users)) => {
+            routes.layer(middleware::from_fn_with_state(users, auth::require))
+        }
+        Some(Auth::Keystone(keystone)) => {
+            routes.layer(middleware::from_fn_with_state(keystone, keystone::require))
+        }
         None => routes,
     };
     let routes = routes
@@ -762,7 +777,7 @@ mod tests {
             assert_eq!((status, body.as_str()), (StatusCode::OK, said), "{path}");
         }
         let users = Arc::new(auth::BasicAuth::parse("").unwrap());
-        let closed = with_middleware(routes, (), ServedMax::default(), Some(users));
+        let closed = with_middleware(routes, (), ServedMax::default(), Some(Auth::Basic(users)));
         assert_eq!(
             fetch(&closed, "/v1/continue_inspection").await.0,
             StatusCode::OK

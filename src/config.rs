@@ -18,8 +18,8 @@ use std::path::Path;
 
 pub use args::{ConfigArgs, OTHER_VARIABLES, hide_unused, unknown_variables};
 pub use settings::{
-    ApiConfig, ConductorConfig, Config, DatabaseConfig, NotificationsConfig, SETTINGS,
-    TransportConfig, WatchConfig,
+    ApiConfig, ConductorConfig, Config, DatabaseConfig, KeystoneConfig, NotificationsConfig,
+    SETTINGS, TransportConfig, WatchConfig,
 };
 pub use value::{parse_bind, parse_seconds};
 
@@ -127,6 +127,8 @@ pub enum AuthStrategy {
     Noauth,
     /// HTTP Basic against the bcrypt entries of `http_basic_auth_user_file`.
     HttpBasic,
+    /// Keystone tokens (`X-Auth-Token`), validated against `[keystone_authtoken]`'s Keystone.
+    Keystone,
 }
 
 /// The lowest TLS version the API accepts ([`ApiConfig::tls_minimum_version`]).

@@ -54,6 +54,9 @@ pub enum Error {
     /// Ironic's OperationNotPermitted: a request that combines what may not be combined.
     #[error("Not permitted.")]
     OperationNotPermitted,
+    /// Ironic's HTTPForbidden: the policy refuses the caller `resource` (a rule's name).
+    #[error("Access was denied to the following resource: {resource}")]
+    AccessDenied { resource: String },
 
     // 404 family.
     #[error("Node {node} could not be found.")]
@@ -173,7 +176,9 @@ impl Error {
             | Error::NoValidHost(_)
             | Error::BadAuthorization(_) => StatusCode::BAD_REQUEST,
             Error::InvalidAgentToken | Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Error::NodeProtected { .. } | Error::OperationNotPermitted => StatusCode::FORBIDDEN,
+            Error::NodeProtected { .. }
+            | Error::OperationNotPermitted
+            | Error::AccessDenied { .. } => StatusCode::FORBIDDEN,
             Error::NodeNotFound { .. }
             | Error::NodeTraitNotFound { .. }
             | Error::BiosSettingNotFound { .. }
@@ -298,6 +303,12 @@ mod tests {
             (Error::internal("boom"), StatusCode::INTERNAL_SERVER_ERROR),
             (
                 Error::NodeProtected { node: "n".into() },
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                Error::AccessDenied {
+                    resource: "r".into(),
+                },
                 StatusCode::FORBIDDEN,
             ),
             (

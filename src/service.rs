@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
-    api::auth::BasicAuth,
     api::{self, ApiState, routing::ConductorRouter},
+    api::{Auth, auth::BasicAuth, keystone::Keystone},
     broker::Brokers,
     conductor,
     config::{AuthStrategy, Config},
@@ -295,6 +295,9 @@ fn api_state(
 ) -> anyhow::Result<ApiState> {
     let auth = match config.api.auth_strategy {
         AuthStrategy::Noauth => None,
+        AuthStrategy::Keystone => Some(Auth::Keystone(Arc::new(Keystone::new(
+            &config.keystone_authtoken,
+        )?))),
         AuthStrategy::HttpBasic => {
             let users = BasicAuth::from_file(&config.api.http_basic_auth_user_file)?;
             if users.user_count() == 0 {
@@ -303,7 +306,7 @@ fn api_state(
                     "the http_basic user file has no users: every request but the public ones is refused"
                 );
             }
-            Some(Arc::new(users))
+            Some(Auth::Basic(Arc::new(users)))
         }
     };
     Ok(ApiState {
@@ -331,6 +334,10 @@ fn auth_summary(config: &Config) -> String {
         AuthStrategy::HttpBasic => format!(
             "http_basic: users of {}",
             config.api.http_basic_auth_user_file.display()
+        ),
+        AuthStrategy::Keystone => format!(
+            "keystone: tokens validated by {} (system readers read, system admins write)",
+            config.keystone_authtoken.auth_url.as_deref().unwrap_or("?")
         ),
     }
 }
@@ -687,6 +694,7 @@ fn banner(config: &Config, new_database: bool) {
     let credentials = match config.api.auth_strategy {
         AuthStrategy::Noauth => "--os-auth-type none",
         AuthStrategy::HttpBasic => "--os-auth-type http_basic --os-username U --os-password P",
+        AuthStrategy::Keystone => "--os-auth-url <keystone> --os-username U --os-password P",
     };
     eprintln!(
         "\nFerrum all-in-one is serving the Ironic API v1 at {url}\n  \

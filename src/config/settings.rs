@@ -252,8 +252,8 @@ settings! {
         /// How often the agent is told to heartbeat at the latest, seconds
         /// (`[api]ramdisk_heartbeat_timeout`).
         ramdisk_heartbeat_timeout: Duration = Duration::from_secs(300), for API;
-        /// Who may use the API: `noauth` or `http_basic` (Ironic's `[DEFAULT]auth_strategy`;
-        /// Ironic's default, `keystone`, is not built).
+        /// Who may use the API: `noauth`, `http_basic` or `keystone` (Ironic's
+        /// `[DEFAULT]auth_strategy`; `keystone` takes its settings from `[keystone_authtoken]`).
         auth_strategy: AuthStrategy = AuthStrategy::Noauth,
             env "FERRUM_AUTH_STRATEGY" flag "auth-strategy", for API;
         /// The Apache htpasswd file of `http_basic`: `user:<bcrypt hash>` lines (Ironic's
@@ -711,6 +711,44 @@ settings! {
         /// (notifications and watch events), seconds; what is left then is lost, and logged.
         flush_timeout: Duration = Duration::from_secs(5),
             env "FERRUM_NOTIFICATION_FLUSH_TIMEOUT" flag "notification-flush-timeout", for SERVERS;
+    }
+
+    /// How `auth_strategy = keystone` validates tokens: keystonemiddleware's `[keystone_authtoken]`
+    /// options of the same names, with the `password` auth type (Ferrum's own service user).
+    [keystone_authtoken] KeystoneConfig {
+        /// Keystone's URL for Ferrum's own calls (`http://keystone:5000`, with or without `/v3`).
+        auth_url: Option<String> = None,
+            env "FERRUM_KEYSTONE_AUTH_URL" flag "keystone-auth-url", for API;
+        /// The URL a client is sent to for a token, in a 401's `WWW-Authenticate: Keystone
+        /// uri="..."`; unset, `auth_url`.
+        www_authenticate_uri: Option<String> = None, for API;
+        /// Ferrum's service user, which validates the tokens users send.
+        username: String = "ironic".to_owned(),
+            env "FERRUM_KEYSTONE_USERNAME" flag "keystone-username", for API;
+        /// Its password.
+        password: Option<String> = None,
+            env "FERRUM_KEYSTONE_PASSWORD" flag "keystone-password", for API;
+        /// The project its token is scoped to.
+        project_name: String = "service".to_owned(), for API;
+        /// The domain of `username`, by name.
+        user_domain_name: String = "Default".to_owned(), for API;
+        /// The domain of `project_name`, by name.
+        project_domain_name: String = "Default".to_owned(), for API;
+        /// How long a validated token is trusted without asking Keystone again (seconds;
+        /// keystonemiddleware's default): a token revoked meanwhile works until then, and while
+        /// Keystone is away a token validated before still works until then.
+        token_cache_time: Duration = Duration::from_secs(300), for API;
+        /// At most so many validated tokens are remembered; beyond, the oldest go.
+        token_cache_size: usize = 10_000, for API, check at_least_1;
+        /// A service token (`X-Service-Token`, as Nova sends one beside its user's) counts only
+        /// with one of these roles.
+        service_token_roles: Vec<String> = vec!["service".to_owned()], for API;
+        /// Whether a service token without one of `service_token_roles` is refused (401);
+        /// otherwise it is ignored.
+        service_token_roles_required: bool = false, for API;
+        /// How long a call to Keystone may take (seconds); past it, the request is answered
+        /// 503 (a token not validated before).
+        http_request_timeout: Duration = Duration::from_secs(10), for API, check above_0;
     }
 
     /// The node event stream of `GET /ferrum/v1/watch` (`[watch]`; beyond Ironic).

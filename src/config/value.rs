@@ -180,7 +180,7 @@ macro_rules! named {
         }
     };
 }
-named!(AuthStrategy: "noauth" => AuthStrategy::Noauth, "http_basic" => AuthStrategy::HttpBasic);
+named!(AuthStrategy: "noauth" => AuthStrategy::Noauth, "http_basic" => AuthStrategy::HttpBasic, "keystone" => AuthStrategy::Keystone);
 named!(TlsVersion: "1.2" => TlsVersion::V1_2, "1.3" => TlsVersion::V1_3);
 named!(ImageDownloadSource: "http" => ImageDownloadSource::Http, "local" => ImageDownloadSource::Local);
 named!(DhcpProvider: "none" => DhcpProvider::None, "dnsmasq" => DhcpProvider::Dnsmasq);
@@ -249,9 +249,9 @@ mod tests {
             vec!["a".to_owned(), "b".to_owned()]
         );
         assert_eq!(TlsVersion::V1_2.show().unwrap(), "\"1.2\"");
-        let err = AuthStrategy::parse("keystone").unwrap_err();
+        let err = AuthStrategy::parse("kerberos").unwrap_err();
         assert!(
-            err.contains("noauth") && err.contains("http_basic"),
+            err.contains("noauth") && err.contains("http_basic") && err.contains("keystone"),
             "{err}"
         );
         assert_eq!(Option::<String>::None.show(), None);

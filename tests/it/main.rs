@@ -38,6 +38,7 @@ mod inspection;
 mod inspection_rules;
 mod interfaces_config;
 mod ipmi;
+mod keystone;
 mod lab;
 mod layers;
 mod limits;

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod clusters;
 pub mod ipa;
 pub mod ipmi_bmc;
+pub mod keystone;
 pub mod lab;
 pub mod link_proxy;
 pub mod load;
