@@ -59,7 +59,7 @@ pub struct PrivateKeystone {
     manager: tokio::sync::OnceCell<String>,
 }
 
-/// A user made for a test, and the token it got.
+/// A user made for a test, with its password.
 pub struct User {
     pub id: String,
     pub name: String,
