@@ -111,14 +111,15 @@ fn a_bad_environment_variable_is_named() {
         "{stderr}"
     );
     let output = ferrum(&dir)
-        .env("FERRUM_AUTH_STRATEGY", "keystone")
+        .env("FERRUM_AUTH_STRATEGY", "kerberos")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("FERRUM_AUTH_STRATEGY")
             && stderr.contains("noauth")
-            && stderr.contains("http_basic"),
+            && stderr.contains("http_basic")
+            && stderr.contains("keystone"),
         "{stderr}"
     );
     // Given as a flag, the same mistake is the flag's.

@@ -183,8 +183,9 @@ pub struct GaleraCluster {
 
 /// One Galera cluster at a time in the test binary: their tests measure how fast service comes
 /// back after a loss, and on a machine of two cores a second cluster under load beside one
-/// slows its view changes and commits past the limits they check.
-static ONE_GALERA: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// slows its view changes and commits past the limits they check. A Keystone (`keystone.rs`:
+/// Python starting, bcrypt) takes it too, for the same reason.
+pub static ONE_GALERA: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl GaleraCluster {
     /// Starts `nodes` nodes and waits until all are Synced. None (announced) when mariadbd or

@@ -57,6 +57,8 @@ pub struct PrivateKeystone {
     http: reqwest::Client,
     /// The admin's token for the calls that manage Keystone, got once.
     manager: tokio::sync::OnceCell<String>,
+    /// Held while it runs: see [`ONE_GALERA`](super::clusters::ONE_GALERA).
+    _quiet: tokio::sync::MutexGuard<'static, ()>,
 }
 
 /// A user made for a test, with its password.
@@ -70,6 +72,7 @@ impl PrivateKeystone {
     /// Starts one, or None (announced) when Keystone cannot be had.
     pub async fn start() -> Option<PrivateKeystone> {
         let script = prepared()?;
+        let quiet = super::clusters::ONE_GALERA.lock().await;
         let dir = std::env::temp_dir().join(format!("ferrum-keystone-{}", random_suffix()));
         let port = free_port();
         let started = tokio::process::Command::new("bash")
@@ -91,6 +94,7 @@ impl PrivateKeystone {
             dir,
             http: reqwest::Client::new(),
             manager: tokio::sync::OnceCell::new(),
+            _quiet: quiet,
         })
     }
 
