@@ -225,15 +225,21 @@ pub fn is_public(path: &str) -> bool {
     }
 }
 
-/// Middleware: a request to a route that is not public goes on only with valid credentials.
-/// The path judged is the one the client sent, before `/v1` was put in front of it (Ironic
-/// checks it before routing).
-pub async fn require(State(auth): State<Arc<BasicAuth>>, request: Request, next: Next) -> Response {
+/// Whether `request` is to a public route ([`is_public`]), judged by the path the client sent,
+/// before `/v1` was put in front of it (Ironic checks it before routing).
+pub fn is_public_request(request: &Request) -> bool {
     let sent = request
         .extensions()
         .get::<axum::extract::OriginalUri>()
         .map_or_else(|| request.uri().path(), |original| original.0.path());
-    if is_public(sent) {
+    is_public(sent)
+}
+
+/// Middleware: a request to a route that is not public goes on only with valid credentials.
+/// The path judged is the one the client sent, before `/v1` was put in front of it (Ironic
+/// checks it before routing).
+pub async fn require(State(auth): State<Arc<BasicAuth>>, request: Request, next: Next) -> Response {
+    if is_public_request(&request) {
         return next.run(request).await;
     }
     match auth

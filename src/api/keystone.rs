@@ -392,11 +392,7 @@ pub async fn require(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let sent = request
-        .extensions()
-        .get::<axum::extract::OriginalUri>()
-        .map_or_else(|| request.uri().path(), |original| original.0.path());
-    if super::auth::is_public(sent) {
+    if super::auth::is_public_request(&request) {
         return next.run(request).await;
     }
     match keystone.authenticate(request.headers()).await {
